@@ -1,0 +1,191 @@
+"""Typed errors with stable codes.
+
+Every error that crosses a package boundary is a :class:`DshError` with a stable
+``code`` string. Callers branch on ``code`` (never on the message text), tools
+surface ``code`` to the model, and the CLI prints ``dsh: <code>: <message>``.
+Domain packages subclass :class:`DshError` and set their own codes (``TEAM_*``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "DshError",
+    "InvariantError",
+    "ConfigError",
+    "SessionError",
+    "SessionNotFoundError",
+    "SessionExistsError",
+    "SessionLockedError",
+    "SessionCorruptError",
+    "SessionFormatError",
+    "SessionNotLiveError",
+    "ReentrantAppendError",
+    "InvalidEventError",
+    "SessionForkError",
+    "SubagentError",
+    "ToolError",
+    "ModelError",
+    "ScriptError",
+    "PluginError",
+    "RegistrationError",
+]
+
+
+class DshError(Exception):
+    """Root of every error raised by ``host_spec`` and the plugins.
+
+    Args:
+        message: Human-readable explanation; shown to users and models.
+        code: Overrides the class default ``code`` for this instance.
+        **details: Structured facts (ids, field paths) kept on ``details``.
+    """
+
+    code: ClassVar[str] = "DSH_ERROR"
+
+    def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            # An instance code shadows the class default without mutating it.
+            self.code = code  # type: ignore[misc]
+        self.details = details
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InvariantError(DshError):
+    """A ``dsh_pre_append`` implementation vetoed an append; nothing was written.
+
+    Attributes:
+        plugin: Name of the vetoing plugin (the pluggy registration name).
+        reasons: Every violation reason, in hook order.
+    """
+
+    code = "INVARIANT"
+
+    def __init__(self, plugin: str, reason: str, *, reasons: list[str] | None = None) -> None:
+        super().__init__(f'invariant violated by "{plugin}": {reason}', plugin=plugin)
+        self.plugin = plugin
+        self.reason = reason
+        self.reasons = reasons if reasons is not None else [reason]
+
+
+class ConfigError(DshError):
+    """Plugin, profile or script configuration is invalid. ``path`` names the field."""
+
+    code = "CONFIG_INVALID"
+
+    def __init__(self, message: str, *, path: str = "", code: str | None = None) -> None:
+        super().__init__(message if not path or path in message else f"{message} @ {path}", code=code, path=path)
+        self.path = path
+
+
+class SessionError(DshError):
+    """Base for session store and persistence failures."""
+
+    code = "SESSION_ERROR"
+
+
+class SessionNotFoundError(SessionError):
+    """No live or persisted session has the requested id."""
+
+    code = "SESSION_NOT_FOUND"
+
+
+class SessionExistsError(SessionError):
+    """A session with this id already exists (live or on disk)."""
+
+    code = "SESSION_ALREADY_EXISTS"
+
+
+class SessionLockedError(SessionError):
+    """Another process holds the write lock of this session's log."""
+
+    code = "SESSION_LOCKED"
+
+
+class SessionCorruptError(SessionError):
+    """The committed region of a log is unreadable (not a torn tail)."""
+
+    code = "SESSION_CORRUPT"
+
+
+class SessionFormatError(SessionError):
+    """The log was written in a format version this host does not read."""
+
+    code = "SESSION_FORMAT_UNSUPPORTED"
+
+
+class SessionNotLiveError(SessionError):
+    """The operation needs a live (attached) session."""
+
+    code = "SESSION_NOT_LIVE"
+
+
+class ReentrantAppendError(SessionError):
+    """An observer tried to append to the session whose append it is observing."""
+
+    code = "SESSION_REENTRANT_APPEND"
+
+
+class InvalidEventError(SessionError):
+    """The event data is not lossless JSON or the type string is malformed."""
+
+    code = "INVALID_EVENT"
+
+
+class SessionForkError(SessionError):
+    """A fork request cannot be honoured (``OPEN_TURN``, ``INVALID_BOUNDARY`` ...)."""
+
+    code = "SESSION_FORK_ERROR"
+
+
+class SubagentError(DshError):
+    """Continuable-children failures.
+
+    Codes: ``UNAUTHORIZED``, ``DUPLICATE_CHILD``, ``NOT_RESUMABLE``, ``DRAINING``,
+    ``NO_PROVIDER``, ``DUPLICATE_PROVIDER``, ``PARENT_UNAVAILABLE``, ``CANCELLED``.
+    """
+
+    code = "SUBAGENT_ERROR"
+
+
+class ToolError(DshError):
+    """A tool call failed before or during execution.
+
+    Codes: ``UNKNOWN_TOOL``, ``INVALID_ARGS``, ``INVALID_TOOL_OUTPUT``, ``ABORTED``,
+    ``ABORTED_BEFORE_DISPATCH``. Domain errors raised by a tool keep their own code.
+    """
+
+    code = "TOOL_ERROR"
+
+
+class ModelError(DshError):
+    """A model adapter failed or no adapter serves the requested route."""
+
+    code = "MODEL_ERROR"
+
+
+class ScriptError(ModelError):
+    """A scripted-model JSON file is malformed; ``path`` names the offending item."""
+
+    code = "SCRIPT_INVALID"
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        super().__init__(f"{message} @ {path}" if path else message, path=path)
+        self.path = path
+
+
+class PluginError(DshError):
+    """A plugin could not be discovered, loaded, registered or reloaded."""
+
+    code = "PLUGIN_ERROR"
+
+
+class RegistrationError(DshError):
+    """A scoped registration collided with an existing name in the same layer."""
+
+    code = "ALREADY_REGISTERED"

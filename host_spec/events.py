@@ -1,0 +1,250 @@
+"""The session event envelope, the log header, and the core payloads.
+
+A session log is a header followed by events. Every event carries ``seq``
+(contiguous per session, from 1), ``time`` (epoch milliseconds), ``type``, ``data``
+and ``cause`` (which agent and which tool call appended it). ``data`` is kept as
+raw JSON bytes (:class:`msgspec.Raw`): decoding a log costs one pass, payloads are
+decoded lazily by type with :func:`decode_data`, and unknown types round-trip
+byte-for-byte. Encoders and decoders are built once at import.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final, Literal, TypeVar
+
+import msgspec
+
+from .errors import InvalidEventError
+
+__all__ = [
+    "SESSION_FORMAT_VERSION",
+    "EventType",
+    "Cause",
+    "Event",
+    "SessionHeader",
+    "TurnStart",
+    "TurnEnd",
+    "StepMark",
+    "ToolCallRecord",
+    "InboxSplice",
+    "SubagentDescriptor",
+    "encode_data",
+    "decode_data",
+    "encode_event",
+    "decode_event",
+    "decode_header",
+    "encode_header",
+    "json_encode",
+    "json_decode",
+]
+
+SESSION_FORMAT_VERSION: Final = 0
+
+T = TypeVar("T")
+
+
+class EventType:
+    """Event type strings used by the host. Plugins add their own (``team/...``)."""
+
+    TURN_START: Final = "turn/start"
+    TURN_END: Final = "turn/end"
+    STEP_START: Final = "step/start"
+    STEP_END: Final = "step/end"
+    USER_MESSAGE: Final = "user/message"
+    ASSISTANT_MESSAGE: Final = "assistant/message"
+    TOOL_CALL: Final = "tool/call"
+    TOOL_RESULT: Final = "tool/result"
+    INBOX_SPLICED: Final = "agent/inbox/spliced"
+    SUBAGENT_DESCRIPTOR: Final = "subagent/descriptor"
+    END_SEED: Final = "session/end-seed"
+
+    #: Types that form the conversation a model sees.
+    SURFACE: Final = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
+
+
+class Cause(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Who appended an event: the agent and, inside a tool call, the call and tool."""
+
+    agent_id: str | None = None
+    call_id: str | None = None
+    tool: str | None = None
+
+
+class Event(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
+    """One committed (or candidate) session event.
+
+    Attributes:
+        seq: Position in the session log, contiguous from 1.
+        time: Epoch milliseconds assigned at append.
+        type: Event type string (``turn/start``, ``team/task`` ...).
+        data: Raw JSON bytes of the payload; decode with :meth:`decode` or :meth:`value`.
+        cause: Agent and tool call that appended the event, when known.
+    """
+
+    seq: int
+    time: int
+    type: str
+    data: msgspec.Raw
+    cause: Cause | None = None
+
+    def value(self) -> Any:
+        """Decode ``data`` into builtin Python objects (dict, list, str ...)."""
+        return _builtin_decoder.decode(self.data)
+
+    def decode(self, typ: type[T]) -> T:
+        """Decode ``data`` strictly into ``typ`` (raises ``msgspec.ValidationError``)."""
+        return decode_data(self.data, typ)
+
+
+class SessionHeader(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Line 1 of a session log; immutable, never an event.
+
+    ``seed_length`` counts the leading events inherited from a parent (a fork prefix):
+    every reader of a session's *own* work slices ``events[seed_length:]``.
+    """
+
+    id: str
+    created_at: int
+    type: Literal["session"] = "session"
+    version: int = SESSION_FORMAT_VERSION
+    cwd: str | None = None
+    parent_session: str | None = None
+    seed_length: int = 0
+    origin: str | None = None
+    delegation_depth: int = 0
+
+
+# ---------------------------------------------------------------- core payloads
+
+
+class TurnStart(msgspec.Struct, frozen=True):
+    turn: int
+
+
+class TurnEnd(msgspec.Struct, frozen=True):
+    """``reason`` is ``{"kind": "completed"|"aborted"|"blocked"|"error"|"interrupted", ...}``."""
+
+    turn: int
+    reason: dict[str, Any]
+
+
+class StepMark(msgspec.Struct, frozen=True):
+    """Payload of ``step/start`` and ``step/end``."""
+
+    turn: int
+    step: int
+
+
+class ToolCallRecord(msgspec.Struct, frozen=True):
+    """Payload of ``tool/call``: the call as the model made it (``arguments`` is raw JSON text)."""
+
+    turn: int
+    step: int
+    call_id: str
+    name: str
+    arguments: str
+
+
+class InboxSplice(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Payload of ``agent/inbox/spliced``: the durable fact behind every inbox change.
+
+    ``inserted`` holds whole user messages (``{"id", "role", "content", "source"}``);
+    ``removed_ids`` names items that left the queue (claimed into a turn, or
+    discarded when ``outcome`` is ``"canceled"``). Replaying the splices of a
+    session's own suffix rebuilds both queues exactly.
+    """
+
+    target: Literal["next-turn", "next-step"]
+    inserted: list[dict[str, Any]] = []
+    removed_ids: list[str] = []
+    outcome: Literal["claimed", "canceled"] | None = None
+
+
+class SubagentDescriptor(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Payload of ``subagent/descriptor`` (version 2): how a child may be resumed."""
+
+    version: int
+    mode: Literal["continuable", "one-shot"]
+    provider: str
+    label: str | None = None
+    agent_model: str | None = None
+
+
+# ---------------------------------------------------------------- codec (built once)
+
+_encoder: Final = msgspec.json.Encoder()
+_builtin_decoder: Final = msgspec.json.Decoder()
+_event_decoder: Final = msgspec.json.Decoder(Event)
+_header_decoder: Final = msgspec.json.Decoder(SessionHeader)
+_typed_decoders: dict[type, msgspec.json.Decoder] = {}
+
+
+def json_encode(value: Any) -> bytes:
+    """Encode any JSON-able value (Structs included) with the shared encoder."""
+    return _encoder.encode(value)
+
+
+def json_decode(data: bytes | str) -> Any:
+    """Decode JSON into builtins with the shared decoder."""
+    return _builtin_decoder.decode(data)
+
+
+def _check_lossless(value: Any, path: str = "$") -> None:
+    """Reject values that JSON would not round-trip (NaN, infinities, non-str keys)."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidEventError(f"event data is not lossless JSON: non-finite number at {path}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidEventError(f"event data is not lossless JSON: non-string key at {path}")
+            _check_lossless(item, f"{path}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _check_lossless(item, f"{path}[{index}]")
+
+
+def encode_data(data: Any) -> msgspec.Raw:
+    """Snapshot an event payload as raw JSON bytes.
+
+    Structs are encoded directly (their fields are typed, so no deep walk is
+    needed); builtin containers are checked for lossless JSON first.
+
+    Raises:
+        InvalidEventError: the payload is not lossless JSON.
+    """
+    if isinstance(data, msgspec.Raw):
+        return data
+    if not isinstance(data, msgspec.Struct):
+        _check_lossless(data)
+    try:
+        return msgspec.Raw(_encoder.encode(data))
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise InvalidEventError(f"event data is not lossless JSON: {exc}") from exc
+
+
+def decode_data(data: msgspec.Raw | bytes, typ: type[T]) -> T:
+    """Strictly decode a raw payload into ``typ`` with a decoder cached per type."""
+    decoder = _typed_decoders.get(typ)
+    if decoder is None:
+        decoder = _typed_decoders[typ] = msgspec.json.Decoder(typ)
+    return decoder.decode(data)
+
+
+def encode_event(event: Event) -> bytes:
+    """One JSONL line (without the newline) for ``event``."""
+    return _encoder.encode(event)
+
+
+def decode_event(line: bytes | str) -> Event:
+    """Decode one JSONL event line (raises ``msgspec.DecodeError`` / ``ValidationError``)."""
+    return _event_decoder.decode(line)
+
+
+def encode_header(header: SessionHeader) -> bytes:
+    return _encoder.encode(header)
+
+
+def decode_header(line: bytes | str) -> SessionHeader:
+    return _header_decoder.decode(line)

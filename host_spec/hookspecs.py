@@ -1,0 +1,186 @@
+"""Every ``dsh_*`` hook a host calls, documented one by one.
+
+Conventions (pytest's ``hookspec.py`` is the model):
+
+* Every hook takes ``host`` first; implementations may accept any subset of the
+  arguments, and must never give their parameters defaults.
+* The host calls hooks with keyword arguments only.
+* *Observer* hooks: the host contains each implementation's exception (logs it
+  and goes on), so one broken plugin cannot stop another.
+* *Veto* hooks say so explicitly; their exceptions propagate to the caller.
+* Registration (tools, prompt sections, providers) is **not** a hook: it goes
+  through :class:`host_spec.protocols.PluginContext` and agent scopes, so every
+  registration has an owner that unload and reload dispose exactly.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from .events import Event
+    from .protocols import Agent, Host, PluginContext, Session
+    from .records import Violation
+
+hookspec = pluggy.HookspecMarker("dsh")
+
+# ---------------------------------------------------------------- plugin lifecycle
+
+
+@hookspec
+def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
+    """The plugin has just been registered (at start-up, or again after a reload).
+
+    Called for the loading plugin only, never broadcast. The plugin validates
+    ``ctx.config`` (raise ``ConfigError`` naming the field to fail the load), makes
+    its registrations through ``ctx`` (every handle lands in its ledger), and
+    installs into agents that are already live (``host.agents.list()``), because
+    ``dsh_agent_created`` is not replayed for them.
+
+    Args:
+        host: The host.
+        ctx: This plugin's context: name, raw config table, ownership ledger.
+
+    May veto: yes. An exception fails the load; the host disposes the ledger, unregisters
+    the plugin and reports the error (on reload it restores the previous version).
+    """
+
+
+@hookspec
+def dsh_plugin_unload(host: Host, ctx: PluginContext) -> None:
+    """The plugin is about to be unregistered (shutdown or reload).
+
+    Called for the unloading plugin only. Afterwards the host disposes every handle in
+    ``ctx``'s ledger in reverse order and cancels its supervised tasks. Async work
+    that must finish first goes through :func:`dsh_plugin_teardown`.
+
+    May veto: no (exceptions are logged; the unload completes).
+    """
+
+
+@hookspec
+async def dsh_plugin_teardown(host: Host, ctx: PluginContext) -> None:
+    """Awaited for the unloading plugin before ``dsh_plugin_unload``: settle in-flight work.
+
+    Used for bounded settlement (the Team service drains its live teammates here).
+
+    May veto: no (exceptions are logged and reported; the unload completes).
+    """
+
+
+# ---------------------------------------------------------------- sessions
+
+
+@hookspec
+def dsh_session_created(host: Host, session: Session) -> None:
+    """A session was created or resumed and is about to be published.
+
+    Fires once per session activation, after its stored or seeded events are
+    loaded and before anything new is appended. Seed events are not replayed
+    through :func:`dsh_session_event`; a stateful plugin folds ``session.events``
+    here.
+
+    May veto: yes. An exception aborts the creation; the host still calls
+    :func:`dsh_session_disposed` for this session.
+    """
+
+
+@hookspec
+def dsh_pre_append(host: Host, session: Session, event: Event) -> Violation | None:
+    """Check a candidate event before it is appended.
+
+    Called inside ``session.append`` after ``seq`` and ``time`` are assigned and
+    before the event becomes visible. Implementations must be fast (O(1) in the log
+    length), must not mutate anything, and must not append.
+
+    Returns:
+        ``None`` to allow, or a :class:`~host_spec.records.Violation` to veto.
+
+    May veto: yes. The host calls every implementation; if any returned a
+    violation it raises ``InvariantError`` (code ``INVARIANT``, naming the first
+    vetoing plugin) from ``append``. Nothing is written and no observer runs.
+    """
+
+
+@hookspec
+def dsh_session_event(host: Host, session: Session, event: Event) -> None:
+    """An event was committed to ``session`` (visible in memory, not yet durable).
+
+    Synchronous, in append order. Implementations must not append to the same
+    session inline (that raises ``ReentrantAppendError``); schedule work with
+    ``host.call_soon`` instead.
+
+    May veto: no (exceptions are logged; the append stays committed).
+    """
+
+
+@hookspec
+def dsh_session_flushed(host: Host, session: Session, durable_seq: int) -> None:
+    """Every event of ``session`` up to ``durable_seq`` is on stable storage.
+
+    Fires once per completed group commit (not once per ``flush`` caller).
+
+    May veto: no.
+    """
+
+
+@hookspec
+def dsh_session_disposed(host: Host, session: Session) -> None:
+    """The session left the live store (after its final flush). Fires once per activation.
+
+    May veto: no.
+    """
+
+
+# ---------------------------------------------------------------- agents
+
+
+@hookspec
+def dsh_agent_created(host: Host, agent: Agent) -> None:
+    """A new or resumed agent was built; its scope exists; it has not run yet.
+
+    Plugins install scoped tools and prompt sections into ``agent.scope`` here, so
+    they are present before the agent's first model request (cold resume too).
+
+    May veto: yes. An exception rolls the creation back.
+    """
+
+
+@hookspec
+def dsh_agent_session_start(host: Host, agent: Agent, source: str) -> None:
+    """The agent is published and may now be driven.
+
+    Args:
+        source: ``"startup"`` for a new agent, ``"resume"`` after a cold resume.
+
+    The first point where a plugin may steer the agent or start recovery work
+    (the Team service re-dispatches queued mail here).
+
+    May veto: no.
+    """
+
+
+@hookspec
+def dsh_agent_status(host: Host, agent: Agent, status: str) -> None:
+    """The agent's live status changed (``"running"`` <-> ``"idle"``). Never repeats a status.
+
+    May veto: no.
+    """
+
+
+@hookspec
+def dsh_agent_disposed(host: Host, agent: Agent) -> None:
+    """The agent is quiescent and its scope was unwound; its session detaches next.
+
+    May veto: no.
+    """
+
+
+@hookspec
+def dsh_agent_turn_end(host: Host, agent: Agent, turn: int, reason: dict[str, Any]) -> None:
+    """The agent closed turn ``turn`` with ``reason`` (``{"kind": "completed" | ...}``).
+
+    May veto: no.
+    """

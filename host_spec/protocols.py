@@ -1,0 +1,339 @@
+"""The services a host offers plugins, as ``typing.Protocol`` seams.
+
+Plugins (``dsh_team``, ``dsh_team_tools``, ``dsh_team_invariant``) import only this
+module, :mod:`host_spec.records`, :mod:`host_spec.events`, :mod:`host_spec.messages`
+and :mod:`host_spec.errors`; never the reference host. Any host that offers these
+services can run the plugins unchanged.
+
+Identity rule: a live object is the credential. ``host.agents.get(id) is agent``
+tells a live agent from a stale copy or a disposed handle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from .events import Cause, Event, SessionHeader
+    from .messages import ContentBlock, Source, UserMessage
+    from .records import AbortSignal, CancelCause, Handle, PromptSection, ToolSpec
+
+__all__ = [
+    "AgentStatus",
+    "Session",
+    "PersistedSession",
+    "SessionStore",
+    "Scope",
+    "Inbox",
+    "Agent",
+    "AgentRegistry",
+    "ToolRegistry",
+    "PromptRegistry",
+    "ModelAdapter",
+    "ModelRequest",
+    "ContinuableProvider",
+    "Continuations",
+    "PluginContext",
+    "Host",
+]
+
+AgentStatus = Literal["running", "idle"]
+
+
+@runtime_checkable
+class Session(Protocol):
+    """A live session: an append-only event log with a durability barrier.
+
+    ``append`` is synchronous: it assigns ``seq``/``time``, runs every
+    ``dsh_pre_append`` impl (a violation raises ``InvariantError`` and writes
+    nothing), makes the event visible in ``events``, then calls the
+    ``dsh_session_event`` observers. ``flush`` makes everything appended so far
+    durable; concurrent flushes of one session share one fsync (group commit).
+    """
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def header(self) -> SessionHeader: ...
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """Every event in order; ``events[i].seq == i + 1``. Read-only view."""
+        ...
+
+    @property
+    def last_seq(self) -> int:
+        """Seq of the newest event (0 for an empty log)."""
+        ...
+
+    @property
+    def durable_seq(self) -> int:
+        """Seq of the newest event known to be on stable storage."""
+        ...
+
+    @property
+    def live(self) -> bool: ...
+
+    def own_events(self) -> Sequence[Event]:
+        """``events[header.seed_length:]``: the session's own work, without an inherited prefix."""
+        ...
+
+    def append(self, type: str, data: Any, *, cause: Cause | None = None) -> Event: ...
+
+    async def flush(self) -> None: ...
+
+
+class PersistedSession(Protocol):
+    """A read-only snapshot of a stored session (not activated, no repair written)."""
+
+    @property
+    def header(self) -> SessionHeader: ...
+
+    @property
+    def events(self) -> Sequence[Event]: ...
+
+    def own_events(self) -> Sequence[Event]: ...
+
+
+class SessionStore(Protocol):
+    """Live sessions and read-only access to persisted ones."""
+
+    def get(self, session_id: str) -> Session | None:
+        """The live session with this id, or ``None``."""
+        ...
+
+    def list(self) -> Sequence[Session]:
+        """Live sessions in creation order."""
+        ...
+
+    async def flush(self, session: Session) -> None: ...
+
+    async def inspect(self, session_id: str) -> PersistedSession:
+        """Read a stored session without activating it.
+
+        Raises:
+            SessionNotFoundError: nothing is stored under this id.
+            SessionCorruptError: the committed region is unreadable.
+        """
+        ...
+
+    def exists(self, session_id: str) -> bool:
+        """Whether a session with this id is live or stored."""
+        ...
+
+
+class Scope(Protocol):
+    """A LIFO ledger of disposers that lives exactly as long as its owner (an agent)."""
+
+    @property
+    def disposed(self) -> bool: ...
+
+    def add(self, handle: Handle) -> Handle:
+        """Track ``handle``; it is disposed with the scope (in reverse order)."""
+        ...
+
+
+class Inbox(Protocol):
+    """Pending messages of an agent, projected from durable ``agent/inbox/spliced`` events."""
+
+    def pending(self) -> Sequence[UserMessage]:
+        """Unclaimed messages, next-step items first, then next-turn items."""
+        ...
+
+
+class Agent(Protocol):
+    """A live agent. ``id == session.id``; status is live only (never an event)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def session(self) -> Session: ...
+
+    @property
+    def status(self) -> AgentStatus: ...
+
+    @property
+    def model(self) -> str | None: ...
+
+    @property
+    def name(self) -> str:
+        """Name used by the scripted model: ``lead`` for a root, else the child's label."""
+        ...
+
+    @property
+    def scope(self) -> Scope: ...
+
+    @property
+    def inbox(self) -> Inbox: ...
+
+    @property
+    def disposed(self) -> bool: ...
+
+    def steer(self, message: UserMessage) -> str:
+        """Deliver at the next step boundary of a running turn, or start a turn when idle.
+
+        The inbox splice is appended synchronously (durable after the next flush).
+        Returns the message id.
+        """
+        ...
+
+    def followup(self, message: UserMessage) -> str:
+        """Queue as the next turn's prompt and wake the agent. Returns the message id."""
+        ...
+
+    def cancel(self, cause: CancelCause, *, keep_inbox: bool = True) -> None:
+        """Cancel the current turn; a no-op on an idle agent."""
+        ...
+
+    async def when_idle(self) -> None:
+        """Wait until the agent has no turn running and nothing waking it."""
+        ...
+
+
+class AgentRegistry(Protocol):
+    def get(self, agent_id: str) -> Agent | None:
+        """The exact live agent with this id, or ``None``."""
+        ...
+
+    def list(self) -> Sequence[Agent]: ...
+
+
+class ToolRegistry(Protocol):
+    """Global and per-scope tool layers; a scope layer shadows a same-named global tool."""
+
+    def register(self, spec: ToolSpec, *, scope: Scope | None = None) -> Handle:
+        """Register ``spec`` globally or into ``scope``.
+
+        Raises:
+            RegistrationError: the name already exists in that same layer.
+        """
+        ...
+
+    def visible(self, agent: Agent) -> Sequence[ToolSpec]:
+        """Tools the agent can use now (scope layer over global, ``available`` applied)."""
+        ...
+
+
+class PromptRegistry(Protocol):
+    def register(self, section: PromptSection, *, scope: Scope | None = None) -> Handle: ...
+
+    def render(self, agent: Agent) -> str:
+        """The assembled system prompt for ``agent``."""
+        ...
+
+
+class ModelRequest(Protocol):
+    agent: Agent
+    system: str
+    messages: Sequence[Mapping[str, Any]]
+    tools: Sequence[ToolSpec]
+
+
+class ModelAdapter(Protocol):
+    """Produces one assistant step: ``{"text": str, "tool_calls": [{"id", "name", "arguments"}]}``."""
+
+    async def complete(self, request: ModelRequest) -> Mapping[str, Any]: ...
+
+
+class ContinuableProvider(Protocol):
+    """Prepares a continuable child's creation data; never sees the child agent."""
+
+    name: str
+
+    def prepare(self, parent: Agent) -> Sequence[Event]:
+        """The inherited seed for the child (empty for a fresh child)."""
+        ...
+
+
+class Continuations(Protocol):
+    """Continuable children: start, deliver (host-only Steer), interrupt, drain."""
+
+    def register_provider(self, provider: ContinuableProvider) -> Handle: ...
+
+    def new_child_id(self) -> str: ...
+
+    async def start_continuable(
+        self,
+        *,
+        child_id: str,
+        provider: str,
+        label: str,
+        prompt: list[ContentBlock],
+        parent: Agent,
+        signal: AbortSignal | None = None,
+    ) -> tuple[str, str]:
+        """Create the child and durably admit its first prompt; returns ``(child_id, message_id)``.
+
+        A failure before the prompt is accepted rolls everything back and raises.
+        """
+        ...
+
+    async def deliver(
+        self,
+        parent: Agent,
+        child_id: str,
+        content: list[ContentBlock],
+        *,
+        source: Source,
+        mode: Literal["steer", "followup"] = "steer",
+        message_id: str | None = None,
+        signal: AbortSignal | None = None,
+    ) -> str:
+        """Host-only delivery to an exact direct child, cold-resuming it when not loaded."""
+        ...
+
+    def interrupt(self, child_id: str, authority: Agent) -> None:
+        """Cancel the child's current turn keeping its inbox (``UNAUTHORIZED`` for strangers)."""
+        ...
+
+    async def drain(self, parent: Agent, child_ids: Sequence[str]) -> None:
+        """Release those children and their descendants, child-first."""
+        ...
+
+    def is_resident(self, child_id: str) -> bool: ...
+
+
+class PluginContext(Protocol):
+    """What a plugin gets on load: its config, the host, and an ownership ledger."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def config(self) -> Mapping[str, Any]: ...
+
+    @property
+    def host(self) -> Host: ...
+
+    def own(self, handle: Handle) -> Handle:
+        """Put ``handle`` in this plugin's ledger (disposed LIFO on unload or reload)."""
+        ...
+
+    def spawn(self, coro: Awaitable[Any], *, name: str = "") -> Any:
+        """Run a supervised background task, cancelled on unload."""
+        ...
+
+    def provide(self, key: str, service: Any) -> Handle:
+        """Publish a service under ``key`` for other plugins (removed on unload)."""
+        ...
+
+
+class Host(Protocol):
+    """The services a host exposes to plugins."""
+
+    sessions: SessionStore
+    agents: AgentRegistry
+    tools: ToolRegistry
+    prompts: PromptRegistry
+    continuations: Continuations
+
+    def service(self, key: str) -> Any | None:
+        """A service another plugin provided with ``ctx.provide`` (or ``None``)."""
+        ...
+
+    def call_soon(self, fn: Callable[[], Any]) -> None:
+        """Schedule ``fn`` after the current append/hook returns (observers must not re-enter)."""
+        ...
