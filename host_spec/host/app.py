@@ -1,0 +1,337 @@
+"""The reference host: wires sessions, agents, tools and prompts to the plugins.
+
+:class:`Host` implements :class:`host_spec.protocols.Host` for plugins and the two
+seams the lower layers expose without importing pluggy: ``SessionObserver``
+(``pre_append`` / ``committed`` / ``flushed``) and ``AgentHooks`` (``created`` ...
+``disposed``). Each seam call becomes one hook call through
+:class:`~host_spec.host.plugins.PluginManager`, which applies the veto/observer rules.
+
+Session activation is the host's job because the store and the agent layer never
+call hooks themselves: :meth:`Host.create_session` / :meth:`Host.resume_session`
+announce a session (``dsh_session_created``, veto) *before* its agent is built, and
+:meth:`Host.release_session` detaches it (final flush) and fires
+``dsh_session_disposed``, exactly once per activation.
+
+Lifecycle: ``await Host.open(data_dir, profile, model)`` -> ``run`` / ``resume`` ->
+``close()`` (plugins unload last-first with teardown, agents are disposed, sessions
+get their final flush and release their locks). Logging goes through structlog; the
+CLI configures it, never this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from host_spec.errors import ModelError
+from host_spec.events import EventType, SubagentDescriptor
+from host_spec.messages import UserMessage, user_message
+
+from .agents import AgentRegistry, AgentRuntime
+from .model_scripted import ScriptedModel
+from .plugins import PluginManager
+from .profiles import Profile, load_profile
+from .prompt import PromptRegistry
+from .sessions import SessionStore
+from .store_jsonl import JsonlStore
+from .subagents import ContinuationManager
+from .tools import ToolRegistry
+
+__all__ = ["Host", "resolve_model"]
+
+log = structlog.get_logger(__name__)
+
+
+def resolve_model(model: Any) -> Any:
+    """A model adapter from an adapter object or a spec string (``scripted:FILE``).
+
+    Raises:
+        ModelError: an unknown adapter name.
+        ScriptError: the script file is unreadable or malformed.
+    """
+    if not isinstance(model, (str, os.PathLike)):
+        return model
+    kind, _, argument = os.fspath(model).partition(":")
+    if kind == "scripted" and argument:
+        return ScriptedModel.from_file(argument)
+    raise ModelError(f'unknown model "{model}" (available: scripted:FILE)', code="MODEL_UNKNOWN")
+
+
+class Host:
+    """The reference host (implements ``protocols.Host``, ``SessionObserver``, ``AgentHooks``).
+
+    Attributes:
+        sessions, agents, tools, prompts: The services plugins use.
+        continuations: Continuable children, or ``None`` on a host without them.
+        plugins: The plugin manager (hooks are called through it).
+        profile: The profile whose plugins were loaded, if any.
+    """
+
+    def __init__(self, *, store: JsonlStore | None, model: Any, plugins: PluginManager | None = None) -> None:
+        self.store = store
+        self.model = model
+        self.plugins = plugins if plugins is not None else PluginManager()
+        self.plugins.host = self
+        self.sessions = SessionStore(store, self)
+        self.tools = ToolRegistry()
+        self.prompts = PromptRegistry()
+        self.agents = AgentRegistry(AgentRuntime(self.sessions, self.tools, self.prompts, model, hooks=self))
+        self.continuations: Any = ContinuationManager(self)
+        self.profile: Profile | None = None
+        self._announced: dict[str, Any] = {}
+        self._soon_pending = 0
+        self._soon_tasks: set[asyncio.Future[Any]] = set()
+        self._closed = False
+
+    # ------------------------------------------------------------ lifecycle
+
+    @classmethod
+    async def open(
+        cls,
+        data_dir: str | os.PathLike[str] | None,
+        profile: str | os.PathLike[str] | Profile | None,
+        model: Any,
+        *,
+        extra_plugins: Sequence[tuple[str, object]] = (),
+    ) -> Host:
+        """Build a host and load its plugins.
+
+        Args:
+            data_dir: Root of the JSONL store, or ``None`` to keep sessions in memory.
+            profile: A built-in profile name, a ``.toml`` path, a :class:`Profile`, or ``None``.
+            model: A model adapter or a spec string (``scripted:FILE``).
+            extra_plugins: ``(name, object)`` plugins registered before the profile's,
+                so they unload last (the CLI's transcript printer).
+
+        Raises:
+            DshError: a model, profile or plugin failure; nothing stays loaded.
+        """
+        adapter = resolve_model(model)
+        resolved = load_profile(profile) if isinstance(profile, (str, os.PathLike)) else profile
+        store = JsonlStore(Path(data_dir)) if data_dir is not None else None
+        host = cls(store=store, model=adapter)
+        host.profile = resolved
+        try:
+            for name, plugin in extra_plugins:
+                host.plugins.load(name, plugin=plugin)
+            for entry in resolved.plugins if resolved is not None else ():
+                host.plugins.load(entry.name, entry.config)
+        except BaseException:
+            await host.close()
+            raise
+        return host
+
+    async def close(self) -> None:
+        """Unload plugins (last first, with teardown), dispose agents, flush and release sessions."""
+        if self._closed:
+            return
+        self._closed = True
+        await self.plugins.unload_all()
+        if self.continuations is not None:
+            await self.continuations.close()  # child-first, inboxes kept for a later cold resume
+        for agent in reversed(list(self.agents.list())):
+            await self.dispose_agent(agent)
+        for session in list(self.sessions.list()):
+            await self.release_session(session)
+        for task in list(self._soon_tasks):
+            task.cancel()
+        if self._soon_tasks:
+            await asyncio.gather(*self._soon_tasks, return_exceptions=True)
+
+    async def __aenter__(self) -> Host:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------ protocols.Host
+
+    def service(self, key: str) -> Any | None:
+        """A service a plugin published with ``ctx.provide`` (``None`` if absent)."""
+        return self.plugins.services.get(key)
+
+    def call_soon(self, fn: Callable[[], Any]) -> None:
+        """Run ``fn`` on the next loop iteration; an awaitable result becomes a tracked task.
+
+        Failures are logged. Pending callbacks and their tasks keep the host from
+        being quiescent.
+        """
+        self._soon_pending += 1
+        asyncio.get_running_loop().call_soon(self._run_soon, fn)
+
+    def _run_soon(self, fn: Callable[[], Any]) -> None:
+        try:
+            result = fn()
+            if inspect.isawaitable(result):
+                task = asyncio.ensure_future(result)
+                self._soon_tasks.add(task)
+                task.add_done_callback(self._soon_done)
+        except Exception:
+            log.exception("host.call_soon_failed")
+        finally:
+            self._soon_pending -= 1
+
+    def _soon_done(self, task: asyncio.Future[Any]) -> None:
+        self._soon_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("host.call_soon_failed", exc_info=task.exception())
+
+    # ------------------------------------------------------------ sessions
+
+    async def create_session(self, session_id: str | None = None, **options: Any) -> Any:
+        """Create a session in the store and announce it (``dsh_session_created``, veto).
+
+        Raises:
+            Exception: a vetoing plugin's error, after the session was released.
+        """
+        session = self.sessions.create(session_id, **options)
+        await self._announce(session)
+        return session
+
+    async def resume_session(self, session_id: str) -> Any:
+        """Activate a stored session (torn tail repaired) and announce it.
+
+        Raises:
+            SessionNotFoundError: nothing is stored under ``session_id``.
+            SessionLockedError: another process holds the log.
+        """
+        session = self.sessions.resume(session_id)
+        await self._announce(session)
+        return session
+
+    async def _announce(self, session: Any) -> None:
+        self._announced[session.id] = session
+        try:
+            self.plugins.veto("dsh_session_created", host=self, session=session)
+        except BaseException:
+            await self.release_session(session)
+            raise
+
+    async def release_session(self, session: Any) -> None:
+        """Final flush, detach from the live store, then ``dsh_session_disposed`` (once)."""
+        try:
+            await self.sessions.dispose(session)
+        finally:
+            if self._announced.get(session.id) is session:
+                del self._announced[session.id]
+                self.plugins.notify("dsh_session_disposed", host=self, session=session)
+
+    async def discard_session(self, session: Any) -> None:
+        """Release a session that must leave no trace (a rolled-back child): no final flush."""
+        try:
+            self.sessions.discard(session)
+        finally:
+            if self._announced.get(session.id) is session:
+                del self._announced[session.id]
+                self.plugins.notify("dsh_session_disposed", host=self, session=session)
+
+    # ------------------------------------------------------------ agents
+
+    def start_agent(self, session: Any, *, name: str, source: str = "startup", model: str | None = None) -> Any:
+        """Build and publish the agent of an announced session (``dsh_agent_created`` may veto)."""
+        return self.agents.create(session, name=name, model=model, source=source)
+
+    async def dispose_agent(self, agent: Any) -> None:
+        """Dispose ``agent`` (quiesce, unwind its scope) and release its session."""
+        await self.agents.dispose(agent)
+        await self.release_session(agent.session)
+
+    async def run(self, prompt: str | UserMessage, *, name: str = "lead") -> Any:
+        """Create a root session and agent, give it ``prompt``, and wait until quiescent.
+
+        Returns:
+            The root agent (still live; ``close`` disposes it).
+        """
+        session = await self.create_session()
+        try:
+            agent = self.start_agent(session, name=name, source="startup")
+        except BaseException:
+            await self.release_session(session)
+            raise
+        agent.followup(prompt if isinstance(prompt, UserMessage) else user_message(prompt))
+        await self.quiesce()
+        return agent
+
+    async def resume(self, session_id: str) -> Any:
+        """Cold-resume a stored session's agent and wait until quiescent.
+
+        The agent closes a turn a crash left open and works off its pending inbox.
+
+        Raises:
+            SessionNotFoundError: unknown session id.
+            SessionLockedError: the session is live elsewhere.
+        """
+        session = await self.resume_session(session_id)
+        try:
+            agent = self.start_agent(session, name=agent_name(session), source="resume")
+        except BaseException:
+            await self.release_session(session)
+            raise
+        await self.quiesce()
+        return agent
+
+    async def quiesce(self) -> None:
+        """Wait until every live agent is idle and no scheduled host work is pending; then flush."""
+        while True:
+            await asyncio.sleep(0)
+            busy = [agent for agent in self.agents.list() if agent.status == "running"]
+            if busy:
+                await asyncio.gather(*(agent.when_idle() for agent in busy))
+                continue
+            if self._soon_pending or self._soon_tasks:
+                await asyncio.gather(*self._soon_tasks, return_exceptions=True)
+                continue
+            if self.continuations is not None and not self.continuations.idle():
+                await self.continuations.quiescent()  # settling children may still notify a parent
+                continue
+            break
+        for session in list(self.sessions.list()):
+            await session.flush()
+
+    # ------------------------------------------------------------ SessionObserver
+
+    def pre_append(self, session: Any, event: Any) -> None:
+        self.plugins.pre_append(session, event)
+
+    def committed(self, session: Any, event: Any) -> None:
+        self.plugins.notify("dsh_session_event", host=self, session=session, event=event)
+
+    def flushed(self, session: Any, durable_seq: int) -> None:
+        self.plugins.notify("dsh_session_flushed", host=self, session=session, durable_seq=durable_seq)
+
+    # ------------------------------------------------------------ AgentHooks
+
+    def created(self, agent: Any) -> None:
+        self.plugins.veto("dsh_agent_created", host=self, agent=agent)
+
+    def session_start(self, agent: Any, source: str) -> None:
+        self.plugins.notify("dsh_agent_session_start", host=self, agent=agent, source=source)
+
+    def status(self, agent: Any, status: str) -> None:
+        if self.continuations is not None:
+            self.continuations.poke(agent.id)  # a resident child may have settled
+        self.plugins.notify("dsh_agent_status", host=self, agent=agent, status=status)
+
+    def turn_end(self, agent: Any, turn: int, reason: dict[str, Any]) -> None:
+        self.plugins.notify("dsh_agent_turn_end", host=self, agent=agent, turn=turn, reason=reason)
+
+    def disposed(self, agent: Any) -> None:
+        self.plugins.notify("dsh_agent_disposed", host=self, agent=agent)
+
+
+def agent_name(session: Any) -> str:
+    """The scripted-model name of a session's agent: ``lead`` for a root, else its descriptor name or label."""
+    if session.header.parent_session is None:
+        return "lead"
+    for event in session.own_events():
+        if event.type == EventType.SUBAGENT_DESCRIPTOR:
+            descriptor = event.decode(SubagentDescriptor)
+            if descriptor.name or descriptor.label:
+                return descriptor.name or descriptor.label
+    return session.id

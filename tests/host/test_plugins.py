@@ -1,0 +1,427 @@
+"""The plugin manager: load by name, ownership ledger, and the hook-calling rules."""
+
+from __future__ import annotations
+
+import asyncio
+import types
+from typing import Any
+
+import pytest
+import structlog
+
+from host_spec import hookimpl
+from host_spec.errors import ConfigError, InvariantError, PluginError, RegistrationError
+from host_spec.host import plugins as plugins_module
+from host_spec.host.plugins import PluginManager, discover
+from host_spec.host.tools import ToolRegistry
+from host_spec.records import Handle, Violation
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def make_host(continuations: Any = None) -> Any:
+    return types.SimpleNamespace(continuations=continuations, tools=ToolRegistry())
+
+
+def manager(host: Any = None) -> PluginManager:
+    return PluginManager(host=host or make_host())
+
+
+class Recorder:
+    """A plugin object recording its lifecycle calls into a shared list."""
+
+    def __init__(self, name: str, log: list[str]) -> None:
+        self.name, self.log = name, log
+
+    @hookimpl
+    def dsh_plugin_loaded(self, ctx: Any) -> None:
+        self.log.append(f"{self.name}:loaded")
+        ctx.own(Handle(lambda: self.log.append(f"{self.name}:handle1")))
+        ctx.own(Handle(lambda: self.log.append(f"{self.name}:handle2")))
+
+    @hookimpl
+    async def dsh_plugin_teardown(self, ctx: Any) -> None:
+        await asyncio.sleep(0)
+        self.log.append(f"{self.name}:teardown")
+
+    @hookimpl
+    def dsh_plugin_unload(self, ctx: Any) -> None:
+        self.log.append(f"{self.name}:unload")
+
+
+class TestLoading:
+    def test_base_plugins_load_by_entry_name(self) -> None:
+        """Listed entry names are registered under exactly that name, in order."""
+        pm = manager()
+        for name in ("subagent", "subagent-fork", "subagent-control"):
+            pm.load(name, {})
+        assert pm.names() == ["subagent", "subagent-fork", "subagent-control"]
+        assert {name for name, _ in pm.pm.list_name_plugin()} == set(pm.names())
+        assert pm.get("subagent").module == "host_spec.host.base.subagent"  # type: ignore[union-attr]
+
+    def test_unknown_name_is_a_plugin_error_naming_it(self) -> None:
+        """A name no entry point declares fails and names the plugin."""
+        with pytest.raises(PluginError, match='unknown plugin "nope"'):
+            manager().load("nope")
+
+    def test_loading_twice_is_refused(self) -> None:
+        """A plugin name is registered at most once."""
+        pm = manager()
+        pm.load("subagent-control")
+        with pytest.raises(PluginError, match="already loaded"):
+            pm.load("subagent-control")
+
+    def test_import_failure_is_reported(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """An entry point whose module cannot import fails with the plugin's name."""
+        broken = plugins_module.EntryPoint("ghost", "no_such_module_xyz", "dsh")
+        monkeypatch.setattr(plugins_module, "discover", lambda: {"ghost": broken})
+        with pytest.raises(PluginError, match='plugin "ghost" failed to import: ModuleNotFoundError'):
+            manager().load("ghost")
+
+    def test_duplicate_entry_point_names_are_an_error(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Two distributions declaring one name with different targets are never silently merged."""
+        eps = [plugins_module.EntryPoint("x", "a.b", "dsh"), plugins_module.EntryPoint("x", "c.d", "dsh")]
+        monkeypatch.setattr(plugins_module, "entry_points", lambda group: eps)
+        with pytest.raises(PluginError, match='"x" is declared twice'):
+            discover()
+
+    def test_invalid_hook_frees_the_name(self) -> None:
+        """An impl for an unknown hook fails validation and leaves nothing registered."""
+
+        class Bad:
+            @hookimpl
+            def dsh_no_such_hook(self, host: Any) -> None: ...
+
+        pm = manager()
+        with pytest.raises(PluginError, match='plugin "bad" is invalid'):
+            pm.load("bad", plugin=Bad())
+        assert pm.names() == [] and pm.pm.get_plugin("bad") is None
+        pm.load("bad", plugin=Recorder("r", []))  # the name is free again
+        assert pm.names() == ["bad"]
+
+    def test_one_object_under_two_names_is_refused(self) -> None:
+        """The same object cannot be registered twice; the first registration stays intact."""
+        pm = manager()
+        plugin = Recorder("r", [])
+        pm.load("a", plugin=plugin)
+        with pytest.raises(PluginError, match='plugin "b" is invalid'):
+            pm.load("b", plugin=plugin)
+        assert pm.names() == ["a"] and pm.pm.get_plugin("a") is plugin
+
+    def test_module_objects_remember_their_import_path(self) -> None:
+        """A module registered directly records its name, so it can be reloaded later."""
+        import host_spec.host.base.control as control
+
+        loaded = manager().load("ctl", plugin=control)
+        assert (loaded.module, loaded.attr) == ("host_spec.host.base.control", None)
+        assert manager().load("obj", plugin=Recorder("r", [])).module is None
+
+    def test_wrappers_are_refused(self) -> None:
+        """Hook wrappers would bypass per-implementation calling, so they are rejected."""
+
+        class Wrapping:
+            @hookimpl(wrapper=True)
+            def dsh_session_event(self, host: Any, session: Any, event: Any) -> Any:
+                return (yield)
+
+        pm = manager()
+        with pytest.raises(PluginError, match="wrappers are not supported"):
+            pm.load("wrap", plugin=Wrapping())
+        assert pm.pm.get_plugin("wrap") is None
+
+    def test_async_impls_of_sync_hooks_are_refused(self) -> None:
+        """Only ``dsh_plugin_teardown`` is awaited; an async impl of another hook would never run."""
+
+        class Eager:
+            @hookimpl
+            async def dsh_agent_created(self, agent: Any) -> None: ...
+
+        pm = manager()
+        with pytest.raises(PluginError, match="dsh_agent_created must not be async"):
+            pm.load("eager", plugin=Eager())
+        assert pm.pm.get_plugin("eager") is None
+
+    def test_config_error_from_load_propagates_and_rolls_back(self) -> None:
+        """A ``ConfigError`` from ``dsh_plugin_loaded`` keeps its code; the ledger is disposed."""
+        disposed: list[str] = []
+
+        class Strict:
+            @hookimpl
+            def dsh_plugin_loaded(self, ctx: Any) -> None:
+                ctx.own(Handle(lambda: disposed.append("h")))
+                raise ConfigError("bad", path="plugins.strict.x")
+
+        pm = manager()
+        with pytest.raises(ConfigError, match="plugins.strict.x"):
+            pm.load("strict", plugin=Strict())
+        assert disposed == ["h"] and pm.names() == [] and pm.pm.get_plugin("strict") is None
+
+    def test_config_errors_of_base_plugins(self) -> None:
+        """Base plugins validate their own table and name the field."""
+        with pytest.raises(ConfigError, match=r"extra fields found \(bogus\) @ plugins.subagent"):
+            manager().load("subagent", {"bogus": 1})
+        with pytest.raises(ConfigError, match=r"'max_depth' must be >= 1"):
+            manager().load("subagent-fork", {"max_depth": 0})
+        with pytest.raises(ConfigError, match=r"@ plugins.subagent-control"):
+            manager().load("subagent-control", {"x": 1})
+
+    def test_other_load_failures_become_plugin_errors(self) -> None:
+        """A bug in ``dsh_plugin_loaded`` becomes a ``PluginError`` naming the plugin."""
+
+        class Buggy:
+            @hookimpl
+            def dsh_plugin_loaded(self) -> None:
+                raise KeyError("oops")
+
+        with pytest.raises(PluginError, match='plugin "buggy" failed to load: KeyError'):
+            manager().load("buggy", plugin=Buggy())
+
+
+class TestContext:
+    def test_unload_order(self) -> None:
+        """Unload awaits teardown, then calls unload, then disposes the ledger LIFO."""
+        events: list[str] = []
+
+        async def scenario() -> None:
+            pm = manager()
+            pm.load("a", plugin=Recorder("a", events))
+            pm.load("b", plugin=Recorder("b", events))
+            await pm.unload_all()
+            assert pm.names() == []
+
+        run(scenario())
+        assert events == [
+            "a:loaded",
+            "b:loaded",
+            "b:teardown",
+            "b:unload",
+            "b:handle2",
+            "b:handle1",
+            "a:teardown",
+            "a:unload",
+            "a:handle2",
+            "a:handle1",
+        ]
+
+    def test_hook_failures_during_unload_are_contained(self) -> None:
+        """A failing teardown is logged and the unload still disposes everything."""
+        disposed: list[str] = []
+
+        class Failing:
+            @hookimpl
+            def dsh_plugin_loaded(self, ctx: Any) -> None:
+                ctx.own(Handle(lambda: disposed.append("h")))
+                ctx.own(Handle(lambda: 1 / 0, label="boom"))
+
+            @hookimpl
+            async def dsh_plugin_teardown(self) -> None:
+                raise RuntimeError("teardown broke")
+
+        async def scenario() -> None:
+            pm = manager()
+            pm.load("f", plugin=Failing())
+            with structlog.testing.capture_logs() as logs:
+                await pm.unload("f")
+            assert {entry["event"] for entry in logs} >= {"plugin.unload_hook_failed", "plugin.dispose_failed"}
+            assert pm.names() == []
+
+        run(scenario())
+        assert disposed == ["h"]
+
+    def test_unload_unknown_plugin(self) -> None:
+        """Unloading a name that is not loaded is an error."""
+        with pytest.raises(PluginError, match="not loaded"):
+            run(manager().unload("x"))
+
+    def test_spawned_tasks_are_supervised(self) -> None:
+        """``spawn`` tasks are cancelled on unload; a failing task is logged."""
+        state: dict[str, Any] = {}
+
+        class Spawner:
+            @hookimpl
+            def dsh_plugin_loaded(self, ctx: Any) -> None:
+                state["ctx"] = ctx
+                state["forever"] = ctx.spawn(asyncio.sleep(3600), name="forever")
+                state["fails"] = ctx.spawn(self.fail())
+
+            async def fail(self) -> None:
+                raise ValueError("task broke")
+
+        async def scenario() -> None:
+            pm = manager()
+            with structlog.testing.capture_logs() as logs:
+                pm.load("s", plugin=Spawner())
+                await asyncio.sleep(0.01)
+            assert any(e["event"] == "plugin.task_failed" and e["plugin"] == "s" for e in logs)
+            await pm.unload("s")
+            assert state["forever"].cancelled()
+            with pytest.raises(PluginError, match="unloaded"):
+                state["ctx"].spawn(asyncio.sleep(0))
+            with pytest.raises(PluginError, match="unloaded"):
+                state["ctx"].spawn(asyncio.get_running_loop().create_future())
+
+        run(scenario())
+
+    def test_finished_tasks_leave_the_supervisor(self) -> None:
+        """A task that ends normally is forgotten and logs nothing."""
+
+        class Quick:
+            @hookimpl
+            def dsh_plugin_loaded(self, ctx: Any) -> None:
+                ctx.spawn(asyncio.sleep(0), name="quick")
+
+        async def scenario() -> None:
+            pm = manager()
+            with structlog.testing.capture_logs() as logs:
+                loaded = pm.load("q", plugin=Quick())
+                await asyncio.sleep(0.01)
+            assert loaded.ctx._tasks == set()
+            assert [entry["event"] for entry in logs] == ["plugin.loaded"]
+
+        run(scenario())
+
+    def test_provide_publishes_until_unload(self) -> None:
+        """``provide`` publishes a service; unload removes it; a key is provided once."""
+
+        class Provider:
+            @hookimpl
+            def dsh_plugin_loaded(self, ctx: Any) -> None:
+                ctx.provide("svc", "service-object")
+
+        async def scenario() -> None:
+            pm = manager()
+            pm.load("p", plugin=Provider())
+            assert pm.services == {"svc": "service-object"}
+            with pytest.raises(RegistrationError, match='service "svc" is already provided'):
+                pm.load("q", plugin=Provider())
+            assert pm.names() == ["p"]
+            await pm.unload("p")
+            assert pm.services == {}
+            pm.load("p", plugin=Provider())
+            pm.services["svc"] = "replaced elsewhere"
+            await pm.unload("p")
+            assert pm.services == {"svc": "replaced elsewhere"}  # unload removes only its own object
+
+        run(scenario())
+
+    def test_closed_context_refuses_and_disposes(self) -> None:
+        """A registration on a closed context is disposed at once and refused."""
+        disposed: list[str] = []
+
+        async def scenario() -> None:
+            pm = manager()
+            loaded = pm.load("r", plugin=Recorder("r", []))
+            await pm.unload("r")
+            with pytest.raises(PluginError):
+                loaded.ctx.own(Handle(lambda: disposed.append("late")))
+
+        run(scenario())
+        assert disposed == ["late"]
+
+
+class Observer:
+    def __init__(self, name: str, seen: list[str], *, fail: bool = False, veto: str | None = None) -> None:
+        self.name, self.seen, self.fail, self.veto_reason = name, seen, fail, veto
+
+    @hookimpl
+    def dsh_session_event(self, event: Any) -> None:
+        self.seen.append(f"{self.name}:{event}")
+        if self.fail:
+            raise RuntimeError("observer broke")
+
+    @hookimpl
+    def dsh_pre_append(self, host: Any, session: Any, event: Any) -> Violation | None:
+        self.seen.append(f"{self.name}:pre")
+        return Violation(self.veto_reason) if self.veto_reason else None
+
+    @hookimpl
+    def dsh_agent_created(self, agent: Any) -> None:
+        self.seen.append(f"{self.name}:created")
+        if self.fail:
+            raise RuntimeError("veto")
+
+
+class TestHookCalling:
+    def test_observer_failures_are_contained(self) -> None:
+        """One failing observer is logged; the others still run."""
+        seen: list[str] = []
+        pm = manager()
+        pm.load("a", plugin=Observer("a", seen))
+        pm.load("b", plugin=Observer("b", seen, fail=True))
+        with structlog.testing.capture_logs() as logs:
+            pm.notify("dsh_session_event", host=None, session=None, event="e1")
+        assert sorted(seen) == ["a:e1", "b:e1"]
+        assert [(e["event"], e["plugin"]) for e in logs] == [("plugin.hook_failed", "b")]
+
+    def test_veto_hooks_propagate(self) -> None:
+        """A veto hook's exception reaches the caller."""
+        pm = manager()
+        pm.load("a", plugin=Observer("a", [], fail=True))
+        with pytest.raises(RuntimeError, match="veto"):
+            pm.veto("dsh_agent_created", host=None, agent=None)
+
+    def test_pre_append_collects_every_violation(self) -> None:
+        """Every impl runs; the error names the first vetoing plugin and keeps every reason."""
+        seen: list[str] = []
+        pm = manager()
+        pm.load("first", plugin=Observer("first", seen, veto="reason one"))
+        pm.load("ok", plugin=Observer("ok", seen))
+        pm.load("last", plugin=Observer("last", seen, veto="reason two"))
+        with pytest.raises(InvariantError) as info:
+            pm.pre_append(session=None, event=None)
+        # pluggy calls the most recently registered implementation first
+        assert info.value.plugin == "last" and info.value.reasons == ["reason two", "reason one"]
+        assert info.value.code == "INVARIANT"
+        assert sorted(seen) == ["first:pre", "last:pre", "ok:pre"]
+
+    def test_pre_append_allows_when_nobody_vetoes(self) -> None:
+        """No implementation, or only ``None`` answers, lets the append through."""
+        pm = manager()
+        pm.pre_append(session=None, event=None)
+        pm.load("ok", plugin=Observer("ok", []))
+        pm.pre_append(session=None, event=None)
+
+    def test_call_for_reaches_one_plugin(self) -> None:
+        """Lifecycle calls go to the named plugin only."""
+        events: list[str] = []
+        pm = manager()
+        pm.load("a", plugin=Recorder("a", events))
+        pm.load("b", plugin=Recorder("b", events))
+        pm.call_for("a", "dsh_plugin_unload", host=None, ctx=None)
+        assert events[-1] == "a:unload" and "b:unload" not in events
+
+    def test_impl_cache_follows_registration(self) -> None:
+        """The per-hook cache is rebuilt after load and unload."""
+        seen: list[str] = []
+        pm = manager()
+        pm.notify("dsh_session_event", host=None, session=None, event="before")
+        pm.load("a", plugin=Observer("a", seen))
+        pm.notify("dsh_session_event", host=None, session=None, event="during")
+        run(pm.unload("a"))
+        pm.notify("dsh_session_event", host=None, session=None, event="after")
+        assert seen == ["a:during"]
+
+
+class TestBasePlugins:
+    """Only registration is tested here; the tools' behaviour belongs to the continuations tests."""
+
+    def test_no_tools_without_continuations(self) -> None:
+        """On a host without continuable children the legacy plugins register nothing."""
+        host = make_host()
+        pm = manager(host)
+        for name in ("subagent", "subagent-fork", "subagent-control"):
+            pm.load(name)
+        assert host.tools.visible(None) == []
+
+    def test_tools_are_owned_by_the_plugin_ledgers(self) -> None:
+        """With continuations the legacy tools are registered, and unloading removes every one."""
+        host = make_host(continuations=types.SimpleNamespace())
+        pm = manager(host)
+        for name in ("subagent", "subagent-fork", "subagent-control"):
+            pm.load(name)
+        names = {spec.name for spec in host.tools.visible(None)}
+        assert {"subagent", "subagent_fork", "send_message", "interrupt_agent"} <= names
+        run(pm.unload_all())
+        assert host.tools.visible(None) == []
