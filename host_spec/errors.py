@@ -147,7 +147,9 @@ class SubagentError(DshError):
     """Continuable-children failures.
 
     Codes: ``UNAUTHORIZED``, ``DUPLICATE_CHILD``, ``NOT_RESUMABLE``, ``DRAINING``,
-    ``NO_PROVIDER``, ``DUPLICATE_PROVIDER``, ``PARENT_UNAVAILABLE``, ``CANCELLED``.
+    ``NO_PROVIDER``, ``DUPLICATE_PROVIDER``, ``PARENT_UNAVAILABLE``, ``CANCELLED``,
+    ``INVALID_ARGUMENT``, ``INVALID_DESCRIPTOR``, ``ACTIVATION_TEARDOWN_FAILED``; the
+    legacy tools add ``AMBIGUOUS_AGENT`` and ``MAX_DEPTH``.
     """
 
     code = "SUBAGENT_ERROR"

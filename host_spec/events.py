@@ -162,13 +162,19 @@ class InboxSplice(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class SubagentDescriptor(msgspec.Struct, frozen=True, omit_defaults=True):
-    """Payload of ``subagent/descriptor`` (version 2): how a child may be resumed."""
+    """Payload of ``subagent/descriptor`` (version 2): how a child may be resumed.
+
+    ``name`` is the agent name the child runs under (the scripted model keys its
+    script by it: a teammate's Team name); absent means ``label``. A cold resume
+    reads it back so the resumed agent keeps its name.
+    """
 
     version: int
     mode: Literal["continuable", "one-shot"]
     provider: str
     label: str | None = None
     agent_model: str | None = None
+    name: str | None = None
 
 
 # ---------------------------------------------------------------- codec (built once)

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from .events import Cause, Event, SessionHeader
+    from .events import Cause, Event, SessionHeader, SubagentDescriptor
     from .messages import ContentBlock, Source, UserMessage
     from .records import AbortSignal, CancelCause, Handle, PromptSection, ToolSpec
 
@@ -264,10 +264,15 @@ class Continuations(Protocol):
         prompt: list[ContentBlock],
         parent: Agent,
         signal: AbortSignal | None = None,
+        name: str | None = None,
+        notify: bool = True,
     ) -> tuple[str, str]:
         """Create the child and durably admit its first prompt; returns ``(child_id, message_id)``.
 
-        A failure before the prompt is accepted rolls everything back and raises.
+        ``name`` is the child's agent name (default: ``label``); it is kept in the
+        descriptor so a cold resume restores it. ``notify=False``: the parent gets no
+        ``subagent-settled`` notice for this first epoch. A failure before the prompt
+        is accepted rolls everything back and raises.
         """
         ...
 
@@ -281,8 +286,13 @@ class Continuations(Protocol):
         mode: Literal["steer", "followup"] = "steer",
         message_id: str | None = None,
         signal: AbortSignal | None = None,
+        notify: bool = True,
     ) -> str:
-        """Host-only delivery to an exact direct child, cold-resuming it when not loaded."""
+        """Host-only delivery to an exact direct child, cold-resuming it when not loaded.
+
+        Returns the message id once the child's inbox durably holds it. ``notify``:
+        whether the parent gets a ``subagent-settled`` notice when the child settles.
+        """
         ...
 
     def interrupt(self, child_id: str, authority: Agent) -> None:
@@ -294,6 +304,14 @@ class Continuations(Protocol):
         ...
 
     def is_resident(self, child_id: str) -> bool: ...
+
+    def fold_descriptor(self, events: Sequence[Event]) -> SubagentDescriptor | None:
+        """The first ``subagent/descriptor`` of ``events`` (pass ``own_events()``), or ``None``.
+
+        ``None`` also for another descriptor version; a malformed version-2 payload
+        raises ``SubagentError`` (``INVALID_DESCRIPTOR``).
+        """
+        ...
 
 
 class PluginContext(Protocol):

@@ -210,7 +210,7 @@ class Host:
         try:
             self.plugins.veto("dsh_session_created", host=self, session=session)
         except BaseException:
-            await self.release_session(session)
+            await self.discard_session(session)  # a vetoed session leaves nothing written (a fork seed included)
             raise
 
     async def release_session(self, session: Any) -> None:
@@ -238,7 +238,12 @@ class Host:
         return self.agents.create(session, name=name, model=model, source=source)
 
     async def dispose_agent(self, agent: Any) -> None:
-        """Dispose ``agent`` (quiesce, unwind its scope) and release its session."""
+        """Dispose ``agent`` (quiesce, unwind its scope) and release its session.
+
+        Its resident continuable children are released first (child-first, inboxes kept).
+        """
+        if self.continuations is not None:
+            await self.continuations.release_children(agent)
         await self.agents.dispose(agent)
         await self.release_session(agent.session)
 
