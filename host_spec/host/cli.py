@@ -5,17 +5,23 @@
     dsh run --profile agent-teams --model scripted:script.json "build the thing"
     dsh resume [SESSION_ID]            # default: the most recent root session
     dsh log SESSION_ID                 # every event of one stored session
+    dsh team show [SESSION_ID]         # from an installed CLI extension (entry points "dsh.cli")
 
 Every subcommand takes ``--data-dir`` (default ``$DSH_DATA_DIR`` or ``./.dsh-data``).
 Errors print ``dsh: <code>: <message>`` on stderr and exit 2, without a traceback.
 ``run`` and ``resume`` exit 0 when the root's last turn completed, else 1. This is
 the only module that configures structlog (to stderr; ``-v`` for more).
+
+Extension commands come from entry-point group ``dsh.cli`` (:mod:`host_spec.cli`,
+:mod:`host_spec.host.cli_ext`); their handlers return their own exit status and
+their errors are reported like the built-in commands'.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import logging
 import os
 import sys
@@ -25,10 +31,12 @@ from typing import Any
 
 import structlog
 
+from host_spec.cli import HANDLER_KEY
 from host_spec.errors import DshError, ModelError, SessionNotFoundError
 from host_spec.events import EventType, encode_event, encode_header
 
 from .app import Host, agent_name
+from .cli_ext import CliEnvironment, Extension, discover_extensions, register_extensions
 from .store_jsonl import JsonlStore
 from .transcript import Transcript, format_event
 
@@ -54,7 +62,8 @@ def _default_data_dir() -> str:
     return os.environ.get("DSH_DATA_DIR") or DEFAULT_DATA_DIR
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(extensions: Sequence[Extension] | None = None) -> argparse.ArgumentParser:
+    """The ``dsh`` parser: built-in commands, then CLI extensions (default: the installed ones)."""
     parser = argparse.ArgumentParser(prog="dsh", description="Reference host for dsh plugins (Agent Teams).")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more to stderr (-v info, -vv debug)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -82,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     data_dir(log)
     log.add_argument("--json", action="store_true", help="print the raw JSONL lines")
     log.add_argument("session_id", help="session to print")
+    env = CliEnvironment(default_data_dir=_default_data_dir, check_data_dir=_data_dir)
+    register_extensions(commands, env, discover_extensions() if extensions is None else extensions)
     return parser
 
 
@@ -177,15 +188,26 @@ async def _log(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _extension(args: argparse.Namespace) -> int:
+    result = getattr(args, HANDLER_KEY)(args)
+    return await result if inspect.isawaitable(result) else result
+
+
 _HANDLERS = {"run": _run, "resume": _resume, "log": _log}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``dsh`` console script; returns the exit status."""
-    args = build_parser().parse_args(argv)
+def main(argv: Sequence[str] | None = None, *, extensions: Sequence[Extension] | None = None) -> int:
+    """Entry point of the ``dsh`` console script; returns the exit status.
+
+    Args:
+        argv: Arguments (default ``sys.argv[1:]``).
+        extensions: ``(name, register)`` CLI extensions instead of the installed ones (tests).
+    """
+    args = build_parser(extensions).parse_args(argv)
     _configure_logging(args.verbose)
+    handler = _extension if getattr(args, HANDLER_KEY, None) is not None else _HANDLERS[args.command]
     try:
-        return asyncio.run(_HANDLERS[args.command](args))
+        return asyncio.run(handler(args))
     except DshError as exc:
         print(f"dsh: {exc.code}: {exc.message}", file=sys.stderr)
         return 2
