@@ -1,0 +1,299 @@
+"""Team benchmarks: durable task mutations, cold replay, and read cost vs log length.
+
+P1: one member doing durable ``update_task`` (CAS edit through the full service on
+    a real host with JSONL persistence) against raw ``os.write`` + ``os.fsync`` of
+    the same event line in the same directory (goal: at least 0.8 of raw).
+P2: 16 members each updating their own task concurrently (one Lead log, group
+    commit) against the raw serial ``write+fsync`` rate (goal: at least 4x raw).
+P3: cold replay of a 100k-event Lead log (store read + fold) against a plain typed
+    msgspec decode of the same file's lines (goal: at least 0.5 of its speed).
+P4: ``list_tasks`` + ``get_task`` time on a 100k-event Lead over the same board at
+    1k events (goal: at most 1.2; reads never re-scan the log).
+
+fsync latency drifts on shared machines, so contenders run in alternating short
+segments and each ratio compares totals of interleaved runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._common import report  # noqa: E402
+from dsh_team.events import TEAM_MEMBER, VERSION, MemberRecord, TaskRecord, TeamMemberSnapshot, TeamTaskSnapshot  # noqa: E402
+from dsh_team.fold import replay  # noqa: E402
+from dsh_team.journal import Append  # noqa: E402
+from dsh_team.plugin import service_for  # noqa: E402
+from host_spec.events import Event, SessionHeader, encode_event, json_encode  # noqa: E402
+from host_spec.host.app import Host  # noqa: E402
+from host_spec.host.model_scripted import ScriptedModel  # noqa: E402
+from host_spec.host.store_jsonl import JsonlStore  # noqa: E402
+
+SEGMENT = 0.4  # seconds per measurement segment
+ROUNDS = 5  # segments per contender
+MEMBERS = 16
+LIVE_TASKS = 200
+BIG, SMALL = 100_000, 1_000
+
+clock = time.perf_counter
+
+
+def _timed(step: Callable[[], int], seconds: float) -> tuple[int, float]:
+    ops, start = 0, clock()
+    while True:
+        ops += step()
+        now = clock()
+        if now - start >= seconds:
+            return ops, now - start
+
+
+async def _atimed(step: Callable[[], Awaitable[int]], seconds: float) -> tuple[int, float]:
+    ops, start = 0, clock()
+    while True:
+        ops += await step()
+        now = clock()
+        if now - start >= seconds:
+            return ops, now - start
+
+
+class _Totals(dict[str, tuple[int, float]]):
+    def add(self, key: str, result: tuple[int, float]) -> None:
+        ops, elapsed = self.get(key, (0, 0.0))
+        self[key] = (ops + result[0], elapsed + result[1])
+
+    def rate(self, key: str) -> float:
+        ops, elapsed = self[key]
+        return ops / elapsed
+
+
+# ---------------------------------------------------------------- P1 / P2
+
+
+async def _member(host: Host, root: Any, index: int) -> Any:
+    """A teammate: a child session listed on the Lead's roster (what spawn_teammate leaves behind)."""
+    session = await host.create_session(f"member-{index}", parent_session=root.id)
+    agent = host.start_agent(session, name=f"m{index}")
+    journal = service_for(host).journals.get(root.session)  # type: ignore[union-attr]
+    for phase in ("provisioning", "active"):
+        snapshot = TeamMemberSnapshot(
+            id=agent.id, name=f"m{index}", description="bench", provider="spawn", context="fresh", phase=phase
+        )
+        record = MemberRecord(version=VERSION, team_id=root.id, member=snapshot)
+        await journal.transact(lambda state, r=record: Append(TEAM_MEMBER, r), lambda state: None, what="member")
+    return agent
+
+
+async def _durable(directory: Path) -> dict[str, float]:
+    host = await Host.open(directory, None, ScriptedModel.from_mapping({}))
+    host.plugins.load("dsh-team", {})
+    teams = service_for(host)
+    assert teams is not None
+    session = await host.create_session("lead")
+    root = host.start_agent(session, name="lead")
+    members = [await _member(host, root, i) for i in range(MEMBERS)]
+    views: dict[str, Any] = {}
+    for member in [root, *members]:
+        view = await teams.create_task(member, subject="bench task", description="a task for the benchmark")
+        views[member.id] = await teams.update_task(member, task_id=view.id, expected_revision=1, action="claim")
+    line = encode_event(session.events[-1]) + b"\n"
+    fd = os.open(directory / "raw.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    labels = ("bench task", "bench task, edited")
+
+    def raw() -> int:
+        os.write(fd, line)
+        os.fsync(fd)
+        return 1
+
+    async def edit(member: Any) -> None:
+        view = views[member.id]
+        views[member.id] = await teams.update_task(
+            member,
+            task_id=view.id,
+            expected_revision=view.revision,
+            action="edit",
+            subject=labels[view.revision % 2],
+        )
+
+    async def serial() -> int:
+        await edit(root)
+        return 1
+
+    async def group() -> int:
+        await asyncio.gather(*(edit(member) for member in members))
+        return MEMBERS
+
+    totals = _Totals()
+    try:
+        for _ in range(ROUNDS):
+            totals.add("raw", _timed(raw, SEGMENT))
+            totals.add("serial", await _atimed(serial, SEGMENT))
+            totals.add("group", await _atimed(group, SEGMENT))
+        assert session.durable_seq == session.last_seq
+    finally:
+        os.close(fd)
+        await host.close()
+    return {key: totals.rate(key) for key in totals} | {"line": float(len(line))}
+
+
+# ---------------------------------------------------------------- P3 / P4
+
+
+def _lead_events(count: int, team_id: str) -> list[Event]:
+    """A Lead log of ``count`` task events: ``LIVE_TASKS`` creations, then CAS updates.
+
+    Updates cycle claim -> complete -> reopen over every task, so revisions stay
+    contiguous and the final board has ``LIVE_TASKS`` live tasks whatever ``count``.
+    """
+    cycle = (("in_progress", "member-1"), ("completed", "member-1"), ("pending", None))
+    latest: dict[str, TeamTaskSnapshot] = {}
+    events: list[Event] = []
+    for seq in range(1, count + 1):
+        index = (seq - 1) % LIVE_TASKS
+        task_id = f"task-{index + 1}"
+        previous = latest.get(task_id)
+        if previous is None:
+            blockers = (f"task-{index}",) if index % 7 == 6 else ()
+            task = TeamTaskSnapshot(
+                id=task_id,
+                revision=1,
+                subject=f"subject of {task_id}",
+                description="a realistic description of what this task is about " * 3,
+                status="pending",
+                blocked_by=blockers,
+                write_scopes=(f"src/module{index % 13}",),
+            )
+        else:
+            status, owner = cycle[(previous.revision - 1) % 3]
+            task = msgspec.structs.replace(previous, revision=previous.revision + 1, status=status, owner_id=owner)
+        latest[task_id] = task
+        data = msgspec.Raw(json_encode(TaskRecord(version=2, team_id=team_id, task=task)))
+        events.append(Event(seq=seq, time=1_700_000_000_000 + seq, type="team/task", data=data))
+    return events
+
+
+def _write_log(store: JsonlStore, session_id: str, events: list[Event]) -> None:
+    backend = store.open_writer(SessionHeader(id=session_id, created_at=0), create=True)
+    try:
+        for start in range(0, len(events), 10_000):
+            backend.write(events[start : start + 10_000])
+    finally:
+        backend.close()
+
+
+class _TypedLine(msgspec.Struct):
+    """The baseline: each line decoded straight into a fully typed task event."""
+
+    seq: int
+    time: int
+    type: str
+    data: TaskRecord
+    cause: dict[str, Any] | None = None
+
+
+def _replay_ratio(store: JsonlStore, session_id: str, count: int) -> tuple[float, float, float]:
+    path = store.path(session_id)
+    typed = msgspec.json.Decoder(_TypedLine)
+
+    def baseline() -> int:
+        data = path.read_bytes()
+        lines = typed.decode_lines(data[data.index(b"\n") + 1 :])
+        assert len(lines) == count
+        return 1
+
+    def ours() -> int:
+        header, events = store.read(session_id)
+        state = replay(events, header.id)
+        assert state.failure is None and state.position == count
+        return 1
+
+    totals = _Totals()
+    for _ in range(ROUNDS):
+        totals.add("typed", _timed(baseline, SEGMENT))
+        totals.add("replay", _timed(ours, SEGMENT))
+    typed_rate, replay_rate = totals.rate("typed"), totals.rate("replay")
+    return replay_rate / typed_rate, 1 / typed_rate, 1 / replay_rate
+
+
+async def _reads(directory: Path) -> dict[str, float]:
+    store = JsonlStore(directory)
+    _write_log(store, "big", _lead_events(BIG, "big"))
+    _write_log(store, "small", _lead_events(SMALL, "small"))
+    replay_ratio, typed_s, replay_s = _replay_ratio(store, "big", BIG)
+    host = await Host.open(directory, None, ScriptedModel.from_mapping({}))
+    host.plugins.load("dsh-team", {})
+    teams = service_for(host)
+    assert teams is not None
+    leads = {}
+    for name in ("big", "small"):
+        leads[name] = host.start_agent(await host.resume_session(name), name="lead", source="resume")
+
+    def reader(agent: Any) -> Callable[[], int]:
+        def step() -> int:
+            assert len(teams.list_tasks(agent)) == LIVE_TASKS
+            teams.get_task(agent, "task-7")
+            return 1
+
+        return step
+
+    totals = _Totals()
+    ratios = []
+    try:
+        for _ in range(ROUNDS * 3):  # short paired segments; the median pair ratio resists noise
+            small_ops, small_s = _timed(reader(leads["small"]), SEGMENT / 4)
+            big_ops, big_s = _timed(reader(leads["big"]), SEGMENT / 4)
+            totals.add("small", (small_ops, small_s))
+            totals.add("big", (big_ops, big_s))
+            ratios.append((small_ops / small_s) / (big_ops / big_s))
+    finally:
+        await host.close()
+    return {
+        "replay_ratio": replay_ratio,
+        "typed_s": typed_s,
+        "replay_s": replay_s,
+        "read_small": totals.rate("small"),
+        "read_big": totals.rate("big"),
+        "read_ratio": statistics.median(ratios),
+    }
+
+
+def run() -> list[tuple[str, float, float]]:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("DSH_BENCH_DIR")) as tmp:
+        durable = asyncio.run(_durable(Path(tmp) / "durable"))
+        reads = asyncio.run(_reads(Path(tmp) / "reads"))
+    raw, serial, group = durable["raw"], durable["serial"], durable["group"]
+    print(f"team: task event line {durable['line']:.0f} B, {ROUNDS} interleaved segments of {SEGMENT}s")
+    print(f"team: raw os.write+os.fsync           {raw:9.0f} ops/s")
+    print(f"team: durable update_task (serial)    {serial:9.0f} ops/s  ({serial / raw:.2f} of raw)")
+    print(f"team: {MEMBERS} members updating at once     {group:9.0f} ops/s  ({group / raw:.2f} of raw)")
+    print(
+        f"team: {BIG} events: typed decode {reads['typed_s'] * 1000:.0f} ms, "
+        f"cold replay {reads['replay_s'] * 1000:.0f} ms ({reads['replay_ratio']:.2f} of decode speed)"
+    )
+    small, big = reads["read_small"], reads["read_big"]
+    print(
+        f"team: list_tasks+get_task at {SMALL} events {small:8.0f}/s, at {BIG} events {big:8.0f}/s "
+        f"(median paired time ratio {reads['read_ratio']:.2f})"
+    )
+    return [
+        ("P1", serial / raw, 0.8),
+        ("P2", group / raw, 4.0),
+        ("P3", reads["replay_ratio"], 0.5),
+        ("P4", reads["read_ratio"], 1.2),
+    ]
+
+
+if __name__ == "__main__":
+    for bench_id, ratio, goal in run():
+        report(bench_id, ratio, goal)

@@ -1,0 +1,95 @@
+"""Deployment limits of the Team service and the Team-mode default.
+
+Defaults follow the second generation of the original (``max_members`` 16). Each
+limit must be a positive *safe* integer (at most 2**53 - 1, the range every JSON
+reader agrees on); booleans and floats are rejected even when integral, because a
+TOML ``true`` or ``1.5`` is a typo, never a limit.
+
+``team_mode_default`` is the Team mode of a root session that has no ``team/mode``
+record yet. Seed 003 ships new sessions switched off; this package defaults to
+``True`` because the Agent Teams profile (the only profile that loads the plugin)
+should work out of the box. A profile that wants the seed's opt-in behaviour sets
+``team_mode_default = false``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import attrs
+
+from .errors import TeamConfigError
+
+__all__ = ["LIMIT_FIELDS", "MAX_SAFE_INTEGER", "TeamConfig", "is_safe_positive_int"]
+
+MAX_SAFE_INTEGER: Final = 2**53 - 1
+
+#: The five numeric limits (each a positive safe integer).
+LIMIT_FIELDS: Final = (
+    "max_members",
+    "max_tasks",
+    "max_pending_messages_per_member",
+    "max_message_bytes",
+    "disposal_timeout_ms",
+)
+
+
+def is_safe_positive_int(value: Any) -> bool:
+    """Whether ``value`` is an ``int`` (not ``bool``) in ``1 .. 2**53 - 1``."""
+    return type(value) is int and 1 <= value <= MAX_SAFE_INTEGER
+
+
+def _limit(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not is_safe_positive_int(value):
+        raise TeamConfigError(f"{attribute.name} must be a positive safe integer", path=attribute.name)
+
+
+def _flag(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if type(value) is not bool:
+        raise TeamConfigError(f"{attribute.name} must be a boolean", path=attribute.name)
+
+
+@attrs.frozen(kw_only=True)
+class TeamConfig:
+    """Validated Team service configuration.
+
+    Attributes:
+        max_members: Teammate names ever provisioned per Team, failed ones included.
+        max_tasks: Non-deleted tasks per Team (tombstones do not count).
+        max_pending_messages_per_member: Queued-minus-delivered messages per target.
+        max_message_bytes: UTF-8 bytes of one framed delivery (JSON of its content).
+        disposal_timeout_ms: Bound of each disposal settlement and child drain.
+        team_mode_default: Team mode of a root with no ``team/mode`` record and no
+            earlier Team records (see the module docstring).
+
+    Raises:
+        TeamConfigError: any field is invalid (``TEAM_INVALID_CONFIG``, ``path`` = field).
+    """
+
+    max_members: int = attrs.field(default=16, validator=_limit)
+    max_tasks: int = attrs.field(default=256, validator=_limit)
+    max_pending_messages_per_member: int = attrs.field(default=64, validator=_limit)
+    max_message_bytes: int = attrs.field(default=65536, validator=_limit)
+    disposal_timeout_ms: int = attrs.field(default=5000, validator=_limit)
+    team_mode_default: bool = attrs.field(default=True, validator=_flag)
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any] | None) -> TeamConfig:
+        """Build a config from a plugin's raw config table (``ctx.config``).
+
+        Missing keys take their defaults; ``None`` means an empty table.
+
+        Raises:
+            TeamConfigError: ``raw`` is not a table, holds an unknown key (named in
+                the message and ``path``), or any value is invalid.
+        """
+        if raw is None:
+            return cls()
+        if not isinstance(raw, Mapping):
+            raise TeamConfigError(f"Team config must be a table, got {type(raw).__name__}", path="")
+        known = {field.name for field in attrs.fields(cls)}
+        for key in raw:
+            if key not in known:
+                raise TeamConfigError(f'unknown Team config key "{key}"', path=str(key))
+        return cls(**raw)

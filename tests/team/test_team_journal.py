@@ -1,0 +1,108 @@
+"""Journal and Activity details on a real in-memory session (no host needed)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from dsh_team.activity import Activity, WaitResult
+from dsh_team.journal import Append, Journal, Journals
+from host_spec.events import SessionHeader
+from host_spec.host.session import Session
+from host_spec.records import AbortSignal
+
+from team_builders import task
+from team_host import run
+
+
+def session(session_id: str = "lead") -> Session:
+    return Session(SessionHeader(id=session_id, created_at=0))
+
+
+class TestJournal:
+    def test_folds_each_event_once_and_announces_after_flush(self) -> None:
+        """Appends are folded lazily; the durable position moves only after the flush."""
+
+        async def body() -> None:
+            lead = session()
+            journal = Journal(lead)
+            assert repr(journal) == "<Journal lead folded=0 position=0>"
+            lead.append("team/task", task("task-1"))
+            assert journal.state.tasks.tasks["task-1"].revision == 1
+            assert journal.position == 0
+            journal.flushed(0)
+            assert journal.position == 0
+            await journal.flush("x")
+            assert journal.position == 1
+            result = await journal.transact(lambda state: None, lambda state: len(state.tasks.tasks), what="noop")
+            assert result == 1 and lead.last_seq == 1
+
+        run(body())
+
+    def test_a_seeded_log_starts_at_its_durable_position(self) -> None:
+        """A journal over an already durable log reports its last Team change as position."""
+        lead = session()
+        lead.append("team/task", task("task-1"))
+        lead.append("turn/start", {"turn": 1})
+        assert Journal(lead).position == 0  # not durable yet
+        durable = Session(lead.header, events=list(lead.events), durable_seq=2)
+        assert Journal(durable).position == 1
+
+    def test_registry_identity(self) -> None:
+        """A new session object for the same id gets a new journal; dropping a stale one is a no-op."""
+        first, second = session(), session()
+        journals = Journals()
+        one = journals.get(first)
+        assert journals.get(first) is one and len(journals) == 1
+        two = journals.get(second)
+        assert two is not one and list(journals) == [two]
+        journals.drop(first)
+        assert journals.find("lead") is two
+        journals.drop(second)
+        assert journals.find("lead") is None
+
+    def test_append_record(self) -> None:
+        """Append carries the event type and payload."""
+        assert Append("team/mode", {"enabled": True}).type == "team/mode"
+
+
+class TestActivity:
+    def test_late_timer_and_abort_after_a_notify_are_ignored(self) -> None:
+        """Whichever of notify, timer and abort comes first decides; the others are no-ops."""
+
+        async def body() -> None:
+            timers: list[Any] = []
+            activity = Activity(timer=lambda delay, fn: (timers.append(fn), lambda: None)[1])
+            assert not activity.closed
+            signal = AbortSignal()
+            waiting = asyncio.ensure_future(activity.wait("t", 10_000, lambda: 7, signal=signal))
+            await asyncio.sleep(0)
+            activity.notify("t")
+            timers[0]()
+            signal.abort("late")
+            assert await waiting == WaitResult(timed_out=False, position=7)
+            expiring = asyncio.ensure_future(activity.wait("t", 10_000, lambda: 7))
+            await asyncio.sleep(0)
+            timers[1]()
+            activity.notify("t")
+            assert (await expiring).timed_out is True
+            activity.close()
+            assert activity.closed
+
+        run(body())
+
+
+class TestDescriptorScan:
+    def test_scans_incrementally_and_forgets_only_its_own_session(self) -> None:
+        """A later descriptor is found; forgetting a stale session object keeps the live entry."""
+        from dsh_team.membership import DescriptorScan
+
+        scan = DescriptorScan()
+        live, stale = session("child"), session("child")
+        assert scan.has_descriptor(live) is False
+        scan.forget(stale)
+        live.append("subagent/descriptor", {"version": 2, "mode": "continuable", "provider": "spawn"})
+        assert scan.has_descriptor(live) is True
+        scan.forget(live)
+        scan.forget(live)
+        assert scan.has_descriptor(live) is True

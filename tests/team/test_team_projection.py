@@ -1,0 +1,175 @@
+"""Browser view and publications (§11.1; cases 19-21) and the G1 remote (cases 24-25)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from dsh_team.errors import TeamCode, TeamError
+from dsh_team.projection import MemberRow, Publisher, RemoteTeam, TeamView, build_view
+
+from team_builders import Log
+from team_host import add_member, child, lead, open_host, run, service, team
+
+
+class TestView:
+    def test_view_lists_roster_and_live_tasks(self, tmp_path: Path) -> None:
+        """Lead row first, rostered members with phase/error, non-deleted task views (case 19)."""
+
+        async def body() -> None:
+            host = await open_host(tmp_path)
+            root, (alpha,) = await team(host, "alpha")
+            broken = await child(host, root, "child-b")
+            await add_member(host, root, broken.id, "broken", "failed")
+            teams = service(host)
+            await teams.create_task(root, subject="a", description="d", write_scopes=["src"])
+            await teams.create_task(root, subject="b", description="d", write_scopes=["src/x"])
+            await teams.update_task(root, task_id="task-1", expected_revision=1, action="claim")
+            await teams.create_task(root, subject="c", description="d")
+            await teams.update_task(root, task_id="task-3", expected_revision=1, action="claim")
+            await teams.update_task(root, task_id="task-3", expected_revision=2, action="delete")
+            view = teams.view(alpha)
+            assert view.members[0] == MemberRow(id="lead", name="lead", role="lead", phase="active")
+            assert [(m.name, m.phase) for m in view.members[1:]] == [("alpha", "active"), ("broken", "failed")]
+            assert [t.id for t in view.tasks] == ["task-1", "task-2"]
+            assert view.tasks[0].owner_name == "lead" and view.tasks[1].write_scope_warnings == ("write scopes overlap with task-1",)
+            assert view.enabled is True and view.failure is None
+            assert teams.view(root) is view  # memoised
+            await host.close()
+
+        run(body())
+
+    def test_failed_member_rows_carry_their_error(self) -> None:
+        """A failed roster record shows its error text in the row."""
+        log = Log()
+        log.member("m1", "alpha")
+        log.member("m1", "alpha", "failed", error="provider missing")
+        assert build_view(log.fold(), True).members[1] == MemberRow("m1", "alpha", "teammate", "failed", "provider missing")
+
+
+class TestPublication:
+    def test_publishes_only_roster_task_mode_or_failure_changes(self) -> None:
+        """Mailbox-only and unrelated events publish nothing; failure publishes once (cases 20-21)."""
+        publisher = Publisher()
+        seen: list[tuple[str, TeamView]] = []
+        handle = publisher.subscribe(lambda team_id, view: seen.append((team_id, view)))
+        log = Log()
+        from dsh_team.fold import evolve
+        from dsh_team.state import initial_state
+
+        state = initial_state("lead")
+        assert publisher.publish(state, True) is not None and len(seen) == 1
+        assert [m.name for m in seen[0][1].members] == ["lead"]
+        for item in (log.task("task-1"), log.queued("msg-1", "m1"), log.add("turn/start", {"turn": 1})):
+            state = evolve(state, item)
+            publisher.publish(state, True)
+        assert len(seen) == 2 and seen[1][1].tasks[0].id == "task-1"
+        assert publisher.publish(state, False) is not None and len(seen) == 3
+        failed = evolve(state, log.task("task-1", 9))
+        publisher.publish(failed, False)
+        assert seen[-1][1].failure == 'team task "task-1" revision is not contiguous (9 after 1)'
+        assert [t.id for t in seen[-1][1].tasks] == ["task-1"]
+        publisher.publish(evolve(failed, log.task("task-2")), False)
+        assert len(seen) == 4
+        other = initial_state("other")
+        publisher.publish(other, True)
+        assert seen[-1][0] == "other"
+        handle.dispose()
+        handle.dispose()
+        publisher.forget("other")
+        publisher.publish(other, True)
+        assert len(seen) == 5
+
+    def test_listener_failures_are_contained(self) -> None:
+        """A broken listener does not stop the next one."""
+        from dsh_team.state import initial_state
+
+        publisher = Publisher()
+        got: list[str] = []
+
+        def broken(team_id: str, view: TeamView) -> None:
+            raise RuntimeError("listener bug")
+
+        publisher.subscribe(broken)
+        publisher.subscribe(lambda team_id, view: got.append(team_id))
+        publisher.publish(initial_state("lead"), True)
+        assert got == ["lead"]
+
+    def test_live_sessions_publish_their_own_views(self, tmp_path: Path) -> None:
+        """Through the host, a task append publishes once for its Lead session only (case 21)."""
+
+        async def body() -> None:
+            host = await open_host(tmp_path)
+            teams = service(host)
+            seen: list[str] = []
+            teams.subscribe(lambda team_id, view: seen.append(team_id))
+            first = await lead(host)
+            second = await lead(host, "second")
+            await teams.create_task(first, subject="a", description="d")
+            await teams.create_task(second, subject="b", description="d")
+            first.session.append("turn/start", {"turn": 1})
+            assert seen == ["lead", "second"]
+            await host.close()
+
+        run(body())
+
+
+class _Raising:
+    """A service double for the remote's error mapping (the remote is a pure adapter)."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    async def create_task(self, agent: Any, **fields: Any) -> Any:
+        raise self.error
+
+    update_task = create_task
+
+
+class TestRemote:
+    def test_remote_view_and_mutations(self, tmp_path: Path) -> None:
+        """view lists the Lead; create is ok at revision 1; claim is ok at revision 2 as lead (case 24)."""
+
+        async def body() -> None:
+            host = await open_host(tmp_path)
+            root = await lead(host)
+            remote = service(host).remote
+            assert remote.view(root) == {
+                "members": [{"id": "lead", "name": "lead", "role": "lead", "phase": "active"}],
+                "tasks": [],
+            }
+            created = await remote.create_task(root, {"subject": "s", "description": "d"})
+            assert created["ok"] is True and created["value"]["revision"] == 1
+            claimed = await remote.update_task(root, {"task_id": "task-1", "expected_revision": 1, "action": "claim"})
+            assert claimed["ok"] and (claimed["value"]["revision"], claimed["value"]["owner_name"]) == (2, "lead")
+            assert msgspec.json.encode(claimed)  # JSON-ready
+            stale = await remote.update_task(root, {"task_id": "task-1", "expected_revision": 1, "action": "release"})
+            assert stale == {
+                "ok": False,
+                "error": {"code": "team-task-conflict", "message": 'stale team task "task-1" revision 1; current revision is 2'},
+            }
+            for request in ([], {"subject": "s"}, {"subject": "s", "description": "d", "owner": "x"}, {"task_id": "task-1"}):
+                call = remote.create_task if "task_id" not in request else remote.update_task
+                rejected = await call(root, request)
+                assert rejected["ok"] is False and rejected["error"]["code"] == "team-rejected"
+            await host.close()
+
+        run(body())
+
+    def test_team_errors_are_rejections_and_other_errors_propagate(self) -> None:
+        """TeamError -> team-rejected; anything else rejects the call (case 25)."""
+
+        async def body() -> None:
+            rejected = await RemoteTeam(_Raising(TeamError("nope", TeamCode.TASK_BLOCKED))).create_task(  # type: ignore[arg-type]
+                None, {"subject": "s", "description": "d"}
+            )
+            assert rejected == {"ok": False, "error": {"code": "team-rejected", "message": "nope"}}
+            with pytest.raises(RuntimeError, match="transport"):
+                await RemoteTeam(_Raising(RuntimeError("transport"))).update_task(  # type: ignore[arg-type]
+                    None, {"task_id": "t", "expected_revision": 1, "action": "claim"}
+                )
+
+        run(body())
