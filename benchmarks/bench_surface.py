@@ -1,0 +1,32 @@
+"""M1: the size of the model-facing Team surface, paid on every model step.
+
+The nine Team tools as a model receives them (``{name, description, parameters}``
+serialized compactly) plus the ``team:policy`` section text, in UTF-8 bytes.
+Goal: at most 6000 bytes (peers spend 7,000-19,000 characters on theirs).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._common import report  # noqa: E402
+from dsh_team_tools.catalog import SURFACE_BUDGET, model_tools, surface_size  # noqa: E402
+from dsh_team_tools.policy import POLICY_TEXT  # noqa: E402
+from host_spec.schema import compact_json  # noqa: E402
+
+
+def run() -> list[tuple[str, float, float]]:
+    tools = len(compact_json(model_tools()).encode())
+    policy = len(POLICY_TEXT.encode())
+    size = surface_size()
+    print(f"surface: nine tool schemas {tools} B + policy {policy} B = {size} B (budget {SURFACE_BUDGET} B)")
+    return [("M1", size, SURFACE_BUDGET)]
+
+
+if __name__ == "__main__":
+    for bench_id, value, goal in run():
+        report(bench_id, value, goal)

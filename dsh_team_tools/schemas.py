@@ -1,0 +1,212 @@
+"""Argument and result types of the nine Team tools (msgspec Structs).
+
+These Structs are both the validator of every model call (unknown fields are
+rejected) and the source of the JSON Schema the model reads, so descriptions
+here are paid for on every model step: they stay short and exact. Optional
+arguments use ``UNSET`` rather than ``None`` so the schema does not invite
+``null`` and the adapters forward only what the model actually sent.
+
+Some bounds are deliberately *not* enforced by the Struct: ``timeout_ms`` must
+reach the service so its ``TEAM_INVALID_TIMEOUT`` is what the model sees, and
+``cursor``/``limit`` get the tool's own plain messages. Their ranges still
+appear in the schema through ``extra_json_schema``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Final, Literal
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
+
+__all__ = [
+    "WAIT_DEFAULT_MS",
+    "WAIT_MIN_MS",
+    "WAIT_MAX_MS",
+    "LIST_DEFAULT_LIMIT",
+    "LIST_MAX_LIMIT",
+    "MAX_SAFE_INTEGER",
+    "TaskAction",
+    "SpawnTeammateArgs",
+    "SendMessageArgs",
+    "ListAgentsArgs",
+    "WaitAgentArgs",
+    "InterruptAgentArgs",
+    "TeamTaskCreateArgs",
+    "TeamTaskListArgs",
+    "TeamTaskGetArgs",
+    "TeamTaskUpdateArgs",
+    "MemberRow",
+    "SpawnResult",
+    "SendResult",
+    "NoProgress",
+    "WaitResult",
+    "InterruptResult",
+    "TaskRow",
+    "TaskListResult",
+]
+
+WAIT_DEFAULT_MS: Final = 30_000
+WAIT_MIN_MS: Final = 10_000
+WAIT_MAX_MS: Final = 3_600_000
+LIST_DEFAULT_LIMIT: Final = 50
+LIST_MAX_LIMIT: Final = 100
+MAX_SAFE_INTEGER: Final = 2**53 - 1
+
+TaskAction = Literal["claim", "release", "edit", "set_dependencies", "complete", "reopen", "reassign", "delete"]
+TaskStatus = Literal["pending", "in_progress", "completed", "deleted"]
+ListableStatus = Literal["pending", "in_progress", "completed"]
+
+_Target = Annotated[str, Meta(description="Member target from list_agents, or lead")]
+_TaskId = Annotated[str, Meta(description="Task id")]
+_TaskIds = Annotated[list[str], Meta(description="Ids of tasks that must complete first")]
+_Scopes = Annotated[list[str], Meta(description="Workspace-relative paths the task edits")]
+
+
+class _Args(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Base of every argument Struct: a call with an unknown field is an error, not a guess."""
+
+
+class _Result(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Base of every result Struct: the declared output is complete and closed."""
+
+
+# ---------------------------------------------------------------- arguments
+
+
+class SpawnTeammateArgs(_Args):
+    """``spawn_teammate``: the Lead creates one named teammate with a first task."""
+
+    name: Annotated[str, Meta(description="Unique lower-kebab-case name")]
+    description: Annotated[str, Meta(description="Short role label")]
+    prompt: Annotated[str, Meta(description="First task for the teammate")]
+    context: Annotated[Literal["fresh", "fork"], Meta(description="fork copies your conversation")] = "fresh"
+
+
+class SendMessageArgs(_Args):
+    """``send_message``: one text message to one member."""
+
+    target: _Target
+    message: str
+
+
+class ListAgentsArgs(_Args):
+    """``list_agents`` takes no arguments."""
+
+
+class WaitAgentArgs(_Args):
+    """``wait_agent``: the range is checked by the service (``TEAM_INVALID_TIMEOUT``)."""
+
+    timeout_ms: Annotated[int, Meta(extra_json_schema={"minimum": WAIT_MIN_MS, "maximum": WAIT_MAX_MS})] = WAIT_DEFAULT_MS
+
+
+class InterruptAgentArgs(_Args):
+    """``interrupt_agent``: stop one teammate's current turn."""
+
+    target: _Target
+
+
+class TeamTaskCreateArgs(_Args):
+    """``team_task_create``: omitted lists are not sent to the service."""
+
+    subject: str
+    description: str
+    blocked_by: _TaskIds | UnsetType = UNSET
+    write_scopes: _Scopes | UnsetType = UNSET
+
+
+class TeamTaskListArgs(_Args):
+    """``team_task_list``: filters plus cursor paging; cursor/limit are range-checked by the tool."""
+
+    status: ListableStatus | UnsetType = UNSET
+    owner: Annotated[str, Meta(description="Owner target, or unowned")] | UnsetType = UNSET
+    ready: bool | UnsetType = UNSET
+    cursor: Annotated[int, Meta(extra_json_schema={"minimum": 0})] = 0
+    limit: Annotated[int, Meta(extra_json_schema={"minimum": 1, "maximum": LIST_MAX_LIMIT})] = LIST_DEFAULT_LIMIT
+
+
+class TeamTaskGetArgs(_Args):
+    """``team_task_get``: one task, deleted tombstones included."""
+
+    task_id: _TaskId
+
+
+class TeamTaskUpdateArgs(_Args):
+    """``team_task_update``: compare-and-set on ``expected_revision``; only sent fields are forwarded."""
+
+    task_id: _TaskId
+    expected_revision: Annotated[int, Meta(description="The task's current revision")]
+    action: TaskAction
+    subject: str | UnsetType = UNSET
+    description: str | UnsetType = UNSET
+    blocked_by: Annotated[list[str], Meta(description="Complete blocker list (set_dependencies)")] | UnsetType = UNSET
+    write_scopes: Annotated[list[str], Meta(description="Replacement scopes (edit)")] | UnsetType = UNSET
+    owner: Annotated[str, Meta(description="New owner target (reassign); omit to unassign")] | UnsetType = UNSET
+
+
+# ---------------------------------------------------------------- results
+
+
+class MemberRow(_Result, kw_only=True):
+    """One roster row as the model sees it: ``target`` is the member name, never a session id."""
+
+    target: str
+    role: Literal["lead", "teammate"]
+    status: Literal["running", "inactive", "provisioning", "failed"]
+    description: str | UnsetType = UNSET
+    provider: str | UnsetType = UNSET
+    context: Literal["fresh", "fork"] | UnsetType = UNSET
+    model: str | UnsetType = UNSET
+    diagnostics: list[str]
+
+
+class SpawnResult(_Result):
+    member: MemberRow
+
+
+class SendResult(_Result):
+    """``queued`` is as durable as ``accepted``: the message must not be resent."""
+
+    message_id: str
+    status: Literal["accepted", "queued"]
+
+
+class NoProgress(_Result):
+    """Why ``wait_agent`` returned at once: no other member can change anything."""
+
+    reason: Literal["no-active-peer"]
+    message: str
+
+
+class WaitResult(_Result):
+    """``position`` is the Team log position the wait observed (absent for ``no_progress``)."""
+
+    timed_out: bool
+    no_progress: NoProgress | UnsetType = UNSET
+    position: int | UnsetType = UNSET
+
+
+class InterruptResult(_Result):
+    previous_status: Literal["running", "inactive"]
+
+
+class TaskRow(_Result, kw_only=True):
+    """A task as the model sees it: owner by name (``owner_name``), never by session id."""
+
+    id: str
+    revision: int
+    subject: str
+    description: str
+    status: TaskStatus
+    owner_name: str | UnsetType = UNSET
+    blocked_by: list[str]
+    write_scopes: list[str]
+    ready: bool
+    write_scope_warnings: list[str]
+
+
+class TaskListResult(_Result):
+    """``next_cursor`` is present only when more rows remain."""
+
+    tasks: list[TaskRow]
+    next_cursor: int | UnsetType = UNSET

@@ -1,0 +1,211 @@
+"""The nine Team tools: thin adapters from model calls to the Team service.
+
+Each adapter takes the exact live calling agent from ``call.agent`` (the only
+credential the service accepts), forwards only the arguments the model sent, and
+maps service views to the model rows of :mod:`.schemas` (member and owner by
+*name*, never a session id). Roles and every domain rule are enforced by the
+service; the adapters add only what the tool surface itself owns: the identity
+reminder, provider choice, the ``wait_agent`` no-progress shortcut, and task-list
+filtering and paging.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from msgspec import UNSET
+
+from host_spec.errors import ToolError
+from host_spec.messages import text_block
+from host_spec.records import ToolCall, ToolSpec
+
+from . import schemas as s
+from .catalog import CATALOG
+from .reminder import reminder_block
+
+if TYPE_CHECKING:
+    from host_spec.protocols import Agent
+
+    from .config import ToolsConfig
+
+__all__ = ["NO_PROGRESS_MESSAGE", "build_tools", "member_row", "task_row"]
+
+NO_PROGRESS_MESSAGE: Final = (
+    "No other Team member is running or provisioning, so nothing can change while you wait. "
+    "Re-check list_agents and team_task_list, and use send_message to wake any inactive teammate "
+    "you need before waiting again."
+)
+_ACTIVE: Final = frozenset({"running", "provisioning"})
+_UNOWNED: Final = "unowned"
+
+Execute = Callable[[Any, ToolCall], Awaitable[Any]]
+
+
+def _opt(value: Any) -> Any:
+    """``None`` (absent in a service view) becomes ``UNSET`` (absent in the model row)."""
+    return UNSET if value is None else value
+
+
+def member_row(view: Any) -> s.MemberRow:
+    """A service ``MemberView`` as the model's roster row (``target`` = member name)."""
+    return s.MemberRow(
+        target=view.name,
+        role=view.role,
+        status=view.status,
+        description=_opt(getattr(view, "description", None)),
+        provider=_opt(getattr(view, "provider", None)),
+        context=_opt(getattr(view, "context", None)),
+        model=_opt(getattr(view, "model", None)),
+        diagnostics=list(view.diagnostics),
+    )
+
+
+def task_row(view: Any) -> s.TaskRow:
+    """A service ``TaskView`` as the model's task row (owner by name; ``owner_id`` dropped)."""
+    return s.TaskRow(
+        id=view.id,
+        revision=view.revision,
+        subject=view.subject,
+        description=view.description,
+        status=view.status,
+        owner_name=_opt(getattr(view, "owner_name", None)),
+        blocked_by=list(view.blocked_by),
+        write_scopes=list(view.write_scopes),
+        ready=view.ready,
+        write_scope_warnings=list(view.write_scope_warnings),
+    )
+
+
+def _caller(call: ToolCall) -> Agent:
+    """The calling agent; a call without one behaves as if the scoped tool did not exist."""
+    if call.agent is None:
+        raise ToolError(f'unknown tool "{call.name}"', code="UNKNOWN_TOOL")
+    return call.agent
+
+
+def _sent(args: Any, *names: str) -> dict[str, Any]:
+    """The optional fields the model actually sent (UNSET ones are not forwarded)."""
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not UNSET}
+
+
+def _page(rows: Sequence[Any], args: s.TeamTaskListArgs) -> s.TaskListResult:
+    """Filter, validate the cursor window, and slice one page of task rows."""
+    if args.status is not UNSET:
+        rows = [row for row in rows if row.status == args.status]
+    if args.owner is not UNSET:
+        wanted = None if args.owner == _UNOWNED else args.owner
+        rows = [row for row in rows if getattr(row, "owner_name", None) == wanted]
+    if args.ready is not UNSET:
+        rows = [row for row in rows if row.ready is args.ready]
+    if not 0 <= args.cursor <= s.MAX_SAFE_INTEGER:
+        raise ToolError("cursor must be a non-negative safe integer", code="INVALID_ARGS")
+    if not 1 <= args.limit <= s.LIST_MAX_LIMIT:
+        raise ToolError(f"limit must be an integer from 1 through {s.LIST_MAX_LIMIT}", code="INVALID_ARGS")
+    end = args.cursor + args.limit
+    page = [task_row(row) for row in rows[args.cursor : end]]
+    return s.TaskListResult(tasks=page, next_cursor=end if end < len(rows) else UNSET)
+
+
+def _adapters(service: Any, config: ToolsConfig) -> dict[str, Execute]:
+    """One ``execute`` per tool name, closed over the service and config."""
+
+    async def spawn_teammate(args: s.SpawnTeammateArgs, call: ToolCall) -> s.SpawnResult:
+        member = await service.spawn_teammate(
+            _caller(call),
+            name=args.name,
+            description=args.description,
+            prompt=[reminder_block(args.name), text_block(args.prompt)],
+            context=args.context,
+            provider=config.provider_for(args.context),
+            signal=call.signal,
+        )
+        return s.SpawnResult(member=member_row(member))
+
+    async def send_message(args: s.SendMessageArgs, call: ToolCall) -> s.SendResult:
+        result = await service.send_message(
+            _caller(call), target=args.target, content=[text_block(args.message)], signal=call.signal
+        )
+        return s.SendResult(message_id=result.message_id, status=result.status)
+
+    async def list_agents(args: s.ListAgentsArgs, call: ToolCall) -> list[s.MemberRow]:
+        return [member_row(view) for view in service.list_members(_caller(call))]
+
+    async def wait_agent(args: s.WaitAgentArgs, call: ToolCall) -> s.WaitResult:
+        caller = _caller(call)
+        if s.WAIT_MIN_MS <= args.timeout_ms <= s.WAIT_MAX_MS:
+            # One synchronous span from the roster check to the waiter registration
+            # (the service registers before its first await), so no change can slip between.
+            peers = [view for view in service.list_members(caller) if view.id != caller.id]
+            if not any(view.status in _ACTIVE for view in peers):
+                no_progress = s.NoProgress(reason="no-active-peer", message=NO_PROGRESS_MESSAGE)
+                return s.WaitResult(timed_out=False, no_progress=no_progress)
+        # An out-of-range timeout goes to the service too: its TEAM_INVALID_TIMEOUT is the answer.
+        result = await service.wait_for_change(caller, args.timeout_ms, signal=call.signal)
+        return s.WaitResult(timed_out=result.timed_out, position=_opt(getattr(result, "position", None)))
+
+    async def interrupt_agent(args: s.InterruptAgentArgs, call: ToolCall) -> s.InterruptResult:
+        result = service.interrupt(_caller(call), args.target)
+        return s.InterruptResult(previous_status=result.previous_status)
+
+    async def team_task_create(args: s.TeamTaskCreateArgs, call: ToolCall) -> s.TaskRow:
+        view = await service.create_task(
+            _caller(call),
+            subject=args.subject,
+            description=args.description,
+            **_sent(args, "blocked_by", "write_scopes"),
+        )
+        return task_row(view)
+
+    async def team_task_list(args: s.TeamTaskListArgs, call: ToolCall) -> s.TaskListResult:
+        return _page(service.list_tasks(_caller(call)), args)
+
+    async def team_task_get(args: s.TeamTaskGetArgs, call: ToolCall) -> s.TaskRow:
+        return task_row(service.get_task(_caller(call), args.task_id))
+
+    async def team_task_update(args: s.TeamTaskUpdateArgs, call: ToolCall) -> s.TaskRow:
+        view = await service.update_task(
+            _caller(call),
+            task_id=args.task_id,
+            expected_revision=args.expected_revision,
+            action=args.action,
+            **_sent(args, "subject", "description", "blocked_by", "write_scopes", "owner"),
+        )
+        return task_row(view)
+
+    return {
+        "spawn_teammate": spawn_teammate,
+        "send_message": send_message,
+        "list_agents": list_agents,
+        "wait_agent": wait_agent,
+        "interrupt_agent": interrupt_agent,
+        "team_task_create": team_task_create,
+        "team_task_list": team_task_list,
+        "team_task_get": team_task_get,
+        "team_task_update": team_task_update,
+    }
+
+
+def build_tools(
+    service: Any, config: ToolsConfig, *, available: Callable[[Agent], bool] | None = None
+) -> list[ToolSpec]:
+    """The nine Team ``ToolSpec``s bound to ``service``, in catalogue order.
+
+    Args:
+        service: The Team service (``dsh_team`` ``agent_teams``).
+        config: Provider names for ``spawn_teammate``.
+        available: Optional per-step availability predicate (e.g. Team mode) shared by all nine.
+    """
+    adapters = _adapters(service, config)
+    return [
+        ToolSpec(
+            name=entry.name,
+            description=entry.description,
+            args_type=entry.args_type,
+            result_type=entry.result_type,
+            execute=adapters[entry.name],
+            available=available,
+            concurrency_safe=entry.concurrency_safe,
+        )
+        for entry in CATALOG
+    ]

@@ -1,0 +1,256 @@
+"""The Agent Teams stream invariant on real sessions (pure part, no plugin manager).
+
+A small observer adapts :class:`TeamStreamInvariant` to the session's veto seam
+exactly as the host does: a violation raises ``InvariantError`` from ``append``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dsh_team_invariant.invariant import TeamStreamInvariant, rule_for
+from host_spec.errors import InvariantError
+from host_spec.events import SessionHeader
+from host_spec.host.session import Session
+
+LEAD = "lead-1"
+
+
+class Veto:
+    """The host's role: call check before the append and commit after it."""
+
+    def __init__(self, invariant: TeamStreamInvariant) -> None:
+        self.invariant = invariant
+        self.rules: list[str] = []
+
+    def pre_append(self, session: Any, event: Any) -> None:
+        violation = self.invariant.check(session, event)
+        if violation is not None:
+            self.rules.append(violation.rule)
+            raise InvariantError("dsh-team-invariant", violation.reason)
+
+    def committed(self, session: Any, event: Any) -> None:
+        self.invariant.commit(session, event)
+
+    def flushed(self, session: Any, durable_seq: int) -> None:
+        return None
+
+
+def member(id: str, name: str, phase: str, **extra: Any) -> dict[str, Any]:
+    snapshot = {"id": id, "name": name, "description": "d", "provider": "spawn", "context": "fresh", "phase": phase}
+    snapshot.update(extra)
+    return {"version": 2, "team_id": LEAD, "member": snapshot}
+
+
+def task(id: str, revision: int = 1, blocked_by: tuple[str, ...] = (), status: str = "pending",
+         team_id: str = LEAD) -> dict[str, Any]:
+    return {"version": 2, "team_id": team_id, "task": {"id": id, "revision": revision, "subject": "s",
+                                                       "description": "d", "status": status,
+                                                       "blocked_by": list(blocked_by), "write_scopes": []}}
+
+
+def queued(id: str, target: str = "child-1") -> dict[str, Any]:
+    return {"version": 2, "team_id": LEAD, "message": {"id": id, "sender_id": LEAD, "sender_name": "lead",
+                                                      "target_id": target, "content": [{"type": "text", "text": "hi"}]}}
+
+
+def delivered(id: str, target: str = "child-1") -> dict[str, Any]:
+    return {"version": 2, "team_id": LEAD, "message_id": id, "target_id": target}
+
+
+@pytest.fixture
+def invariant() -> TeamStreamInvariant:
+    return TeamStreamInvariant()
+
+
+@pytest.fixture
+def veto(invariant: TeamStreamInvariant) -> Veto:
+    return Veto(invariant)
+
+
+@pytest.fixture
+def lead(veto: Veto) -> Session:
+    return Session(SessionHeader(id=LEAD, created_at=0), observer=veto)
+
+
+def rejected(session: Session, type: str, data: Any) -> InvariantError:
+    before = session.last_seq
+    with pytest.raises(InvariantError) as info:
+        session.append(type, data)
+    assert session.last_seq == before, "a vetoed event must not be appended"
+    return info.value
+
+
+class TestAccepts:
+    def test_valid_stream(self, lead: Session, invariant: TeamStreamInvariant) -> None:
+        """A well-formed Team stream appends in full and the fold follows it."""
+        lead.append("turn/start", {"turn": 1})
+        lead.append("team/member", member("child-1", "reviewer", "provisioning"))
+        lead.append("team/member", member("child-1", "reviewer", "active"))
+        lead.append("team/task", task("task-1"))
+        lead.append("team/task", task("task-2", blocked_by=("task-1",)))
+        lead.append("team/task", task("task-1", revision=2, status="completed"))
+        lead.append("team/message/queued", queued("m-1"))
+        lead.append("team/message/delivered", delivered("m-1"))
+        assert lead.last_seq == 8
+        state = invariant.state(lead)
+        assert state.position == 8
+        assert len(state.tasks.tasks) == 2 and state.mail.delivered.get("m-1", 1) is None
+
+    def test_other_team_records_pass(self, lead: Session) -> None:
+        """Records of another Team (an inherited fork prefix) are not this session's Team."""
+        lead.append("team/task", task("task-9", revision=5, team_id="someone-else"))
+        assert lead.last_seq == 1
+
+
+class TestRejects:
+    @pytest.mark.parametrize(
+        ("setup", "bad", "rule", "fragment"),
+        [
+            ([], ("team/member", member("child-1", "reviewer", "active")), "member-must-begin-provisioning",
+             'team member "child-1" must begin provisioning'),
+            ([("team/member", member("child-1", "reviewer", "provisioning"))],
+             ("team/member", member("child-2", "reviewer", "provisioning")), "member-name-reused", "reused"),
+            ([("team/member", member("child-1", "reviewer", "provisioning"))],
+             ("team/member", member("child-1", "other", "active")), "member-identity-changed", "immutable"),
+            ([("team/member", member("child-1", "reviewer", "provisioning")),
+              ("team/member", member("child-1", "reviewer", "failed", error="x"))],
+             ("team/member", member("child-1", "reviewer", "active")), "member-invalid-transition",
+             "invalid failed -> active transition"),
+            ([], ("team/task", task("task-1", revision=2)), "task-must-begin-at-revision-1", "revision 1"),
+            ([("team/task", task("task-1"))], ("team/task", task("task-1", revision=3)),
+             "task-revision-not-contiguous", "not contiguous"),
+            ([], ("team/task", task("task-1", blocked_by=("task-7",))), "task-missing-blocker",
+             'blocker task "task-7" for "task-1" is missing or deleted'),
+            ([], ("team/task", task("task-1", blocked_by=("task-1",))), "task-dependency-cycle", "cannot block itself"),
+            ([("team/task", task("task-1")), ("team/task", task("task-2", blocked_by=("task-1",)))],
+             ("team/task", task("task-1", revision=2, blocked_by=("task-2",))), "task-dependency-cycle",
+             "task dependency cycle includes"),
+            ([("team/task", task("task-1"))], ("team/task", task("task-2", blocked_by=("task-1", "task-1"))),
+             "task-duplicate-blocker", "repeats blocker"),
+            ([("team/message/queued", queued("m-1"))], ("team/message/queued", queued("m-1")),
+             "message-queued-twice", "queued twice"),
+            ([], ("team/message/delivered", delivered("m-1")), "message-delivered-before-queued",
+             "delivered before queueing"),
+            ([("team/message/queued", queued("m-1"))], ("team/message/delivered", delivered("m-1", "child-2")),
+             "message-target-changed", "target changed"),
+            ([("team/message/queued", queued("m-1")), ("team/message/delivered", delivered("m-1"))],
+             ("team/message/delivered", delivered("m-1")), "message-delivered-twice", "delivered twice"),
+            ([], ("team/task", {"version": 3, "team_id": LEAD, "task": {}}), "unsupported-version",
+             "unsupported Agent Teams event version 3"),
+            ([], ("team/task", {"version": 2, "team_id": LEAD, "task": {"id": "task-1"}}), "invalid-payload",
+             "persisted Agent Teams team/task payload is invalid"),
+            ([], ("team/member", {"nonsense": True}), "invalid-payload", "payload is invalid"),
+        ],
+    )
+    def test_rejected_event_is_not_appended(self, lead: Session, veto: Veto, setup: list[tuple[str, Any]],
+                                            bad: tuple[str, Any], rule: str, fragment: str) -> None:
+        """Every event the Team fold would reject is vetoed with INVARIANT, its seq and its rule."""
+        for type, data in setup:
+            lead.append(type, data)
+        error = rejected(lead, *bad)
+        assert error.code == "INVARIANT"
+        assert error.plugin == "dsh-team-invariant"
+        assert f"session event {len(setup) + 1} violates the Agent Teams stream: " in str(error)
+        assert fragment in str(error)
+        assert veto.rules == [rule]
+
+    def test_fold_continues_after_a_veto(self, lead: Session) -> None:
+        """A vetoed event does not advance the fold: the next valid event still applies."""
+        lead.append("team/task", task("task-1"))
+        rejected(lead, "team/task", task("task-1", revision=3))
+        lead.append("team/task", task("task-1", revision=2, status="completed"))
+        rejected(lead, "team/task", task("task-1", revision=2))
+        assert lead.last_seq == 2
+
+
+class TestStaging:
+    def test_candidate_vetoed_elsewhere_is_not_committed(self, invariant: TeamStreamInvariant) -> None:
+        """If another check vetoes after ours passed, the staged candidate is dropped."""
+
+        class LaterVeto(Veto):
+            vetoes = 1
+
+            def pre_append(self, session: Any, event: Any) -> None:
+                super().pre_append(session, event)
+                if self.vetoes:
+                    self.vetoes -= 1
+                    raise InvariantError("other", "not this one")
+
+        session = Session(SessionHeader(id=LEAD, created_at=0), observer=LaterVeto(invariant))
+        with pytest.raises(InvariantError):
+            session.append("team/task", task("task-1"))
+        session.append("team/task", task("task-1", team_id="another-team"))  # same seq, other Team: commits
+        assert len(invariant.state(session).tasks.tasks) == 0
+        session.append("team/task", task("task-1"))  # still revision 1: the vetoed one never counted
+        assert invariant.state(session).tasks.tasks["task-1"].revision == 1
+
+    def test_commit_without_check_folds_directly(self, invariant: TeamStreamInvariant) -> None:
+        """A committed Team event that was never checked is folded on commit."""
+        session = Session(SessionHeader(id=LEAD, created_at=0))
+        invariant.seed(session)
+        event = session.append("team/task", task("task-1"))
+        invariant.commit(session, event)
+        assert "task-1" in invariant.state(session).tasks.tasks
+
+    def test_commit_of_an_unknown_session_waits_for_a_lazy_seed(self, invariant: TeamStreamInvariant) -> None:
+        """An unseeded session is seeded from its log on the next check, including committed events."""
+        session = Session(SessionHeader(id=LEAD, created_at=0))
+        event = session.append("team/task", task("task-1"))
+        invariant.commit(session, event)
+        assert invariant.sessions() == []
+        assert invariant.check(session, session_event(session, "team/task", task("task-1"))) is not None
+        assert invariant.sessions() == [LEAD]
+
+    def test_non_team_events_are_ignored(self, invariant: TeamStreamInvariant, lead: Session) -> None:
+        """Non-Team events neither seed nor stage anything."""
+        lead.append("turn/start", {"turn": 1})
+        assert invariant.sessions() == []
+
+
+class TestSeeding:
+    def test_seed_folds_existing_events(self, invariant: TeamStreamInvariant, veto: Veto) -> None:
+        """Seeding from a session's events makes later checks continue that stream."""
+        plain = Session(SessionHeader(id=LEAD, created_at=0))
+        plain.append("team/task", task("task-1"))
+        seeded = Session(SessionHeader(id=LEAD, created_at=0), events=plain.events, observer=veto)
+        invariant.seed(seeded)
+        rejected(seeded, "team/task", task("task-1"))
+        seeded.append("team/task", task("task-1", revision=2))
+        assert seeded.last_seq == 2
+
+    def test_failed_stream_rejects_every_later_team_event(self, invariant: TeamStreamInvariant, veto: Veto) -> None:
+        """A stored stream that already failed refuses further Team events but not other events."""
+        plain = Session(SessionHeader(id=LEAD, created_at=0))
+        plain.append("team/task", task("task-1", revision=4))
+        seeded = Session(SessionHeader(id=LEAD, created_at=0), events=plain.events, observer=veto)
+        invariant.seed(seeded)
+        error = rejected(seeded, "team/task", task("task-2"))
+        assert "must begin at revision 1" in str(error)
+        assert veto.rules == ["stream-already-failed"]
+        seeded.append("turn/start", {"turn": 1})
+
+    def test_forget_and_clear(self, invariant: TeamStreamInvariant, lead: Session) -> None:
+        """forget drops one session's fold and clear drops all."""
+        lead.append("team/task", task("task-1"))
+        other = Session(SessionHeader(id="other", created_at=0))
+        invariant.seed(other)
+        invariant.forget(lead)
+        assert invariant.sessions() == ["other"]
+        invariant.clear()
+        assert invariant.sessions() == []
+
+
+class TestRuleNames:
+    def test_unknown_failure_gets_the_generic_rule(self) -> None:
+        """A failure text with no known fragment maps to the generic rule."""
+        assert rule_for("something new") == "agent-teams-stream"
+
+
+def session_event(session: Session, type: str, data: Any) -> Any:
+    """A candidate event as the session would build it (next seq), without appending."""
+    from host_spec.events import Event, encode_data
+
+    return Event(seq=session.last_seq + 1, time=0, type=type, data=encode_data(data))

@@ -1,0 +1,83 @@
+"""Golden snapshots of the model-facing Team surface (reviewed like code).
+
+``golden/surface.json`` pins the catalogue: every tool's description, parameter and
+result JSON Schema, and the policy section. ``golden/lead.json`` and
+``golden/teammate.json`` pin what a Lead and a teammate actually receive on the
+reference host (agent-teams plugins): the complete tool list, each Team tool's
+schemas, and the policy text in the system prompt. Regenerate deliberately with
+``DSH_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/tools/test_tools_golden.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from team_tools_host import GatedModel, is_team_tool, open_team, run
+
+from dsh_team_tools.catalog import CATALOG, model_tools
+from dsh_team_tools.policy import POLICY_TEXT, policy_section
+from host_spec.schema import tool_json_schema
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def render(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+
+def check(name: str, value: Any) -> None:
+    path = GOLDEN / name
+    text = render(value)
+    if os.environ.get("DSH_UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert path.read_text(encoding="utf-8") == text, f"{name} differs from the reviewed golden file"
+
+
+def catalogue_surface() -> dict[str, Any]:
+    section = policy_section()
+    tools = [{**tool, "result": tool_json_schema(entry.result_type)} for tool, entry in zip(model_tools(), CATALOG,
+                                                                                         strict=True)]
+    return {"tools": tools, "policy": {"name": section.name, "order": section.order, "text": section.text}}
+
+
+def received(request: Any) -> dict[str, Any]:
+    """What one model request carried: all tool names, Team tool schemas, and the policy text."""
+    assert POLICY_TEXT in request.system
+    return {
+        "tools": [spec.name for spec in request.tools],
+        "team_tools": [
+            {"name": spec.name, "description": spec.description, "parameters": tool_json_schema(spec.args_type),
+             "result": tool_json_schema(spec.result_type)}
+            for spec in request.tools if is_team_tool(spec)
+        ],
+        "policy": POLICY_TEXT,
+    }
+
+
+class TestGoldenSurface:
+    def test_catalogue_matches_golden(self) -> None:
+        """The tool list, each schema and the policy text equal the reviewed golden file."""
+        check("surface.json", catalogue_surface())
+
+    def test_lead_and_teammate_receive_the_golden_surface(self, tmp_path: Path) -> None:
+        """A Lead and its teammate receive the pinned tools and policy, identical for both."""
+
+        async def body() -> dict[str, Any]:
+            script = {"lead": [{"tool_calls": [{"name": "spawn_teammate", "arguments": {
+                "name": "reviewer", "description": "Reviews", "prompt": "Review"}}]}, {"text": "ok"}]}
+            model = GatedModel(script)
+            async with open_team(tmp_path, model) as host:
+                await host.run("Use an agent team")
+            return {name: received(model.first[name]) for name in ("lead", "reviewer")}
+
+        seen = run(body())
+        check("lead.json", seen["lead"])
+        check("teammate.json", seen["reviewer"])
+        assert seen["lead"] == seen["reviewer"]
+        by_name = {tool["name"]: tool for tool in catalogue_surface()["tools"]}
+        assert seen["lead"]["team_tools"] == [by_name[tool["name"]] for tool in seen["lead"]["team_tools"]]
+        assert len(seen["lead"]["team_tools"]) == len(by_name)
