@@ -11,7 +11,6 @@ does not move), raises to every waiter of that batch, and a later flush retries.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, overload
@@ -21,6 +20,7 @@ import structlog
 from host_spec.errors import InvalidEventError, ReentrantAppendError, SessionNotLiveError
 from host_spec.events import Cause, Event, SessionHeader, encode_data
 
+from .commit import Backend, GroupCommit
 from .context import current_cause
 
 __all__ = ["Backend", "NullObserver", "Session", "SessionObserver", "time_ms"]
@@ -59,14 +59,6 @@ class NullObserver:
         return None
 
 
-class Backend(Protocol):
-    """Where batches go (``store_jsonl.SessionBackend``): blocking write + fsync, then release."""
-
-    def write(self, events: Sequence[Event]) -> None: ...
-
-    def close(self) -> None: ...
-
-
 class _EventsView(Sequence[Event]):
     """A read-only, allocation-free view of a session's event list from ``start`` on.
 
@@ -91,7 +83,7 @@ class _EventsView(Sequence[Event]):
 
     def __getitem__(self, index: int | slice) -> Event | tuple[Event, ...]:
         if isinstance(index, slice):
-            return tuple(self._items[self._start :][index])
+            return tuple(self._items[self._start :][index] if self._start else self._items[index])
         if not self._start:
             return self._items[index]
         if index < 0:
@@ -106,14 +98,15 @@ class _EventsView(Sequence[Event]):
             yield items[index]
             index += 1
 
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (_EventsView, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __repr__(self) -> str:
         return f"<events {len(self)} from {self._start}>"
-
-
-def _retrieve(task: asyncio.Future[None]) -> None:
-    """Mark a batch's failure as seen even when every waiter was cancelled."""
-    if not task.cancelled():
-        task.exception()
 
 
 class Session:
@@ -150,16 +143,14 @@ class Session:
         self._events = items
         self._view = _EventsView(items)
         self._own = _EventsView(items, header.seed_length)
-        self._backend = backend
         self._observer: SessionObserver = observer if observer is not None else NullObserver()
         self._clock = clock
-        self._durable_seq = durable_seq
         self._live = True
         self._publishing = False
-        self._inflight: tuple[int, asyncio.Task[None]] | None = None
+        self._commit = GroupCommit(header.id, items, backend, durable_seq, self._notify_flushed)
 
     def __repr__(self) -> str:
-        return f"<Session {self._header.id} seq={len(self._events)} durable={self._durable_seq}>"
+        return f"<Session {self._header.id} seq={len(self._events)} durable={self._commit.durable_seq}>"
 
     @property
     def id(self) -> str:
@@ -180,7 +171,7 @@ class Session:
 
     @property
     def durable_seq(self) -> int:
-        return self._durable_seq
+        return self._commit.durable_seq
 
     @property
     def live(self) -> bool:
@@ -188,7 +179,7 @@ class Session:
 
     @property
     def backend(self) -> Backend | None:
-        return self._backend
+        return self._commit.backend
 
     def own_events(self) -> Sequence[Event]:
         """Events after the inherited prefix (``events[header.seed_length:]``)."""
@@ -232,47 +223,15 @@ class Session:
     async def flush(self) -> None:
         """Return once every event appended before the call is durable.
 
+        Callers that arrive while a write runs join the next batch, so concurrent
+        flushers share one write + fsync (:class:`~.commit.GroupCommit`).
+        Cancelling a caller never cancels the write it waits for.
+
         Raises:
             SessionNotLiveError: events are pending but the session was closed.
             Exception: the backend write of the batch holding this caller's events failed.
         """
-        target = len(self._events)
-        if self._backend is None and self._durable_seq < target:
-            # In memory: nothing to write, but observers still learn the barrier passed.
-            self._durable_seq = target
-            self._notify_flushed(target)
-            return
-        while self._durable_seq < target:
-            inflight = self._inflight
-            if inflight is None:
-                if not self._live:
-                    raise SessionNotLiveError(f"session {self._header.id} is not live")
-                inflight = self._start_batch()
-            end, task = inflight
-            try:
-                await asyncio.shield(task)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                if end >= target:
-                    raise  # our events were in the failed batch
-                # A batch that did not hold our events failed; ours go in the next one.
-
-    def _start_batch(self) -> tuple[int, asyncio.Task[None]]:
-        end = len(self._events)
-        batch = self._events[self._durable_seq : end]
-        task = asyncio.ensure_future(self._write(batch, end))
-        task.add_done_callback(_retrieve)
-        self._inflight = inflight = (end, task)
-        return inflight
-
-    async def _write(self, batch: list[Event], end: int) -> None:
-        try:
-            await asyncio.to_thread(self._backend.write, batch)  # type: ignore[union-attr]
-            self._durable_seq = end
-        finally:
-            self._inflight = None
-        self._notify_flushed(end)
+        await self._commit.flush()
 
     def _notify_flushed(self, durable_seq: int) -> None:
         try:
@@ -281,18 +240,14 @@ class Session:
             log.exception("session.observer_failed", session=self._header.id, durable_seq=durable_seq)
 
     def close(self) -> None:
-        """Stop accepting appends and release the backend (its lock). Idempotent.
+        """Stop accepting appends and release the backend (its lock) once no write runs. Idempotent.
 
         The owner flushes first; events still pending at close are not written.
         """
         if not self._live:
             return
         self._live = False
-        if self._durable_seq < len(self._events):
-            log.warning(
-                "session.closed_with_pending",
-                session=self._header.id,
-                pending=len(self._events) - self._durable_seq,
-            )
-        if self._backend is not None:
-            self._backend.close()
+        pending = len(self._events) - self._commit.durable_seq
+        if pending:
+            log.warning("session.closed_with_pending", session=self._header.id, pending=pending)
+        self._commit.close()

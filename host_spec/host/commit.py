@@ -1,0 +1,195 @@
+"""Group commit: turns concurrent ``flush`` calls on one session into few write+fsyncs.
+
+A flusher joins the *forming* batch; the forming batch is submitted once the
+tasks already scheduled had their turn (so flushers woken together share it) and
+no write is running. Writes run in a worker thread (:mod:`.iothread`); the
+worker also does the bookkeeping (``durable_seq``, next batch), under a lock, so
+a write's outcome is never lost even if the loop that started it has closed.
+Waiters are woken on their own loops. A failed write leaves its events pending
+and raises to every waiter of that batch; the next batch retries them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import structlog
+
+from host_spec.errors import SessionNotLiveError
+from host_spec.events import Event
+
+from .iothread import submit
+
+__all__ = ["Backend", "GroupCommit"]
+
+log = structlog.get_logger(__name__)
+
+
+class Backend(Protocol):
+    """Where batches go (``store_jsonl.SessionBackend``): blocking write + fsync, then release."""
+
+    def write(self, events: Sequence[Event]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class _Batch:
+    """One write: the events up to ``end`` and the flushers waiting for it."""
+
+    __slots__ = ("end", "loop", "waiters")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.end = 0  # set on submission
+        self.loop = loop  # where the flushed notification goes
+        self.waiters: list[asyncio.Future[None]] = []
+
+
+def _wake(waiters: list[asyncio.Future[None]], error: BaseException | None, notify: Callable[[], None] | None) -> None:
+    if notify is not None:
+        notify()
+    for waiter in waiters:
+        if not waiter.done():
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
+
+
+class GroupCommit:
+    """The durability state of one session's event list.
+
+    Args:
+        name: Session id, for messages and logs.
+        events: The session's event list (appended to by the session, only read here).
+        backend: The sink; ``None`` makes every flush succeed at once (in-memory sessions).
+        durable_seq: How many leading events are already stored.
+        on_flushed: Called on the loop thread with the new ``durable_seq`` after each commit.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        events: list[Event],
+        backend: Backend | None,
+        durable_seq: int,
+        on_flushed: Callable[[int], None],
+    ) -> None:
+        self._name = name
+        self._events = events
+        self._backend = backend
+        self._durable = durable_seq
+        self._on_flushed = on_flushed
+        self._lock = threading.Lock()
+        self._inflight: _Batch | None = None  # submitted, being written
+        self._forming: _Batch | None = None  # next batch, gathering flushers
+        self._open = True
+        self._released = backend is None
+
+    @property
+    def durable_seq(self) -> int:
+        return self._durable
+
+    @property
+    def backend(self) -> Backend | None:
+        return self._backend
+
+    def _not_live(self) -> SessionNotLiveError:
+        return SessionNotLiveError(f"session {self._name} is not live; {len(self._events) - self._durable} unflushed")
+
+    async def flush(self) -> None:
+        """Return once every event present at the call is durable (see the module doc)."""
+        target = len(self._events)
+        if self._durable >= target:
+            return
+        if self._backend is None:
+            if not self._open:
+                raise self._not_live()
+            self._durable = target
+            self._on_flushed(target)
+            return
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        with self._lock:
+            batch = self._forming
+            if batch is None:
+                inflight = self._inflight
+                if inflight is not None and inflight.end >= target:
+                    batch = inflight
+                elif not self._open:
+                    raise self._not_live()
+                elif self._durable >= target:  # pragma: no cover - a worker finished between our checks
+                    return
+                else:
+                    batch = self._forming = _Batch(loop)
+                    if inflight is None:
+                        # Submit after the tasks already scheduled ran: they join this batch.
+                        loop.call_soon(self._submit)
+            batch.waiters.append(waiter)
+        await waiter  # raises the batch's write error; cancelling us leaves the write alone
+
+    def _submit(self) -> None:
+        """Start the forming batch (from the loop, or from the worker after the previous write)."""
+        with self._lock:
+            batch, self._forming = self._forming, None
+            if batch is None:  # close() already failed it
+                return
+            started = self._open
+            if started:
+                batch.end = end = len(self._events)
+                self._inflight = batch
+                pending = self._events[self._durable : end]
+        if started:
+            write = self._backend.write  # type: ignore[union-attr]
+            submit(write, pending, lambda error, _: self._finished(batch, error))
+        else:
+            self._release_if_idle()  # before waking anyone: a woken waiter may reopen the session
+            self._deliver(batch, self._not_live())
+
+    def _finished(self, batch: _Batch, error: BaseException | None) -> None:
+        """Worker-thread bookkeeping of a write."""
+        with self._lock:
+            self._inflight = None
+            if error is None:
+                self._durable = batch.end
+            has_next = self._forming is not None
+        if error is not None:
+            log.warning("session.flush_failed", session=self._name, end=batch.end, error=repr(error))
+        if not has_next:
+            self._release_if_idle()  # before waking anyone: a woken waiter may reopen the session
+        self._deliver(batch, error)
+        if has_next:
+            self._submit()  # the next batch (it retries a failed one's events too)
+
+    def _deliver(self, batch: _Batch, error: BaseException | None) -> None:
+        """Wake each waiter on its own loop; notify the observer on the batch's loop."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {batch.loop: []}
+        for waiter in batch.waiters:
+            by_loop.setdefault(waiter.get_loop(), []).append(waiter)
+        end = batch.end
+        for loop, waiters in by_loop.items():
+            notify = (lambda: self._on_flushed(end)) if error is None and loop is batch.loop else None
+            try:
+                loop.call_soon_threadsafe(_wake, waiters, error, notify)
+            except RuntimeError:  # that loop closed: nobody there waits any more
+                pass
+
+    def close(self) -> None:
+        """Refuse new batches; release the backend once no write is running. Idempotent."""
+        with self._lock:
+            self._open = False
+            forming = self._forming if self._inflight is None else None
+            if forming is not None:
+                self._forming = None  # not started yet: it never will be
+        self._release_if_idle()
+        if forming is not None:
+            self._deliver(forming, self._not_live())
+
+    def _release_if_idle(self) -> None:
+        with self._lock:
+            release = not self._open and self._inflight is None and self._forming is None and not self._released
+            self._released = self._released or release
+        if release:
+            self._backend.close()  # type: ignore[union-attr]
