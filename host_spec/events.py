@@ -223,6 +223,15 @@ def encode_data(data: Any) -> msgspec.Raw:
     if isinstance(data, msgspec.Raw):
         return data
     if not isinstance(data, msgspec.Struct):
+        # Fast path: a payload that decodes back equal to itself is lossless (NaN,
+        # non-str keys and the like never compare equal). Only the rest is walked,
+        # to reject it with a precise path or accept what equality cannot judge.
+        try:
+            raw = _encoder.encode(data)
+        except (TypeError, msgspec.EncodeError):
+            raw = None
+        if raw is not None and _builtin_decoder.decode(raw) == data:
+            return msgspec.Raw(raw)
         _check_lossless(data)
     try:
         return msgspec.Raw(_encoder.encode(data))
