@@ -38,6 +38,7 @@ from .model_scripted import ScriptedModel
 from .plugins import PluginManager
 from .profiles import Profile, load_profile
 from .prompt import PromptRegistry
+from .resume import continue_run
 from .sessions import SessionStore
 from .store_jsonl import JsonlStore
 from .subagents import ContinuationManager
@@ -266,7 +267,9 @@ class Host:
     async def resume(self, session_id: str) -> Any:
         """Cold-resume a stored session's agent and wait until quiescent.
 
-        The agent closes a turn a crash left open and works off its pending inbox.
+        The agent closes a turn a crash left open and works off its pending inbox;
+        :func:`~host_spec.host.resume.continue_run` then restarts an interrupted turn
+        and cold-resumes direct children that still have work.
 
         Raises:
             SessionNotFoundError: unknown session id.
@@ -278,6 +281,7 @@ class Host:
         except BaseException:
             await self.release_session(session)
             raise
+        await continue_run(self, agent, interrupted=bool(agent.repaired))  # see host_spec.host.resume
         await self.quiesce()
         return agent
 

@@ -275,3 +275,25 @@ class ContinuationManager(Lineage):
         finally:
             self._busy -= 1
             self._changed()
+
+    async def wake(self, parent: Agent, child_id: str) -> Agent:
+        """Make a stored direct child resident without delivering anything (a bare cold resume).
+
+        The reloaded child closes a turn a crash left open and starts on its durable
+        pending inbox at once. ``dsh resume`` uses it to continue children with work
+        (:mod:`host_spec.host.resume`); a resident child is returned as is.
+
+        Raises:
+            SubagentError: ``UNAUTHORIZED``, ``NOT_RESUMABLE`` or ``DRAINING``, as :meth:`deliver`.
+        """
+        self._check_live(parent, code="UNAUTHORIZED")
+        self._check_admission(parent)
+        self._busy += 1
+        try:
+            async with self._lock(child_id):
+                act = await self._route(parent, child_id, None)
+                act.poke()
+            return act.agent
+        finally:
+            self._busy -= 1
+            self._changed()

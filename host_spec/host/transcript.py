@@ -9,8 +9,8 @@ actually worked::
     [lead] tool call spawn_teammate {"name":"alice",...}
     [lead] tool result spawn_teammate {"target":"alice",...}
 
-Only the conversation surface and abnormal turn ends are shown; ``dsh log`` prints
-every event.
+Only the conversation surface, abnormal turn ends and a child's cold resume
+(``[bob] (resumed from disk)``) are shown; ``dsh log`` prints every event.
 """
 
 from __future__ import annotations
@@ -31,6 +31,22 @@ def _lines(prefix: str, text: str) -> list[str]:
     return [f"{prefix}{line}" for line in (text.splitlines() or [""])]
 
 
+def _user_text(content: list[dict[str, Any]]) -> str:
+    """Text blocks joined with a space where one does not end in whitespace.
+
+    A delivered Team message is a framing block (``Team message <id> from <name>:``)
+    followed by the sender's blocks; gluing them together would read ``from bob:hi``.
+    """
+    text = ""
+    for block in content:
+        if block.get("type") == "text":
+            part = block.get("text", "")
+            if text and part and not text[-1].isspace():
+                text += " "
+            text += part
+    return text
+
+
 def render_event(name: str, event: Event) -> list[str]:
     """The transcript lines of one event (none for bookkeeping events)."""
     tag = f"[{name}] "
@@ -38,7 +54,7 @@ def render_event(name: str, event: Event) -> list[str]:
         value = event.value()
         kind = (value.get("source") or {}).get("kind", "user")
         who = "user" if kind == "user" else f"user ({kind})"
-        return _lines(f"{tag}{who}: ", message_text(value.get("content") or []))
+        return _lines(f"{tag}{who}: ", _user_text(value.get("content") or []))
     if event.type == EventType.ASSISTANT_MESSAGE:
         text = message_text(event.value().get("content") or [])
         return _lines(f"{tag}assistant: ", text) if text.strip() else []
@@ -83,6 +99,12 @@ class Transcript:
     @hookimpl
     def dsh_agent_created(self, agent: Any) -> None:
         self.names[agent.id] = agent.name
+
+    @hookimpl
+    def dsh_agent_session_start(self, agent: Any, source: str) -> None:
+        """A child reloaded from its log (cold resume) gets one marker line: it was asleep on disk."""
+        if source == "resume" and getattr(agent, "parent_id", None) is not None:
+            self.write(f"[{agent.name}] (resumed from disk)")
 
     @hookimpl
     def dsh_session_event(self, session: Any, event: Event) -> None:

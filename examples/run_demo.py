@@ -1,0 +1,108 @@
+"""Run the scripted Agent Teams demo and show what happened.
+
+``make demo`` runs this file. It drives the real ``dsh`` command (no API key: the
+model is the scripted adapter reading ``examples/team_demo.json``)::
+
+    dsh run --profile agent-teams --model scripted:examples/team_demo.json \\
+        --data-dir .dsh-demo "<prompt>"
+
+and then prints the final Team state with ``dsh team show``. The transcript
+lines come from ``dsh run`` itself: one line per message, tool call and tool
+result, prefixed with the member that produced it (``[lead]``, ``[builder]``,
+``[reviewer]``), in the order they were committed.
+
+The data directory is kept so you can look around afterwards::
+
+    dsh team show --data-dir .dsh-demo            # roster, board, pending mail
+    dsh team show --data-dir .dsh-demo --at 20    # the Team as it was at seq 20
+    dsh log --data-dir .dsh-demo <session id>     # every event of one session
+
+Options: ``--data-dir DIR`` (default ``./.dsh-demo``; a directory this script
+created before is reset, any other non-empty directory is refused), ``--script
+FILE`` to run your own script, ``--prompt TEXT``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_SCRIPT = HERE / "team_demo.json"
+DEFAULT_DATA_DIR = Path(".dsh-demo")
+MARKER = ".dsh-demo"
+PROMPT = (
+    "Use an Agent Team for this: have a builder write src/greet.py and a reviewer review it, "
+    "then give me a summary."
+)
+
+
+def dsh_command() -> list[str]:
+    """The ``dsh`` CLI of this interpreter (works inside the venv without activating it)."""
+    return [sys.executable, "-m", "host_spec.host.cli"]
+
+
+def fresh_data_dir(path: Path) -> Path:
+    """Create ``path`` empty, resetting it only if an earlier demo run made it.
+
+    Raises:
+        SystemExit: ``path`` is a file, or a non-empty directory this script did not create.
+    """
+    if path.exists():
+        if not path.is_dir():
+            raise SystemExit(f"run_demo: {path} exists and is not a directory")
+        if (path / MARKER).exists():
+            shutil.rmtree(path)
+        elif any(path.iterdir()):
+            raise SystemExit(f"run_demo: {path} is not empty and was not created by this demo; pick another --data-dir")
+    path.mkdir(parents=True, exist_ok=True)
+    (path / MARKER).write_text("created by examples/run_demo.py; safe to delete\n")
+    return path
+
+
+def _shown(path: Path) -> Path:
+    """``path`` relative to the working directory when it is below it (shorter to read and copy)."""
+    try:
+        return path.resolve().relative_to(Path.cwd())
+    except ValueError:
+        return path
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the demo; returns the exit status (the first failing command's)."""
+    parser = argparse.ArgumentParser(description="Run the scripted Agent Teams demo.")
+    parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="where the session logs go")
+    parser.add_argument("--script", type=Path, default=DEFAULT_SCRIPT, help="scripted model file")
+    parser.add_argument("--prompt", default=PROMPT, help="the user's request to the Lead")
+    args = parser.parse_args(argv)
+    data_dir = fresh_data_dir(args.data_dir)
+    common = ["--data-dir", str(data_dir)]
+
+    print("=" * 78)
+    print(f"dsh run --profile agent-teams --model scripted:{_shown(args.script)} --data-dir {data_dir}")
+    print(f"prompt: {args.prompt}")
+    print("=" * 78, flush=True)
+    command = [*dsh_command(), "run", "--profile", "agent-teams", "--model", f"scripted:{args.script}", *common, args.prompt]
+    status = subprocess.run(command, check=False).returncode
+    if status != 0:
+        print(f"run_demo: dsh run exited with {status}", file=sys.stderr)
+        return status
+
+    print()
+    print("=" * 78)
+    print("dsh team show  (final roster, board and pending mail)")
+    print("=" * 78, flush=True)
+    status = subprocess.run([*dsh_command(), "team", "show", *common], check=False).returncode
+    if status != 0:
+        print(f"run_demo: dsh team show exited with {status}", file=sys.stderr)
+        return status
+    print()
+    print(f"Logs are in {data_dir}/. Try: dsh team show --data-dir {data_dir} --at 20")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())
