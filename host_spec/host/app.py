@@ -248,13 +248,18 @@ class Host:
         await self.agents.dispose(agent)
         await self.release_session(agent.session)
 
-    async def run(self, prompt: str | UserMessage, *, name: str = "lead") -> Any:
+    async def run(self, prompt: str | UserMessage, *, name: str = "lead", session_id: str | None = None) -> Any:
         """Create a root session and agent, give it ``prompt``, and wait until quiescent.
+
+        Args:
+            prompt: The user's task.
+            name: The root agent's name (the scripted model's key).
+            session_id: The root's id (default: a fresh ``session-<n>``).
 
         Returns:
             The root agent (still live; ``close`` disposes it).
         """
-        session = await self.create_session()
+        session = await self.create_session(session_id)
         try:
             agent = self.start_agent(session, name=name, source="startup")
         except BaseException:

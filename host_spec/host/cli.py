@@ -37,6 +37,7 @@ from host_spec.events import EventType, encode_event, encode_header
 
 from .app import Host, agent_name
 from .cli_ext import CliEnvironment, Extension, discover_extensions, register_extensions
+from .run_settings import RunSettings, absolute_spec, lookup, record
 from .store_jsonl import JsonlStore
 from .transcript import Transcript, format_event
 
@@ -81,8 +82,10 @@ def build_parser(extensions: Sequence[Extension] | None = None) -> argparse.Argu
 
     resume = commands.add_parser("resume", help="resume a stored session and finish its pending work",
                                  description="Cold-resume a stored session (default: the most recent root).")
-    resume.add_argument("--profile", default="headless", help="profile to load (use the one the run used)")
-    resume.add_argument("--model", default=None, help="model adapter, e.g. scripted:script.json")
+    resume.add_argument("--profile", default=None,
+                        help="profile to load (default: the one the run was started with, else headless)")
+    resume.add_argument("--model", default=None,
+                        help="model adapter, e.g. scripted:script.json (default: the one the run was started with)")
     data_dir(resume)
     resume.add_argument("session_id", nargs="?", default=None, help="session to resume")
 
@@ -142,7 +145,13 @@ async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -
     transcript = Transcript(write=print, fallback=agent_name)
     host = await Host.open(args.data_dir, args.profile, model, extra_plugins=[("dsh-transcript", transcript)])
     try:
-        agent = await host.run(args.prompt) if session_id is None else await host.resume(session_id)
+        if session_id is None:
+            session_id = host.sessions.new_id()
+            settings = RunSettings(absolute_spec(args.profile), absolute_spec(args.model, prefix="scripted:"))
+            record(args.data_dir, session_id, settings)  # before the root runs: a crash at step 1 still resumes
+            agent = await host.run(args.prompt, session_id=session_id)
+        else:
+            agent = await host.resume(session_id)
         code = _exit_code(agent)
         print(f"dsh: session {agent.id}", file=sys.stderr)
     finally:
@@ -170,7 +179,11 @@ async def _resume(args: argparse.Namespace) -> int:
     if not store.exists(session_id):
         raise SessionNotFoundError(f"session {session_id} not found in {args.data_dir}")
     args.prompt = None
-    return await _drive(args, args.model or _NoModel(), session_id)
+    recorded = lookup(args.data_dir, session_id)
+    if args.profile is None:
+        args.profile = recorded.profile if recorded is not None else "headless"
+    model = args.model or (recorded.model if recorded is not None else None) or _NoModel()
+    return await _drive(args, model, session_id)
 
 
 async def _log(args: argparse.Namespace) -> int:

@@ -85,7 +85,7 @@ class SessionStore:
             SessionError: an invalid id, ``cwd`` or ``delegation_depth``.
         """
         if session_id is None:
-            session_id = self._mint_id()
+            session_id = self.new_id()
         elif not isinstance(session_id, str) or not session_id:
             raise SessionError(f"session id must be a non-empty string, got {session_id!r}", code="SESSION_INVALID_ID")
         if cwd is not None and not os.path.isabs(cwd):
@@ -109,7 +109,8 @@ class SessionStore:
         self._live[session_id] = session
         return session
 
-    def _mint_id(self) -> str:
+    def new_id(self) -> str:
+        """A session id that is neither live nor stored (``session-<n>``)."""
         while True:
             candidate = f"session-{next(self._counter)}"
             if not self.exists(candidate):

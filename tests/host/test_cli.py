@@ -17,6 +17,7 @@ from host_spec.host import cli
 from host_spec.host.app import Host
 from host_spec.host.cli import main
 from host_spec.host.model_scripted import ScriptedModel
+from host_spec.host.run_settings import RunSettings, absolute_spec, lookup, record
 from host_spec.messages import user_message
 
 ECHO_PLUGIN = '''
@@ -270,6 +271,34 @@ class TestInProcess:
         assert json.loads(capsys.readouterr().out.splitlines()[1])["seq"] == 1
         assert main(["resume", "--profile", str(env["profile"]), "--data-dir", data]) == 0
         assert capsys.readouterr().err.strip().endswith(f"dsh: session {sid}")
+
+    def test_resume_reuses_the_runs_profile_and_model(
+        self, in_process: dict[str, Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``dsh resume`` with no flags loads the profile and model the run was started with."""
+        env = in_process
+        data = env["data"]
+        monkeypatch.chdir(env["script"].parent)  # a relative script path is recorded absolute
+        assert main(["run", "--profile", str(env["profile"]), "--model", f"scripted:{env['script'].name}",
+                     "--data-dir", str(data), "say ping"]) == 0
+        sid = capsys.readouterr().err.strip().splitlines()[-1].removeprefix("dsh: session ")
+        recorded = lookup(data, sid)
+        assert recorded == RunSettings(str(Path(env["profile"]).resolve()), f"scripted:{env['script'].resolve()}")
+        monkeypatch.chdir(data)
+        assert main(["resume", "--data-dir", str(data), sid]) == 0  # the echo tool exists: the profile loaded
+        assert capsys.readouterr().err.strip().endswith(f"dsh: session {sid}")
+
+    def test_run_settings_lookup_and_specs(self, tmp_path: Path) -> None:
+        """Unknown or unreadable records are ``None``; names pass through, file parts become absolute."""
+        assert lookup(tmp_path, "nope") is None
+        record(tmp_path, "a/b", RunSettings("headless", "scripted:/x.json"))
+        assert lookup(tmp_path, "a/b") == RunSettings("headless", "scripted:/x.json")
+        next((tmp_path / "runs").iterdir()).write_text("{not json")
+        assert lookup(tmp_path, "a/b") is None
+        assert absolute_spec("agent-teams") == "agent-teams"
+        assert absolute_spec("p.toml") == str(Path("p.toml").resolve())
+        assert absolute_spec("dir/p") == str(Path("dir/p").resolve())
+        assert absolute_spec("echo:x", prefix="scripted:") == "echo:x"
 
     def test_resume_finishes_pending_work_and_reports_failure(
         self, in_process: dict[str, Any], capsys: pytest.CaptureFixture[str]
