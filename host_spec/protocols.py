@@ -299,8 +299,12 @@ class Continuations(Protocol):
         """Cancel the child's current turn keeping its inbox (``UNAUTHORIZED`` for strangers)."""
         ...
 
-    async def drain(self, parent: Agent, child_ids: Sequence[str]) -> None:
-        """Release those children and their descendants, child-first."""
+    async def drain(self, parent: Agent, child_ids: Sequence[str], *, keep_inbox: bool = False) -> None:
+        """Release those children and their descendants, child-first (current turns cancelled).
+
+        Their pending inbox items are discarded, unless ``keep_inbox`` keeps them
+        durable for a later cold resume.
+        """
         ...
 
     def is_resident(self, child_id: str) -> bool: ...

@@ -146,11 +146,13 @@ class Lineage(Residency):
             parent_id = parent.session.header.parent_session if parent is not None else None
         return chain
 
-    async def drain(self, parent: Agent, child_ids: Sequence[str]) -> None:
+    async def drain(self, parent: Agent, child_ids: Sequence[str], *, keep_inbox: bool = False) -> None:
         """Release those resident direct children and their descendants, child-first.
 
-        Pending inbox items of the drained children are discarded (durably). Absent ids
-        are no-ops.
+        Their current turns are cancelled. Pending inbox items of the drained children
+        are discarded (durably), unless ``keep_inbox``: then they stay durable and a
+        later cold resume works them off (a Team never loses accepted mail). Absent
+        ids are no-ops.
 
         Raises:
             SubagentError: ``UNAUTHORIZED`` (a stranger, or a resident child of another
@@ -165,6 +167,6 @@ class Lineage(Residency):
             if act.parent_id != parent.id:
                 raise denied(f"{child_id} is not a direct child of {parent.id}", child_id=child_id)
             selected.append(act)
-        releases = [self._release(act, keep_inbox=False, notice=False) for act in selected]
+        releases = [self._release(act, keep_inbox=keep_inbox, notice=False) for act in selected]
         results = await asyncio.gather(*(asyncio.shield(r) for r in releases), return_exceptions=True)
         aggregate(results, "drain")

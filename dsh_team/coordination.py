@@ -1,0 +1,136 @@
+"""The roster and mailbox runtime of a Team service, and its host feed.
+
+``TeamService`` builds one :class:`Coordination` and delegates to it: the four
+member operations (``list_members``, ``spawn_teammate``, ``send_message``,
+``interrupt``), the host events they depend on, recovery on agent start, and the
+roster drain of disposal. Keeping the wiring here lets the service stay a thin
+facade over journal, membership, activity and lifecycle.
+
+Recovery is scheduled through ``host.call_soon`` (the host counts it as pending
+work, so ``run``/``resume`` do not report quiescence before queued mail was
+retried) and tracked by the lifecycle (disposal waits for it). A Lead reconciles
+its open provisioning records first, then retries the Team's queued mail; a
+teammate retries the mail addressed to it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from host_spec.records import AbortSignal
+
+from .dispatch import Dispatcher
+from .mailbox import Mailbox, SendResult
+from .provisioning import Provisioner
+from .reconcile import reconcile
+from .roster import InterruptResult, MemberView, Roster
+from .session_message import SessionMessages
+
+if TYPE_CHECKING:
+    from .service import TeamService
+
+__all__ = ["Coordination"]
+
+log = structlog.get_logger(__name__)
+
+
+class Coordination:
+    """Roster, provisioning, mailbox and recovery of one service (see the module docstring)."""
+
+    def __init__(self, service: TeamService) -> None:
+        self.host = host = service.host
+        self.journals = service.journals
+        self.members = service.members
+        self.lifecycle = service.lifecycle
+        self.messages = SessionMessages()
+        self.roster = Roster(host, service.journals, service.members)
+        self.provisioner = Provisioner(
+            host, service.config, service.journals, service.members, service.lifecycle, self.messages, self.roster
+        )
+        self.dispatcher = Dispatcher(host, service.journals, service.members, service.lifecycle, self.messages)
+        self.mailbox = Mailbox(service.config, service.journals, service.members, service.lifecycle, self.dispatcher)
+
+    # ------------------------------------------------------------ operations
+
+    def list_members(self, caller: Any) -> list[MemberView]:
+        return self.roster.list_members(caller)
+
+    async def spawn_teammate(
+        self,
+        caller: Any,
+        *,
+        name: Any,
+        description: Any,
+        prompt: Any,
+        context: Any = "fresh",
+        provider: Any,
+        signal: AbortSignal | None = None,
+    ) -> MemberView:
+        return await self.provisioner.spawn(
+            caller, name=name, description=description, prompt=prompt, context=context, provider=provider, signal=signal
+        )
+
+    async def send_message(
+        self, caller: Any, *, target: Any, content: Any, signal: AbortSignal | None = None
+    ) -> SendResult:
+        return await self.mailbox.send(caller, target=target, content=content, signal=signal)
+
+    def interrupt(self, caller: Any, target: Any) -> InterruptResult:
+        return self.roster.interrupt(caller, target)
+
+    # ------------------------------------------------------------ host feed
+
+    def session_event(self, session: Any, event: Any) -> None:
+        """Wake checkpoint waiters of ``session``; acknowledge Team mail it recorded."""
+        self.messages.poke(session)
+        self.dispatcher.observe(session, event)
+
+    def session_disposed(self, session: Any) -> None:
+        self.messages.forget(session)
+
+    def agent_started(self, agent: Any) -> None:
+        """Schedule recovery for an agent that was just published (startup or resume).
+
+        What to settle is decided *now*: only provisioning records that exist when
+        the Lead starts are reconciled, because a record written later belongs to a
+        creator of this process that still owns its terminal edge.
+        """
+        plan = self.plan(agent)
+        if plan is not None:
+            self.host.call_soon(lambda: self._recover_soon(agent, plan))
+
+    def recover_live(self) -> None:
+        """Schedule recovery for every live agent (the plugin was loaded into a running host)."""
+        for agent in self.host.agents.list():
+            self.agent_started(agent)
+
+    def plan(self, agent: Any) -> frozenset[str] | None:
+        """The provisioning records to reconcile at ``agent``'s start, or ``None`` when nothing needs settling."""
+        membership = self.members.try_resolve(agent)
+        if membership is None:
+            return None
+        state = self.journals.get(membership.root.session).state
+        if not membership.is_lead:
+            return frozenset() if state.mail.pending_count(agent.id) else None
+        open_ = frozenset(member.id for member in state.members.listed() if member.phase == "provisioning")
+        return open_ if open_ or state.mail.pending else None
+
+    def _recover_soon(self, agent: Any, plan: frozenset[str]) -> Any:
+        if self.lifecycle.disposed:
+            return None
+        return self.lifecycle.track(self.recover(agent, plan))
+
+    async def recover(self, agent: Any, plan: frozenset[str]) -> None:
+        """Reconcile the planned records (Lead), then retry queued mail; failures are logged, never raised."""
+        try:
+            if plan:
+                await reconcile(self.host, self.journals.get(agent.session), plan)
+            await self.dispatcher.recover(agent)
+        except Exception as exc:
+            log.warning("team.recovery_failed", agent=getattr(agent, "id", None), error=repr(exc))
+
+    async def dispose(self) -> list[BaseException]:
+        """Drain the live rostered children of every live Lead (after admitted work settled)."""
+        return await self.roster.drain(self.lifecycle)

@@ -1,0 +1,360 @@
+"""``TeamService``: the Agent Teams service plugins and tools call (``agent_teams``).
+
+Every method takes the exact live calling agent as its credential and resolves
+its membership again (a stale object is no member). Reads come from the Lead's
+incrementally folded state; mutations go through the Lead's journal (serialized
+read-check-append, shared flush, waiters told after the flush). The host feeds
+the service through the plugin's hooks (:mod:`dsh_team.plugin`): session events
+keep the folds current, flushes announce durable changes, status changes wake
+waiters.
+
+Roster and mailbox operations (``list_members``, ``spawn_teammate``,
+``send_message``, ``interrupt``) are added on top of this service by the roster
+issue; they reuse the journal, membership, activity and lifecycle built here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import structlog
+
+from host_spec.records import AbortSignal, Handle
+
+from .activity import Activity, Timer, WaitResult, check_since, check_timeout
+from .config import TeamConfig
+from .coordination import Coordination
+from .events import TEAM_EVENT_TYPES, TEAM_TASK, VERSION, TaskRecord, TeamTaskSnapshot
+from .journal import Append, Journal, Journals
+from .mailbox import SendResult
+from .lifecycle import Lifecycle
+from .membership import Membership, MembershipResolver, TeammateResolver, roster_teammate
+from .mode import ModeControl
+from .projection import Publisher, RemoteTeam, TeamView, ViewListener
+from .roster import InterruptResult, MemberView
+from .state import TeamState, mode_enabled
+from .task_board import Actor, decide_create, decide_update, require_task
+from .task_view import TaskView, list_views, task_view
+
+__all__ = ["SERVICE_KEY", "TeamService"]
+
+log = structlog.get_logger(__name__)
+
+#: Key under which the ``dsh-team`` plugin provides the service.
+SERVICE_KEY = "agent_teams"
+
+T = TypeVar("T")
+
+
+class TeamService:
+    """The Team domain service.
+
+    Args:
+        host: A ``host_spec.protocols.Host`` (only ``agents`` is used here).
+        config: Validated limits (default :class:`TeamConfig`).
+        timer: Timeout scheduler for waits (tests pass a faster clock).
+        teammate: The teammate-resolution seam of membership.
+
+    Attributes:
+        remote: The browser remote operations (:class:`RemoteTeam`).
+    """
+
+    def __init__(
+        self,
+        host: Any,
+        config: TeamConfig | None = None,
+        *,
+        timer: Timer | None = None,
+        teammate: TeammateResolver = roster_teammate,
+    ) -> None:
+        self.host = host
+        self.config = config if config is not None else TeamConfig()
+        self.lifecycle = Lifecycle(self.config.disposal_timeout_ms)
+        self.activity = Activity(timer)
+        self.publisher = Publisher()
+        self.journals = Journals(on_change=self._changed, on_durable=self._durable)
+        self.members = MembershipResolver(host.agents, self._state_of, teammate)
+        self.mode = ModeControl(self.members, self.journals, self.config.team_mode_default)
+        self.remote = RemoteTeam(self)
+        self.coordination = Coordination(self)
+
+    # ------------------------------------------------------------ internals
+
+    def _state_of(self, session: Any) -> TeamState:
+        return self.journals.get(session).authoritative()
+
+    def _changed(self, journal: Journal) -> None:
+        if self.publisher.listening:  # building a view is O(board): only for subscribers
+            state = journal.state
+            self.publisher.publish(state, mode_enabled(state, self.config.team_mode_default))
+
+    def _durable(self, journal: Journal) -> None:
+        self.activity.notify(journal.team_id)
+
+    def _lead(self, membership: Membership) -> Journal:
+        return self.journals.get(membership.root.session)
+
+    async def _mutate(
+        self,
+        caller: Any,
+        decide: Callable[[TeamState, Membership], TeamTaskSnapshot],
+        what: str,
+    ) -> TaskView:
+        """Admit, then run one task mutation in the Lead's journal (tracked for disposal)."""
+        membership = self.membership(caller)
+        self.lifecycle.admit()
+        journal = self._lead(membership)
+        decided: list[str] = []
+
+        def check(state: TeamState) -> None:
+            self.lifecycle.admit()
+            self.mode.require_enabled(caller)
+
+        def record(state: TeamState) -> Append:
+            snapshot = decide(state, membership)
+            decided.append(snapshot.id)
+            return Append(TEAM_TASK, TaskRecord(version=VERSION, team_id=membership.team_id, task=snapshot))
+
+        def render(state: TeamState) -> TaskView:
+            return task_view(state, state.tasks.tasks[decided[0]])
+
+        async with self.lifecycle.operation():
+            return await journal.transact(record, render, what=what, check=check)
+
+    # ------------------------------------------------------------ membership
+
+    def membership(self, agent: Any) -> Membership:
+        """The caller's Team membership.
+
+        Raises:
+            TeamError: ``TEAM_NOT_MEMBER``.
+        """
+        return self.members.resolve(agent)
+
+    def try_membership(self, agent: Any) -> Membership | None:
+        """The caller's membership or ``None``; never raises."""
+        return self.members.try_resolve(agent)
+
+    # ------------------------------------------------------------ roster and mailbox (dsh_team.coordination)
+
+    def list_members(self, caller: Any) -> list[MemberView]:
+        """The Lead row, then every teammate ever provisioned in creation order (§5.2).
+
+        Raises:
+            TeamError: ``TEAM_NOT_MEMBER``, ``TEAM_STREAM_FAILED``.
+        """
+        return self.coordination.list_members(caller)
+
+    async def spawn_teammate(
+        self,
+        caller: Any,
+        *,
+        name: Any,
+        description: Any,
+        prompt: Any,
+        context: Any = "fresh",
+        provider: Any,
+        signal: AbortSignal | None = None,
+    ) -> MemberView:
+        """Create a named continuable teammate (Lead only); see :mod:`dsh_team.provisioning`."""
+        return await self.coordination.spawn_teammate(
+            caller, name=name, description=description, prompt=prompt, context=context, provider=provider, signal=signal
+        )
+
+    async def send_message(
+        self, caller: Any, *, target: Any, content: Any, signal: AbortSignal | None = None
+    ) -> SendResult:
+        """Queue a peer message durably and try to deliver it; see :mod:`dsh_team.mailbox`."""
+        return await self.coordination.send_message(caller, target=target, content=content, signal=signal)
+
+    def interrupt(self, caller: Any, target: Any) -> InterruptResult:
+        """Cancel an active teammate's current turn, keeping its inbox (Lead only; §5.6)."""
+        return self.coordination.interrupt(caller, target)
+
+    # ------------------------------------------------------------ tasks
+
+    def list_tasks(self, caller: Any) -> list[TaskView]:
+        """Non-deleted tasks in board (creation) order.
+
+        Raises:
+            TeamError: ``TEAM_NOT_MEMBER``, ``TEAM_STREAM_FAILED``.
+        """
+        return list_views(self._lead(self.membership(caller)).authoritative())
+
+    def get_task(self, caller: Any, task_id: Any) -> TaskView:
+        """One task, deleted tombstones included.
+
+        Raises:
+            TeamError: ``TEAM_NOT_MEMBER``, ``TEAM_TASK_NOT_FOUND``, ``TEAM_INVALID_ARGUMENT``,
+                ``TEAM_STREAM_FAILED``.
+        """
+        state = self._lead(self.membership(caller)).authoritative()
+        return task_view(state, require_task(state, task_id))
+
+    async def create_task(
+        self,
+        caller: Any,
+        *,
+        subject: Any,
+        description: Any,
+        blocked_by: Any = None,
+        write_scopes: Any = None,
+    ) -> TaskView:
+        """Create an unowned pending task (any member); returns its revision-1 view once durable.
+
+        Raises:
+            TeamError: §7.2 codes, ``TEAM_NOT_MEMBER``, ``TEAM_DISPOSED``, ``TEAM_MODE_DISABLED``,
+                ``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` (visible; read before retrying).
+        """
+
+        def decide(state: TeamState, membership: Membership) -> TeamTaskSnapshot:
+            return decide_create(
+                state,
+                Actor(membership.member_id, membership.role),
+                subject=subject,
+                description=description,
+                blocked_by=blocked_by,
+                write_scopes=write_scopes,
+                max_tasks=self.config.max_tasks,
+            )
+
+        return await self._mutate(caller, decide, "the new team task")
+
+    async def update_task(
+        self,
+        caller: Any,
+        *,
+        task_id: Any,
+        expected_revision: Any,
+        action: Any,
+        subject: Any = None,
+        description: Any = None,
+        blocked_by: Any = None,
+        write_scopes: Any = None,
+        owner: Any = None,
+    ) -> TaskView:
+        """Compare-and-set one authorized transition; returns the next revision once durable.
+
+        Raises:
+            TeamError: §7.3 codes, ``TEAM_NOT_MEMBER``, ``TEAM_DISPOSED``, ``TEAM_MODE_DISABLED``,
+                ``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` (visible; read before retrying).
+        """
+
+        def decide(state: TeamState, membership: Membership) -> TeamTaskSnapshot:
+            return decide_update(
+                state,
+                Actor(membership.member_id, membership.role),
+                task_id=task_id,
+                expected_revision=expected_revision,
+                action=action,
+                subject=subject,
+                description=description,
+                blocked_by=blocked_by,
+                write_scopes=write_scopes,
+                owner=owner,
+            )
+
+        return await self._mutate(caller, decide, f"team task {task_id}")
+
+    # ------------------------------------------------------------ waiting
+
+    async def wait_for_change(
+        self, caller: Any, timeout_ms: Any, *, since: Any = None, signal: AbortSignal | None = None
+    ) -> WaitResult:
+        """Wait for the caller's Team to change (§8), or return at once after ``since``.
+
+        Raises:
+            TeamError: ``TEAM_NOT_MEMBER``, ``TEAM_INVALID_TIMEOUT``, ``TEAM_INVALID_ARGUMENT``
+                (``since``), ``TEAM_WAIT_ABORTED``; or the signal's own exception reason.
+        """
+        membership = self.membership(caller)
+        check_timeout(timeout_ms)
+        check_since(since)
+        team_id = membership.team_id
+        self._lead(membership)  # the Lead's journal exists before the wait reads its position
+
+        def position() -> int:
+            journal = self.journals.find(team_id)
+            return journal.position if journal is not None else 0
+
+        return await self.activity.wait(team_id, timeout_ms, position, since=since, signal=signal)
+
+    # ------------------------------------------------------------ Team mode
+
+    def is_enabled(self, caller: Any) -> bool:
+        """Team mode of the caller's tree (read at step preparation by the tools)."""
+        return self.mode.is_enabled(caller)
+
+    async def set_enabled(self, root: Any, enabled: Any) -> None:
+        """Save a root's Team mode; in force at once, returns once durable (see :mod:`.mode`)."""
+        await self.mode.set_enabled(root, enabled)
+
+    # ------------------------------------------------------------ browser view
+
+    def view(self, agent: Any) -> TeamView:
+        """The browser view of the caller's Team (memoised; a failed stream shows ``failure``).
+
+        Raises:
+            TeamError: ``TEAM_NOT_MEMBER``.
+        """
+        membership = self.membership(agent)
+        state = self._lead(membership).state
+        return self.publisher.view(state, mode_enabled(state, self.config.team_mode_default))
+
+    def subscribe(self, listener: ViewListener) -> Handle:
+        """Receive every changed Team view ``(team_id, view)`` until the handle is disposed."""
+        return self.publisher.subscribe(listener)
+
+    # ------------------------------------------------------------ host feed (plugin hooks)
+
+    def session_created(self, session: Any) -> None:
+        """Fold a created or resumed session once; it may lead a Team."""
+        self.journals.get(session)
+
+    def session_event(self, session: Any, event: Any) -> None:
+        """Fold a committed Team event into its session's journal (O(1) per event)."""
+        self.coordination.session_event(session, event)
+        if event.type in TEAM_EVENT_TYPES:
+            journal = self.journals.find(session.id)
+            if journal is not None and journal.session is session:
+                journal.catch_up()
+
+    def session_flushed(self, session: Any, durable_seq: int) -> None:
+        """Announce a Team change that just became durable."""
+        journal = self.journals.find(session.id)
+        if journal is not None and journal.session is session:
+            journal.flushed(durable_seq)
+
+    def session_disposed(self, session: Any) -> None:
+        """Forget a session that left the live store."""
+        self.journals.drop(session)
+        self.members.descriptors.forget(session)
+        self.publisher.forget(session.id)
+        self.coordination.session_disposed(session)
+
+    def agent_status(self, agent: Any, status: str) -> None:
+        """A member's live status changed: wake its Team's waiters (§8 notify sources)."""
+        membership = self.try_membership(agent)
+        if membership is not None:
+            self.activity.notify(membership.team_id)
+
+    def agent_session_start(self, agent: Any, source: str) -> None:
+        """An agent was published: schedule its recovery (reconcile, retry queued mail)."""
+        self.coordination.agent_started(agent)
+
+    # ------------------------------------------------------------ disposal
+
+    async def dispose(self) -> None:
+        """Close admission and waits, then settle admitted operations (bounded).
+
+        Raises:
+            ExceptionGroup: "Agent Teams runtime disposal failed" with every failure
+                (``TEAM_DISPOSAL_TIMEOUT`` when the bound passed).
+        """
+        self.lifecycle.close()
+        self.activity.close()
+        failures = await self.lifecycle.settle()
+        failures += await self.coordination.dispose()
+        if failures:
+            raise BaseExceptionGroup("Agent Teams runtime disposal failed", failures)

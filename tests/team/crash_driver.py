@@ -1,0 +1,78 @@
+"""Crash driver: ``dsh run`` with the Agent Teams profile, SIGKILLed at a chosen durable point.
+
+Usage: ``python crash_driver.py DATA_DIR SCRIPT POINT PROMPT``
+
+It does what ``dsh run --profile agent-teams --model scripted:SCRIPT`` does, plus one
+observer plugin that kills this very process with SIGKILL right after the first
+group commit that makes the chosen fact durable -- no cleanup, no final flush, no
+lock release beyond what the kernel does. Points:
+
+``provisioning-before-child``  the Lead durably holds a ``provisioning`` record (no child yet)
+``provisioning-after-child``   a child's first commit (its prompt accepted), before ``active``
+``after-queued``               the Lead durably holds ``team/message/queued``, nothing delivered
+``after-accepted``             a teammate's inbox durably holds Team mail, no ``delivered`` yet
+``after-accepted-lead``        the Lead's inbox durably holds Team mail, no ``delivered`` yet
+
+Any other point never kills. Exit status 3 means the run finished without being killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from typing import Any
+
+from host_spec import hookimpl
+from host_spec.events import EventType
+from host_spec.host.app import Host
+
+
+def _team_mail(event: Any) -> bool:
+    if event.type != EventType.INBOX_SPLICED:
+        return False
+    return any(item.get("source", {}).get("kind") == "team-message" for item in event.value().get("inserted", []))
+
+
+def _provisioning(event: Any) -> bool:
+    return event.type == "team/member" and event.value()["member"]["phase"] == "provisioning"
+
+
+POINTS = {
+    "provisioning-before-child": (False, _provisioning),
+    "provisioning-after-child": (True, lambda event: event.type == EventType.INBOX_SPLICED),
+    "after-queued": (False, lambda event: event.type == "team/message/queued"),
+    "after-accepted": (True, _team_mail),
+    "after-accepted-lead": (False, _team_mail),
+}
+
+
+class Killer:
+    """Kills the process after the first commit whose newly durable events match the point."""
+
+    def __init__(self, point: str) -> None:
+        self.child, self.matches = POINTS.get(point, (None, lambda event: False))
+        self.seen: dict[str, int] = {}
+
+    @hookimpl
+    def dsh_session_flushed(self, host: Any, session: Any, durable_seq: int) -> None:
+        start = self.seen.get(session.id, 0)
+        self.seen[session.id] = durable_seq
+        if (session.header.parent_session is not None) != self.child:
+            return
+        if any(self.matches(event) for event in session.events[start:durable_seq]):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+async def main(data_dir: str, script: str, point: str, prompt: str) -> int:
+    host = await Host.open(data_dir, "agent-teams", f"scripted:{script}", extra_plugins=[("crash-killer", Killer(point))])
+    try:
+        await host.run(prompt)
+    finally:
+        await host.close()
+    return 3
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(*sys.argv[1:5])))
