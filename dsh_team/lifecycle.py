@@ -114,8 +114,10 @@ class Lifecycle:
         """Whether ``error`` is the service's own cancellation (not a real failure).
 
         True for the abort reason itself or any ``TEAM_DISPOSED`` error anywhere in
-        the ``__cause__`` / ``__context__`` chain, and for ``CancelledError``. The walk
-        is cycle-safe.
+        the explicit ``__cause__`` chain (``raise ... from reason``), and for
+        ``CancelledError``. The implicit ``__context__`` is not followed: an error
+        raised while *handling* a cancellation (a disposal timeout, a failed cleanup)
+        is a real failure and must be reported. The walk is cycle-safe.
         """
         seen: set[int] = set()
         pending: list[BaseException | None] = [error]
@@ -128,7 +130,7 @@ class Lifecycle:
                 return True
             if isinstance(current, DshError) and current.code == TeamCode.DISPOSED:
                 return True
-            pending.extend((current.__cause__, current.__context__))
+            pending.append(current.__cause__)
         return False
 
     async def with_timeout(self, work: Awaitable[T], what: str) -> T:

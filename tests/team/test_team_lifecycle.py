@@ -47,7 +47,9 @@ class TestLifecycle:
         wrapped = RuntimeError("wrapper")
         wrapped.__cause__ = life.signal.reason
         coded = ValueError("outer")
-        coded.__context__ = disposed_error("teammate creation aborted")
+        coded.__cause__ = disposed_error("teammate creation aborted")
+        during_handling = RuntimeError("cleanup failed while handling a cancellation")
+        during_handling.__context__ = disposed_error("teammate creation aborted")
         cyclic = RuntimeError("cycle")
         other = RuntimeError("other")
         cyclic.__cause__, other.__cause__ = other, cyclic
@@ -55,6 +57,7 @@ class TestLifecycle:
         assert life.is_cancellation(wrapped) and life.is_cancellation(coded)
         assert life.is_cancellation(asyncio.CancelledError())
         assert not life.is_cancellation(cyclic)
+        assert not life.is_cancellation(during_handling)  # implicit context: a real failure
         assert not life.is_cancellation(TeamError("x", TeamCode.TASK_BLOCKED))
 
     def test_settle_reports_failures_and_bounds_the_wait(self) -> None:
