@@ -1,9 +1,10 @@
 """The roster and mailbox runtime of a Team service, and its host feed.
 
-``TeamService`` builds one :class:`Coordination` and delegates to it: the four
-member operations (``list_members``, ``spawn_teammate``, ``send_message``,
-``interrupt``), the host events they depend on, recovery on agent start, and the
-roster drain of disposal. Keeping the wiring here lets the service stay a thin
+``TeamService`` builds one :class:`Coordination`, which wires the roster, the
+provisioner, the dispatcher and the mailbox; the service calls them directly for
+the four member operations (``list_members``, ``spawn_teammate``,
+``send_message``, ``interrupt``) and delegates to this class the host events they
+depend on, recovery on agent start, and the roster drain of disposal. Keeping the wiring here lets the service stay a thin
 facade over journal, membership, activity and lifecycle.
 
 Recovery is scheduled through ``host.call_soon`` (the host counts it as pending
@@ -19,13 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from host_spec.records import AbortSignal
-
 from .dispatch import Dispatcher
-from .mailbox import Mailbox, SendResult
+from .mailbox import Mailbox
 from .provisioning import Provisioner
 from .reconcile import reconcile
-from .roster import InterruptResult, MemberView, Roster
+from .roster import Roster
 from .session_message import SessionMessages
 
 if TYPE_CHECKING:
@@ -51,34 +50,6 @@ class Coordination:
         )
         self.dispatcher = Dispatcher(host, service.journals, service.members, service.lifecycle, self.messages)
         self.mailbox = Mailbox(service.config, service.journals, service.members, service.lifecycle, self.dispatcher)
-
-    # ------------------------------------------------------------ operations
-
-    def list_members(self, caller: Any) -> list[MemberView]:
-        return self.roster.list_members(caller)
-
-    async def spawn_teammate(
-        self,
-        caller: Any,
-        *,
-        name: Any,
-        description: Any,
-        prompt: Any,
-        context: Any = "fresh",
-        provider: Any,
-        signal: AbortSignal | None = None,
-    ) -> MemberView:
-        return await self.provisioner.spawn(
-            caller, name=name, description=description, prompt=prompt, context=context, provider=provider, signal=signal
-        )
-
-    async def send_message(
-        self, caller: Any, *, target: Any, content: Any, signal: AbortSignal | None = None
-    ) -> SendResult:
-        return await self.mailbox.send(caller, target=target, content=content, signal=signal)
-
-    def interrupt(self, caller: Any, target: Any) -> InterruptResult:
-        return self.roster.interrupt(caller, target)
 
     # ------------------------------------------------------------ host feed
 

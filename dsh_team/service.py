@@ -144,7 +144,7 @@ class TeamService:
         Raises:
             TeamError: ``TEAM_NOT_MEMBER``, ``TEAM_STREAM_FAILED``.
         """
-        return self.coordination.list_members(caller)
+        return self.coordination.roster.list_members(caller)
 
     async def spawn_teammate(
         self,
@@ -158,7 +158,7 @@ class TeamService:
         signal: AbortSignal | None = None,
     ) -> MemberView:
         """Create a named continuable teammate (Lead only); see :mod:`dsh_team.provisioning`."""
-        return await self.coordination.spawn_teammate(
+        return await self.coordination.provisioner.spawn(
             caller, name=name, description=description, prompt=prompt, context=context, provider=provider, signal=signal
         )
 
@@ -166,11 +166,11 @@ class TeamService:
         self, caller: Any, *, target: Any, content: Any, signal: AbortSignal | None = None
     ) -> SendResult:
         """Queue a peer message durably and try to deliver it; see :mod:`dsh_team.mailbox`."""
-        return await self.coordination.send_message(caller, target=target, content=content, signal=signal)
+        return await self.coordination.mailbox.send(caller, target=target, content=content, signal=signal)
 
     def interrupt(self, caller: Any, target: Any) -> InterruptResult:
         """Cancel an active teammate's current turn, keeping its inbox (Lead only; §5.6)."""
-        return self.coordination.interrupt(caller, target)
+        return self.coordination.roster.interrupt(caller, target)
 
     # ------------------------------------------------------------ tasks
 
