@@ -7,9 +7,10 @@ event that touches one task costs O(log n) and every older state stays valid
 different versions at once without copying).
 
 Order without O(n) copies: maps are unordered, so every record carries its
-creation (or queue) index in a parallel ``order`` map; listings sort a small
-subset (the non-deleted tasks, the roster, one target's pending mail) and memoise
-the result on the immutable collection object itself.
+creation (or queue) index (a parallel ``order`` map for members and tasks, the
+value of the ``pending`` map for mail); listings sort a small subset (the
+non-deleted tasks, the roster, one target's pending mail) and memoise the result
+on the immutable collection object itself where it is reused.
 
 These are msgspec Structs rather than attrs classes because the fold builds
 several of them per event and P3 (cold replay) is measured against a plain msgspec
@@ -18,6 +19,7 @@ decode: a Struct is about ten times cheaper to construct.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any, Final
 
 import immutables
@@ -29,6 +31,9 @@ __all__ = ["EMPTY", "Memo", "Roster", "Board", "Mailbox", "TeamState", "initial_
 
 #: The shared empty map every fresh collection starts from.
 EMPTY: Final[immutables.Map[Any, Any]] = immutables.Map()
+
+#: Sort key of a ``(message id, queue index)`` item of a pending map.
+_BY_INDEX: Final = itemgetter(1)
 
 
 class Memo(dict):  # type: ignore[type-arg]
@@ -122,20 +127,52 @@ class Board(msgspec.Struct, frozen=True, gc=False):
         return () if found is None else tuple(sorted(found.keys(), key=self.order.__getitem__))
 
 
+class _Delivered:
+    """Read-only ``in`` test for delivered message ids, derived from the mailbox.
+
+    Kept so ``message_id in mail.delivered`` reads stay valid now that delivery is
+    no longer stored as its own map (prefer :meth:`Mailbox.is_delivered`).
+    """
+
+    __slots__ = ("_mail",)
+
+    def __init__(self, mail: Mailbox) -> None:
+        self._mail = mail
+
+    def __contains__(self, message_id: object) -> bool:
+        return self._mail.is_delivered(message_id)  # type: ignore[arg-type]
+
+
 class Mailbox(msgspec.Struct, frozen=True, gc=False):
     """Queued and delivered peer messages.
 
+    Delivery is not stored separately: a queued message is delivered exactly when
+    it has left its target's ``pending`` map (the fold removes it there and nowhere
+    else), so an acknowledgement costs two small-map updates instead of a write to
+    an ever-growing ``delivered`` map. The queue index lives only in ``pending``
+    (the one place listings need it); the next index is ``len(queued)`` because
+    messages are never removed from ``queued``.
+
     Attributes:
         queued: message id -> :class:`TeamMessageSnapshot` (every message ever queued).
-        order: message id -> queue index (durable log order).
-        delivered: ids acknowledged as durably held by their target.
-        pending: target id -> {queued-minus-delivered message id -> queue index}.
+        pending: target id -> {undelivered message id -> queue index}.
     """
 
     queued: immutables.Map[str, TeamMessageSnapshot] = EMPTY
-    order: immutables.Map[str, int] = EMPTY
-    delivered: immutables.Map[str, None] = EMPTY
     pending: immutables.Map[str, immutables.Map[str, int]] = EMPTY
+
+    def is_delivered(self, message_id: str) -> bool:
+        """Whether ``message_id`` was queued and has been acknowledged by its target."""
+        message = self.queued.get(message_id)
+        if message is None:
+            return False
+        found = self.pending.get(message.target_id)
+        return found is None or message_id not in found
+
+    @property
+    def delivered(self) -> _Delivered:
+        """Delivered ids as an ``in``-only view (see :meth:`is_delivered`)."""
+        return _Delivered(self)
 
     def pending_count(self, target_id: str) -> int:
         found = self.pending.get(target_id)
@@ -144,12 +181,15 @@ class Mailbox(msgspec.Struct, frozen=True, gc=False):
     def pending_for(self, target_id: str) -> tuple[TeamMessageSnapshot, ...]:
         """Undelivered messages for one target, in queue order."""
         found = self.pending.get(target_id)
-        return () if found is None else _sorted_values(self.queued, self.order, found.keys())
+        return () if found is None else self._in_order(found.items())
 
     def all_pending(self) -> tuple[TeamMessageSnapshot, ...]:
         """Every undelivered message of the Team, in queue order."""
-        ids = [key for inner in self.pending.values() for key in inner.keys()]
-        return _sorted_values(self.queued, self.order, ids)
+        return self._in_order([item for inner in self.pending.values() for item in inner.items()])
+
+    def _in_order(self, items: Any) -> tuple[TeamMessageSnapshot, ...]:
+        queued = self.queued
+        return tuple(queued[key] for key, _ in sorted(items, key=_BY_INDEX))
 
 
 class TeamState(msgspec.Struct, frozen=True, gc=False):

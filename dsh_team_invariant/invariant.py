@@ -9,9 +9,15 @@ visible and vetoes such an event, so the log never holds it.
 It must cost O(1) in the log length: it keeps its own folded
 :class:`~dsh_team.state.TeamState` per session (seeded once from the session's
 events) and, per candidate, runs only :func:`dsh_team.fold.evolve` on that state.
-The candidate state is *staged* and becomes the committed state only when the
-host reports the event committed: another plugin may still veto the append after
-this check passed, and a vetoed event must not advance the fold.
+
+The candidate state is *staged*, because another plugin may still veto the append
+after this check passed and a vetoed event must not advance the fold. It is
+settled lazily, at the next read of that session's fold, instead of in a
+``dsh_session_event`` observer (which would cost a hook call on every append of
+every session): the staged event was committed exactly when the log now holds it
+at its seq. Seqs are dense and a vetoed append writes nothing, so any other event
+found there (or none) means it was vetoed. Every Team event passes this check
+before it can be committed, so no committed Team event is ever missed.
 """
 
 from __future__ import annotations
@@ -63,6 +69,28 @@ def rule_for(failure: str) -> str:
     return _GENERIC
 
 
+class _Fold:
+    """One session's committed fold plus the candidate staged by its last check."""
+
+    __slots__ = ("state", "staged")
+
+    def __init__(self, state: TeamState) -> None:
+        self.state = state
+        #: ``(event, candidate state)`` passed by the last check, not yet settled.
+        self.staged: tuple[Event, TeamState] | None = None
+
+    def settle(self, session: Session) -> TeamState:
+        """The committed state, after adopting the staged candidate if its event was committed."""
+        staged = self.staged
+        if staged is not None:
+            self.staged = None
+            event = staged[0]
+            seq = event.seq
+            if seq <= session.last_seq and session.events[seq - 1] == event:
+                self.state = staged[1]
+        return self.state
+
+
 @attrs.define(eq=False)
 class TeamStreamInvariant:
     """Per-session incremental Team folds, a staged candidate per session, and the veto.
@@ -72,47 +100,47 @@ class TeamStreamInvariant:
     such as a fork's inherited prefix, are ignored by the fold itself).
     """
 
-    _states: dict[str, TeamState] = attrs.Factory(dict)
-    _staged: dict[str, tuple[int, TeamState]] = attrs.Factory(dict)
+    _folds: dict[str, _Fold] = attrs.Factory(dict)
 
     def seed(self, session: Session) -> None:
         """Fold ``session``'s current events once (on creation, resume, or plugin load)."""
-        self._states[session.id] = replay(session.events, session.id)
-        self._staged.pop(session.id, None)
+        self._folds[session.id] = _Fold(replay(session.events, session.id))
 
     def forget(self, session: Session) -> None:
         """Drop the fold of a session that left the live store."""
-        self._states.pop(session.id, None)
-        self._staged.pop(session.id, None)
+        self._folds.pop(session.id, None)
 
     def clear(self) -> None:
         """Drop every fold (plugin unload)."""
-        self._states.clear()
-        self._staged.clear()
+        self._folds.clear()
 
     def sessions(self) -> Sequence[str]:
         """Ids of the sessions currently folded (for tests and diagnostics)."""
-        return list(self._states)
+        return list(self._folds)
 
     def state(self, session: Session) -> TeamState:
-        """The committed fold of ``session``, seeding it on first use."""
-        state = self._states.get(session.id)
-        if state is None:
+        """The committed fold of ``session`` (seeding it on first use)."""
+        return self._fold(session).settle(session)
+
+    def _fold(self, session: Session) -> _Fold:
+        fold = self._folds.get(session.id)
+        if fold is None:
             self.seed(session)
-            state = self._states[session.id]
-        return state
+            fold = self._folds[session.id]
+        return fold
 
     def check(self, session: Session, event: Event) -> Violation | None:
         """Veto ``event`` if the Team fold would reject it; otherwise stage its outcome.
 
-        Non-Team events return at once. Nothing is committed here.
+        Non-Team events return at once. Nothing is committed here: the stage is
+        settled by the next check or read of this session.
         """
         if event.type not in TEAM_EVENT_TYPES:
             return None
-        session_id = session.id
-        state = self._states.get(session_id)
-        if state is None:
-            state = self.state(session)
+        fold = self._folds.get(session.id)
+        if fold is None:
+            fold = self._fold(session)
+        state = fold.settle(session) if fold.staged is not None else fold.state
         candidate = evolve(state, event)
         failure = candidate.failure
         if failure is not None:
@@ -121,19 +149,5 @@ class TeamStreamInvariant:
                 reason=f"session event {event.seq} violates the Agent Teams stream: {failure}",
                 rule=rule,
             )
-        # Always overwrite: a stale stage from a candidate vetoed elsewhere must not survive.
-        self._staged[session_id] = (event.seq, candidate)
+        fold.staged = (event, candidate)
         return None
-
-    def commit(self, session: Session, event: Event) -> None:
-        """``event`` was committed: adopt the staged candidate (or fold it if none was staged)."""
-        if event.type not in TEAM_EVENT_TYPES:
-            return
-        session_id = session.id
-        staged = self._staged.pop(session_id, None)
-        if staged is not None and staged[0] == event.seq:
-            self._states[session_id] = staged[1]
-            return
-        state = self._states.get(session_id)
-        if state is not None:
-            self._states[session_id] = evolve(state, event)

@@ -4,8 +4,9 @@ One :class:`~dsh_team_invariant.invariant.TeamStreamInvariant` per host (a modul
 may be registered with several hosts in one process, e.g. in tests). It seeds
 from ``host.sessions.list()`` on load, because ``dsh_session_created`` is not
 replayed for sessions that are already live, and from ``dsh_session_created``
-afterwards; it stages each candidate in ``dsh_pre_append`` and commits it in
-``dsh_session_event``.
+afterwards; it stages each candidate in ``dsh_pre_append`` and settles it at the
+next check of that session (no ``dsh_session_event`` observer: see
+:mod:`dsh_team_invariant.invariant`).
 """
 
 from __future__ import annotations
@@ -71,16 +72,10 @@ def dsh_session_created(host: Any, session: Session) -> None:
 
 @hookimpl
 def dsh_pre_append(host: Any, session: Session, event: Event) -> Violation | None:
-    # Hot path: most events are not Team events; answer those before any lookup.
+    # Hot path: most events are not Team events; answer those with one set lookup.
     if event.type not in TEAM_EVENT_TYPES:
         return None
     return invariant_for(host).check(session, event)
-
-
-@hookimpl
-def dsh_session_event(host: Any, session: Session, event: Event) -> None:
-    if event.type in TEAM_EVENT_TYPES:
-        invariant_for(host).commit(session, event)
 
 
 @hookimpl

@@ -110,6 +110,10 @@ class LoadedPlugin:
     attr: str | None = None
 
 
+#: The full ``dsh_pre_append`` signature, called positionally.
+_PRE_APPEND_ARGS = ("host", "session", "event")
+
+
 @attrs.frozen
 class _Impl:
     plugin_name: str
@@ -283,17 +287,27 @@ class PluginManager:
     def pre_append(self, session: Any, event: Any) -> None:
         """Run every ``dsh_pre_append``; raise one ``InvariantError`` if any vetoed.
 
+        Hot path (every append of every session): implementations that take exactly
+        ``(host, session, event)`` are called positionally, and nothing is
+        allocated unless one vetoes.
+
         Raises:
             InvariantError: naming the first vetoing plugin, with every reason.
         """
         impls = self.impls("dsh_pre_append")
         if not impls:
             return
-        kwargs = {"host": self.host, "session": session, "event": event}
-        vetoes: list[tuple[str, str]] = []
+        host = self.host
+        vetoes: list[tuple[str, str]] | None = None
         for impl in impls:
-            violation = impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
+            if impl.argnames == _PRE_APPEND_ARGS:
+                violation = impl.function(host, session, event)
+            else:
+                kwargs = {"host": host, "session": session, "event": event}
+                violation = impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
             if violation is not None:
+                if vetoes is None:
+                    vetoes = []
                 vetoes.append((impl.plugin_name, getattr(violation, "reason", str(violation))))
         if vetoes:
             raise InvariantError(vetoes[0][0], vetoes[0][1], reasons=[reason for _, reason in vetoes])

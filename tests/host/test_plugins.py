@@ -383,6 +383,23 @@ class TestHookCalling:
         pm.load("ok", plugin=Observer("ok", []))
         pm.pre_append(session=None, event=None)
 
+    def test_pre_append_impls_may_take_a_subset_of_arguments(self) -> None:
+        """An impl naming only some hook arguments gets exactly those (pluggy's rule), and may veto."""
+        seen: list[Any] = []
+
+        class EventOnly:
+            @hookimpl
+            def dsh_pre_append(self, event: Any) -> Violation | None:
+                seen.append(event)
+                return Violation(reason="no") if event == "bad" else None
+
+        pm = manager()
+        pm.load("event-only", plugin=EventOnly())
+        pm.pre_append(session="s", event="good")
+        with pytest.raises(InvariantError) as info:
+            pm.pre_append(session="s", event="bad")
+        assert seen == ["good", "bad"] and info.value.plugin == "event-only"
+
     def test_call_for_reaches_one_plugin(self) -> None:
         """Lifecycle calls go to the named plugin only."""
         events: list[str] = []

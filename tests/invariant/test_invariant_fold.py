@@ -19,7 +19,7 @@ LEAD = "lead-1"
 
 
 class Veto:
-    """The host's role: call check before the append and commit after it."""
+    """The host's role: call check before the append (nothing is reported after it)."""
 
     def __init__(self, invariant: TeamStreamInvariant) -> None:
         self.invariant = invariant
@@ -32,7 +32,7 @@ class Veto:
             raise InvariantError("dsh-team-invariant", violation.reason)
 
     def committed(self, session: Any, event: Any) -> None:
-        self.invariant.commit(session, event)
+        return None
 
     def flushed(self, session: Any, durable_seq: int) -> None:
         return None
@@ -97,7 +97,7 @@ class TestAccepts:
         assert lead.last_seq == 8
         state = invariant.state(lead)
         assert state.position == 8
-        assert len(state.tasks.tasks) == 2 and state.mail.delivered.get("m-1", 1) is None
+        assert len(state.tasks.tasks) == 2 and state.mail.is_delivered("m-1")
 
     def test_other_team_records_pass(self, lead: Session) -> None:
         """Records of another Team (an inherited fork prefix) are not this session's Team."""
@@ -187,19 +187,41 @@ class TestStaging:
         session.append("team/task", task("task-1"))  # still revision 1: the vetoed one never counted
         assert invariant.state(session).tasks.tasks["task-1"].revision == 1
 
-    def test_commit_without_check_folds_directly(self, invariant: TeamStreamInvariant) -> None:
-        """A committed Team event that was never checked is folded on commit."""
-        session = Session(SessionHeader(id=LEAD, created_at=0))
-        invariant.seed(session)
-        event = session.append("team/task", task("task-1"))
-        invariant.commit(session, event)
-        assert "task-1" in invariant.state(session).tasks.tasks
+    def test_stage_vetoed_elsewhere_then_overwritten_at_its_seq(self, invariant: TeamStreamInvariant) -> None:
+        """A candidate vetoed elsewhere is dropped even when a non-Team event now holds its seq."""
 
-    def test_commit_of_an_unknown_session_waits_for_a_lazy_seed(self, invariant: TeamStreamInvariant) -> None:
+        class LaterVeto(Veto):
+            vetoes = 1
+
+            def pre_append(self, session: Any, event: Any) -> None:
+                super().pre_append(session, event)
+                if self.vetoes:
+                    self.vetoes -= 1
+                    raise InvariantError("other", "not this one")
+
+        session = Session(SessionHeader(id=LEAD, created_at=0), observer=LaterVeto(invariant))
+        with pytest.raises(InvariantError):
+            session.append("team/task", task("task-1"))
+        session.append("turn/start", {"turn": 1})  # seq 1 again, not a Team event: never checked
+        assert len(invariant.state(session).tasks.tasks) == 0
+        session.append("team/task", task("task-1"))
+        assert invariant.state(session).tasks.tasks["task-1"].revision == 1
+
+    def test_stage_is_adopted_after_later_non_team_events(self, lead: Session, invariant: TeamStreamInvariant) -> None:
+        """A committed candidate is adopted when read later, whatever was appended after it."""
+        lead.append("team/task", task("task-1"))
+        lead.append("turn/start", {"turn": 1})
+        lead.append("turn/end", {"turn": 1})
+        lead.append("team/task", task("task-1", revision=2, status="completed"))  # settles seq 1 first
+        lead.append("turn/start", {"turn": 2})
+        state = invariant.state(lead)
+        assert (state.tasks.tasks["task-1"].revision, state.position) == (2, 4)
+        assert invariant.state(lead) is state  # settled once; the next read changes nothing
+
+    def test_unknown_session_is_seeded_lazily(self, invariant: TeamStreamInvariant) -> None:
         """An unseeded session is seeded from its log on the next check, including committed events."""
         session = Session(SessionHeader(id=LEAD, created_at=0))
-        event = session.append("team/task", task("task-1"))
-        invariant.commit(session, event)
+        session.append("team/task", task("task-1"))
         assert invariant.sessions() == []
         assert invariant.check(session, session_event(session, "team/task", task("task-1"))) is not None
         assert invariant.sessions() == [LEAD]

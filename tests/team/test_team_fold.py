@@ -298,7 +298,8 @@ class TestMailbox:
         state = log.fold()
         assert state.mail.pending_count("m1") == 1 and state.mail.pending_count("m2") == 0
         assert state.mail.pending_for("m2") == ()
-        assert set(state.mail.delivered.keys()) == {"msg-1", "msg-2"}
+        assert [state.mail.is_delivered(i) for i in ("msg-1", "msg-2", "msg-3", "msg-4")] == [True, True, False, False]
+        assert "msg-1" in state.mail.delivered and "msg-3" not in state.mail.delivered
         assert "m2" not in state.mail.pending
 
     @pytest.mark.parametrize(
@@ -308,6 +309,8 @@ class TestMailbox:
             ([("d", "msg-1", "m1")], 'team message "msg-1" was delivered before queueing'),
             ([("q", "msg-1", "m1"), ("d", "msg-1", "m2")], 'team message "msg-1" target changed'),
             ([("q", "msg-1", "m1"), ("d", "msg-1", "m1"), ("d", "msg-1", "m1")], 'team message "msg-1" was delivered twice'),
+            ([("q", "msg-1", "m1"), ("q", "msg-2", "m1"), ("d", "msg-1", "m1"), ("d", "msg-1", "m1")],
+             'team message "msg-1" was delivered twice'),
         ],
     )  # fmt: skip
     def test_queue_and_acknowledgement_relations(self, steps: list[tuple[str, str, str]], failure: str) -> None:
@@ -347,6 +350,50 @@ class TestMode:
         assert mode_enabled(roster.fold(), False) is True
         log.mode(False)
         assert mode_enabled(log.fold(), True) is False
+
+
+class TestRepeatedFold:
+    def test_repeat_onto_the_same_state_returns_the_same_result(self) -> None:
+        """Folding the event just folded onto the same state gives the very same state object."""
+        log = Log()
+        log.task("task-1")
+        state = initial_state(TEAM)
+        first = evolve(state, log.events[0])
+        assert evolve(state, log.events[0]) is first
+
+    def test_repeat_onto_an_equal_state_shares_the_result(self) -> None:
+        """An equal but separately folded state gets the remembered result (two folds converge)."""
+        log = Log()
+        log.task("task-1")
+        log.queued("msg-1", "m1")
+        log.task("task-1", 2, status="completed")
+        mine, theirs = replay(log.events[:2], TEAM), replay(log.events[:2], TEAM)
+        assert mine is not theirs and mine == theirs
+        first = evolve(mine, log.events[2])
+        assert evolve(theirs, log.events[2]) is first
+        assert first.tasks.tasks["task-1"].revision == 2
+
+    def test_repeat_of_an_event_that_changed_nothing_keeps_the_callers_state(self) -> None:
+        """A remembered no-op (another Team's record) still returns the caller's own state."""
+        foreign = event(1, "team/task", task("task-1", team_id="ancestor"))
+        mine, theirs = initial_state(TEAM), initial_state(TEAM)
+        assert evolve(mine, foreign) is mine
+        assert evolve(theirs, foreign) is theirs
+
+    def test_repeat_onto_a_different_state_is_folded_afresh(self) -> None:
+        """A state at another position, or at the same position with other content, is not reused."""
+        log = Log()
+        log.task("task-1")
+        log.mode(True)
+        log.task("task-2")
+        mine = replay(log.events[:1], TEAM)
+        moded = replay(log.events[:2], TEAM)
+        assert (moded.position, moded.mode) == (mine.position, True)
+        first = evolve(mine, log.events[2])
+        again = evolve(moded, log.events[2])
+        assert again is not first and again.mode is True and again.position == 3
+        other = evolve(initial_state(TEAM), log.events[2])
+        assert list(other.tasks.tasks.keys()) == ["task-2"] and "task-1" in first.tasks.tasks
 
 
 class TestCopyOnWrite:

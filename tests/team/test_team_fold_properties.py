@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import reduce
 from typing import Any
 
+import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -55,8 +56,8 @@ def events_of(items: list[tuple[str, Any]]) -> list[Event]:
     ]
 
 
-def check_indexes(state: TeamState) -> None:
-    """The incremental indexes equal a naive recomputation from the snapshots."""
+def check_indexes(state: TeamState, acknowledged: set[str]) -> None:
+    """The incremental indexes equal a naive recomputation from the snapshots and applied acknowledgements."""
     board = state.tasks
     live = {i for i, t in board.tasks.items() if t.status != "deleted"}
     assert set(board.live.keys()) == live
@@ -65,8 +66,10 @@ def check_indexes(state: TeamState) -> None:
         assert set(board.live_dependents(task_id)) == naive
     mail = state.mail
     for target in {m.target_id for m in mail.queued.values()}:
-        naive_pending = [m.id for m in mail.queued.values() if m.target_id == target and m.id not in mail.delivered]
+        naive_pending = [m.id for m in mail.queued.values() if m.target_id == target and m.id not in acknowledged]
         assert {m.id for m in mail.pending_for(target)} == set(naive_pending)
+    for message_id in mail.queued.keys():
+        assert mail.is_delivered(message_id) == (message_id in mail.delivered) == (message_id in acknowledged)
     assert {name: mid for mid, m in state.members.members.items() for name in [m.name]} == dict(state.members.names)
 
 
@@ -77,14 +80,17 @@ class TestFoldProperties:
         """replay(events) == reduce(evolve); ignored events keep identity; failure is terminal."""
         events = events_of(items)
         state = initial_state(TEAM)
+        acknowledged: set[str] = set()
         for item in events:
             after = evolve(state, item)
+            if after is not state and after.failure is None and item.type == "team/message/delivered":
+                acknowledged.add(msgspec.json.decode(item.data)["message_id"])
             if state.failure is not None:
                 assert after is state
             elif after is state:
                 assert item.type == "turn/start" or b"ancestor" in bytes(item.data)
             elif item.type != "team/mode" or after.failure is not None:
                 assert after.position == item.seq
-            check_indexes(after)
+            check_indexes(after, acknowledged)
             state = after
         assert replay(events, TEAM) == state == reduce(evolve, events, initial_state(TEAM))
