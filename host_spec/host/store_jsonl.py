@@ -69,6 +69,10 @@ class SessionBackend:
     Not thread-safe: the owning ``Session`` runs at most one ``write`` at a time.
     """
 
+    #: A local-file write may run on the event loop thread while it stays fast
+    #: (see :mod:`host_spec.host.commit`); wrappers that can block must say ``False``.
+    inline = True
+
     def __init__(self, directory: Path, header: SessionHeader, lock_fd: int, fd: int | None, size: int) -> None:
         self.directory = directory
         self.path = directory / LOG_NAME

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from collections.abc import Sequence
 
 import pytest
 from _store_kit import MemoryBackend, Recorder, header, run, until
@@ -11,6 +13,7 @@ from structlog.testing import capture_logs
 
 from host_spec.errors import SessionNotLiveError
 from host_spec.events import Event, encode_data
+from host_spec.host.commit import INLINE_MAX_SECONDS
 from host_spec.host.session import NullObserver, Session
 
 
@@ -350,3 +353,71 @@ class TestLoops:
 
         run(body())
         assert outcome == [1] and backend.batches == [[1]]
+
+
+class InlineBackend(MemoryBackend):
+    """A local-file-like backend: may be written on the loop thread; records where, and can be slow."""
+
+    inline = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[str] = []
+        self.delay = 0.0
+
+    def write(self, events: Sequence[Event]) -> None:
+        self.threads.append("loop" if threading.current_thread() is threading.main_thread() else "worker")
+        time.sleep(self.delay)
+        super().write(events)
+
+
+class TestInlineWrites:
+    def test_fast_writes_run_on_the_loop_thread(self) -> None:
+        """An inline-capable backend is written on the loop thread: no thread hand-off per fsync."""
+        backend = InlineBackend()
+        session = Session(header(), backend=backend)
+
+        async def body() -> None:
+            for _ in range(3):
+                session.append("a/b", {})
+                await session.flush()
+
+        run(body())
+        assert backend.threads == ["loop", "loop", "loop"] and backend.written == [1, 2, 3]
+
+    def test_slow_writes_move_to_a_worker_and_come_back_when_fast(self) -> None:
+        """Once the average write is slow the loop is not blocked; fast writes bring it back inline."""
+        backend = InlineBackend()
+        session = Session(header(), backend=backend)
+
+        async def write_one() -> None:
+            session.append("a/b", {})
+            await session.flush()
+
+        async def body() -> None:
+            backend.delay = 4 * INLINE_MAX_SECONDS
+            await write_one()  # the average was fast: inline, and now it is slow
+            await write_one()  # slow average: a worker writes
+            backend.delay = 0.0
+            for _ in range(12):  # fast worker writes pull the average down again
+                await write_one()
+
+        run(body())
+        assert backend.threads[:2] == ["loop", "worker"]
+        assert backend.threads[-1] == "loop" and backend.written == list(range(1, 15))
+
+    def test_inline_write_failure_reaches_the_waiter_and_keeps_events_pending(self) -> None:
+        """A failed inline write raises to its flusher; the next flush retries the same events."""
+        backend = InlineBackend()
+        backend.fail.append(OSError(28, "No space left on device"))
+        session = Session(header(), backend=backend)
+
+        async def body() -> None:
+            session.append("a/b", {})
+            with pytest.raises(OSError):
+                await session.flush()
+            assert session.durable_seq == 0
+            await session.flush()
+
+        run(body())
+        assert backend.written == [1] and session.durable_seq == 1

@@ -254,6 +254,9 @@ class Faulty:
     until :meth:`release`.
     """
 
+    #: Held writes block until the test releases them: never write on the loop thread.
+    inline = False
+
     def __init__(
         self,
         session: Any,

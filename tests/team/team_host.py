@@ -80,6 +80,9 @@ async def team(host: Host, *names: str) -> tuple[Any, list[Any]]:
 class Gate:
     """Wraps a session's real backend: hold writes until released, or fail the next write."""
 
+    #: Held writes block until the test releases them: never write on the loop thread.
+    inline = False
+
     def __init__(self, session: Any) -> None:
         # The reference host keeps the writer on its group-commit helper (older: on the session).
         self.holder = getattr(session, "_commit", session)
