@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING
 import attrs
 import structlog
 
-from host_spec.errors import RegistrationError
 from host_spec.records import Handle, PromptSection
 
-from .scope import ScopeDisposedError
+from .layers import Layers
 
 if TYPE_CHECKING:
     from host_spec.protocols import Agent, Scope
@@ -39,8 +38,7 @@ class _Entry:
 class PromptRegistry:
     """Prompt sections in a global layer plus lazy per-scope layers (``protocols.PromptRegistry``)."""
 
-    _global: dict[str, _Entry] = attrs.field(factory=dict, init=False)
-    _scoped: dict[Scope, dict[str, _Entry]] = attrs.field(factory=dict, init=False)
+    _layers: Layers[_Entry] = attrs.field(factory=lambda: Layers("prompt section", "section"), init=False)
     _serials: itertools.count[int] = attrs.field(factory=itertools.count, init=False)
 
     def register(self, section: PromptSection, *, scope: Scope | None = None) -> Handle:
@@ -50,32 +48,11 @@ class PromptRegistry:
             RegistrationError: a section with this name already exists in that layer.
             ScopeDisposedError: ``scope`` is already disposed.
         """
-        layer = self._global if scope is None else self._scoped.get(scope, {})
-        if section.name in layer:
-            where = "globally" if scope is None else f"in scope {getattr(scope, 'label', '')!r}"
-            raise RegistrationError(f'prompt section "{section.name}" is already registered {where}', section=section.name)
-        if scope is not None and scope.disposed:
-            raise ScopeDisposedError(f'cannot register prompt section "{section.name}": scope is disposed')
-        entry = _Entry(section, next(self._serials))
-        layer[section.name] = entry
-        if scope is not None:
-            self._scoped[scope] = layer
-
-        def remove() -> None:
-            layer.pop(section.name, None)  # a handle runs this once; the name may be reused after
-            if scope is not None and not layer and self._scoped.get(scope) is layer:
-                del self._scoped[scope]
-
-        handle = Handle(remove, f"prompt:{section.name}")
-        if scope is not None:
-            scope.add(handle)
-        return handle
+        return self._layers.add(section.name, _Entry(section, next(self._serials)), scope)
 
     def sections(self, agent: Agent | None) -> list[PromptSection]:
         """The sections ``agent`` sees, in render order (before text rendering)."""
-        merged = dict(self._global)
-        if agent is not None:
-            merged.update(self._scoped.get(agent.scope, {}))
+        merged = self._layers.merged(None if agent is None else agent.scope)
         entries = sorted(merged.values(), key=lambda e: (e.section.order, e.serial))
         return [entry.section for entry in entries]
 

@@ -17,13 +17,14 @@ import attrs
 import msgspec
 import structlog
 
-from host_spec.errors import DshError, RegistrationError
+from host_spec.errors import DshError
 from host_spec.events import Cause, json_encode
 from host_spec.messages import ToolResultMessage, text_block
 from host_spec.records import AbortSignal, Handle, ToolCall, ToolSpec
+from host_spec.schema import tool_json_schema
 
 from .context import cause_scope
-from .scope import ScopeDisposedError
+from .layers import Layers
 
 if TYPE_CHECKING:
     from host_spec.protocols import Agent, Scope
@@ -47,27 +48,16 @@ def _decoder(args_type: Any) -> msgspec.json.Decoder:
 
 
 def schema(spec: ToolSpec) -> dict[str, Any]:
-    """The model-facing JSON Schema of ``spec``'s arguments, with the root inlined.
+    """The model-facing JSON Schema of ``spec``'s arguments (root inlined; cached per type).
 
-    Models expect ``parameters`` to be an object schema, not a ``$ref``; nested
-    Structs stay in ``$defs``. Cached per args type; callers must not mutate it.
+    The same generator (:func:`host_spec.schema.tool_json_schema`) serves the Team
+    tools' golden files and the M1 budget, so what is measured is what is sent.
+    Callers must not mutate the result.
     """
     cached = _schemas.get(spec.args_type)
-    if cached is not None:
-        return cached
-    (root,), defs = msgspec.json.schema_components([spec.args_type])
-    ref = root.get("$ref", "")
-    if ref.startswith("#/$defs/"):
-        name = ref.removeprefix("#/$defs/")
-        body = dict(defs[name])
-        marker = f'"{ref}"'.encode()
-        # A self-referencing root still needs its definition under $defs.
-        if not any(marker in json_encode(d) for d in defs.values()):
-            defs = {key: d for key, d in defs.items() if key != name}
-        root = body
-    result = {**root, "$defs": dict(defs)} if defs else dict(root)
-    _schemas[spec.args_type] = result
-    return result
+    if cached is None:
+        cached = _schemas[spec.args_type] = tool_json_schema(spec.args_type)
+    return cached
 
 
 def error_result(call_id: str, name: str, code: str, message: str, *, turn: int = 0, step: int = 0) -> ToolResultMessage:
@@ -97,8 +87,7 @@ class ToolRegistry:
     Empty scope layers are reclaimed, so disposed agents leave nothing behind.
     """
 
-    _global: dict[str, _Entry] = attrs.field(factory=dict, init=False)
-    _scoped: dict[Scope, dict[str, _Entry]] = attrs.field(factory=dict, init=False)
+    _layers: Layers[_Entry] = attrs.field(factory=lambda: Layers("tool", "tool"), init=False)
 
     def register(self, spec: ToolSpec, *, scope: Scope | None = None) -> Handle:
         """Register ``spec`` globally or into ``scope`` (the handle is also added to the scope).
@@ -107,33 +96,10 @@ class ToolRegistry:
             RegistrationError: a tool with this name already exists in that same layer.
             ScopeDisposedError: ``scope`` is already disposed.
         """
-        layer = self._global if scope is None else self._scoped.get(scope, {})
-        where = "globally" if scope is None else f"in scope {getattr(scope, 'label', '')!r}"
-        if spec.name in layer:
-            raise RegistrationError(f'tool "{spec.name}" is already registered {where}', tool=spec.name)
-        if scope is not None and scope.disposed:
-            raise ScopeDisposedError(f'cannot register tool "{spec.name}": scope is disposed', tool=spec.name)
-        entry = _Entry(spec, _decoder(spec.args_type))
-        layer[spec.name] = entry
-        if scope is not None:
-            self._scoped[scope] = layer
-
-        def remove() -> None:
-            layer.pop(spec.name, None)  # a handle runs this once; the name may be reused after
-            if scope is not None and not layer and self._scoped.get(scope) is layer:
-                del self._scoped[scope]
-
-        handle = Handle(remove, f"tool:{spec.name}")
-        if scope is not None:
-            scope.add(handle)
-        return handle
+        return self._layers.add(spec.name, _Entry(spec, _decoder(spec.args_type)), scope)
 
     def _lookup(self, agent: Agent | None, name: str) -> ToolSpec | None:
-        entry = None
-        if agent is not None:
-            entry = self._scoped.get(agent.scope, {}).get(name)
-        if entry is None:
-            entry = self._global.get(name)
+        entry = self._layers.lookup(None if agent is None else agent.scope, name)
         if entry is None or not _available(entry.spec, agent):
             return None
         return entry.spec
@@ -144,9 +110,7 @@ class ToolRegistry:
 
     def visible(self, agent: Agent | None) -> Sequence[ToolSpec]:
         """Tools ``agent`` can use now, sorted by name (scope layer over global)."""
-        merged = dict(self._global)
-        if agent is not None:
-            merged.update(self._scoped.get(agent.scope, {}))
+        merged = self._layers.merged(None if agent is None else agent.scope)
         return [merged[name].spec for name in sorted(merged) if _available(merged[name].spec, agent)]
 
     async def execute(

@@ -13,6 +13,7 @@ from host_spec.events import Cause
 from host_spec.host.scope import Scope, ScopeDisposedError
 from host_spec.host.tools import ToolRegistry, schema
 from host_spec.records import AbortSignal, ToolCall, ToolSpec
+from host_spec.schema import tool_json_schema
 
 
 def _agents():
@@ -68,7 +69,7 @@ class TestRegistration:
         a.scope.dispose()
         assert handle.disposed
         assert tools.visible(a) == []
-        assert tools._scoped == {}
+        assert tools._layers.scoped_count() == 0
 
     def test_register_into_disposed_scope_raises(self) -> None:
         """Nothing is registered into a dead scope."""
@@ -77,7 +78,7 @@ class TestRegistration:
         tools = ToolRegistry()
         with pytest.raises(ScopeDisposedError):
             tools.register(echo_tool(), scope=scope)
-        assert tools._scoped == {}
+        assert tools._layers.scoped_count() == 0
 
     def test_stale_handle_does_not_remove_a_newer_registration(self) -> None:
         """Disposing an old handle twice never unregisters its successor."""
@@ -244,14 +245,14 @@ class TestExecute:
 
 
 class TestSchema:
-    def test_root_is_inlined_and_nested_structs_stay_in_defs(self) -> None:
-        """The model sees an object schema, with nested Structs under $defs."""
+    def test_root_and_nested_structs_are_inlined(self) -> None:
+        """The model sees one self-contained object schema (the contract's generator)."""
         result = schema(_spec("t", None, args_type=Outer))
-        assert result["type"] == "object"
-        assert result["required"] == ["inner"]
+        assert result == tool_json_schema(Outer)
+        assert result["type"] == "object" and result["required"] == ["inner"]
         assert result["additionalProperties"] is False
-        assert result["properties"]["inner"] == {"$ref": "#/$defs/Inner"}
-        assert set(result["$defs"]) == {"Inner"}
+        assert result["properties"]["inner"]["properties"] == {"x": {"type": "integer"}}
+        assert "$defs" not in result
         assert schema(_spec("t2", None, args_type=Outer)) is result  # cached per type
 
     def test_flat_struct_has_no_defs(self) -> None:
