@@ -8,10 +8,13 @@ A bench that crashes is reported on stderr and makes the exit status non-zero.
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 import time
 import traceback
 from pathlib import Path
+
+import structlog
 
 HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:
@@ -21,6 +24,9 @@ from benchmarks._common import report  # noqa: E402
 
 
 def main() -> int:
+    # The runner is an application: it, not the library, decides that host and
+    # plugin logs below WARNING would only drown the figures (and cost time).
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     results: list[tuple[str, float, float]] = []
     failed: list[str] = []
     for path in sorted(HERE.glob("bench_*.py")):
