@@ -30,9 +30,9 @@ from typing import Any
 import structlog
 
 from host_spec.errors import ModelError
-from host_spec.events import EventType, SubagentDescriptor
 from host_spec.messages import UserMessage, user_message
 
+from .activation import fold_descriptor
 from .agents import AgentRegistry, AgentRuntime
 from .model_scripted import ScriptedModel
 from .plugins import PluginManager
@@ -136,14 +136,23 @@ class Host:
         await self.plugins.unload_all()
         if self.continuations is not None:
             await self.continuations.close()  # child-first, inboxes kept for a later cold resume
+        errors: list[Exception] = []  # one failure must not leave the other sessions unflushed and locked
         for agent in reversed(list(self.agents.list())):
-            await self.dispose_agent(agent)
+            try:
+                await self.dispose_agent(agent)
+            except Exception as exc:
+                errors.append(exc)
         for session in list(self.sessions.list()):
-            await self.release_session(session)
+            try:
+                await self.release_session(session)
+            except Exception as exc:
+                errors.append(exc)
         for task in list(self._soon_tasks):
             task.cancel()
         if self._soon_tasks:
             await asyncio.gather(*self._soon_tasks, return_exceptions=True)
+        if errors:
+            raise errors[0]
 
     async def __aenter__(self) -> Host:
         return self
@@ -243,10 +252,18 @@ class Host:
 
         Its resident continuable children are released first (child-first, inboxes kept).
         """
-        if self.continuations is not None:
-            await self.continuations.release_children(agent)
-        await self.agents.dispose(agent)
-        await self.release_session(agent.session)
+        try:
+            if self.continuations is not None:
+                await self.continuations.release_children(agent)
+        finally:
+            try:
+                await self.agents.dispose(agent)
+                if self.continuations is not None:
+                    # A tool the agent was still running may have started a child after
+                    # the first release; the agent is idle now, so nothing new can start.
+                    await self.continuations.release_children(agent)
+            finally:
+                await self.release_session(agent.session)  # never leave the lock held
 
     async def run(self, prompt: str | UserMessage, *, name: str = "lead", session_id: str | None = None) -> Any:
         """Create a root session and agent, give it ``prompt``, and wait until quiescent.
@@ -340,12 +357,12 @@ class Host:
 
 
 def agent_name(session: Any) -> str:
-    """The scripted-model name of a session's agent: ``lead`` for a root, else its descriptor name or label."""
+    """The scripted-model name of a session's agent: ``lead`` for a root, else its descriptor name or label.
+
+    Raises:
+        SubagentError: ``INVALID_DESCRIPTOR`` for a malformed version-2 descriptor.
+    """
     if session.header.parent_session is None:
         return "lead"
-    for event in session.own_events():
-        if event.type == EventType.SUBAGENT_DESCRIPTOR:
-            descriptor = event.decode(SubagentDescriptor)
-            if descriptor.name or descriptor.label:
-                return descriptor.name or descriptor.label
-    return session.id
+    descriptor = fold_descriptor(session.own_events())
+    return (descriptor and (descriptor.name or descriptor.label)) or session.id

@@ -36,7 +36,7 @@ from host_spec.errors import DshError, ModelError, SessionNotFoundError
 from host_spec.events import EventType, encode_event, encode_header
 
 from .app import Host, agent_name
-from .cli_ext import CliEnvironment, Extension, discover_extensions, register_extensions
+from .cli_ext import CliEnvironment, Extension, StoreReader, discover_extensions, register_extensions
 from .run_settings import RunSettings, absolute_spec, lookup, record
 from .store_jsonl import JsonlStore
 from .transcript import Transcript, format_event
@@ -160,14 +160,6 @@ async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -
     return code
 
 
-def _latest_root(store: JsonlStore) -> str:
-    for session_id in reversed(store.list_ids()):
-        header, _ = store.read(session_id)
-        if header.parent_session is None:
-            return session_id
-    raise SessionNotFoundError(f"no root session stored in {store.root}")
-
-
 async def _run(args: argparse.Namespace) -> int:
     _data_dir(args.data_dir, create=True)
     return await _drive(args, args.model, None)
@@ -175,7 +167,7 @@ async def _run(args: argparse.Namespace) -> int:
 
 async def _resume(args: argparse.Namespace) -> int:
     store = JsonlStore(_data_dir(args.data_dir, create=False))
-    session_id = args.session_id or _latest_root(store)
+    session_id = args.session_id or StoreReader(store).latest_root()  # headers only: a damaged child log is no obstacle
     if not store.exists(session_id):
         raise SessionNotFoundError(f"session {session_id} not found in {args.data_dir}")
     args.prompt = None

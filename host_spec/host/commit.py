@@ -151,7 +151,7 @@ class GroupCommit:
         await waiter  # raises the batch's write error; cancelling us leaves the write alone
 
     def _submit(self) -> None:
-        """Start the forming batch (from the loop, or from the worker after the previous write)."""
+        """Start the forming batch (always on its loop's thread, or after that loop closed)."""
         with self._lock:
             batch, self._forming = self._forming, None
             if batch is None:  # close() already failed it
@@ -191,19 +191,33 @@ class GroupCommit:
         return error
 
     def _finished(self, batch: _Batch, error: BaseException | None) -> None:
-        """Worker-thread bookkeeping of a write."""
+        """Bookkeeping of a write (in the worker thread, or on the loop for an inline write)."""
         with self._lock:
             self._inflight = None
             if error is None:
                 self._durable = batch.end
-            has_next = self._forming is not None
+            following = self._forming
         if error is not None:
             log.warning("session.flush_failed", session=self._name, end=batch.end, error=repr(error))
-        if not has_next:
+        if following is None:
             self._release_if_idle()  # before waking anyone: a woken waiter may reopen the session
         self._deliver(batch, error)
-        if has_next:
-            self._submit()  # the next batch (it retries a failed one's events too)
+        if following is not None:
+            self._submit_on(following.loop)  # the next batch (it retries a failed one's events too)
+
+    def _submit_on(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the forming batch from ``loop``'s thread.
+
+        A batch ends at ``len(events)`` when it starts. Taken from a worker thread,
+        that boundary could fall between two appends the loop makes in one
+        synchronous step (an inbox claim and the user message it claims), and a
+        crash between the two batches would lose the message. On the loop, a batch
+        always ends between synchronous steps.
+        """
+        try:
+            loop.call_soon_threadsafe(self._submit)
+        except RuntimeError:  # that loop closed: nothing appends there any more
+            self._submit()
 
     def _deliver(self, batch: _Batch, error: BaseException | None) -> None:
         """Wake each waiter on its own loop; notify the observer on the batch's loop."""

@@ -98,15 +98,16 @@ class ToolRegistry:
         """
         return self._layers.add(spec.name, _Entry(spec, _decoder(spec.args_type)), scope)
 
-    def _lookup(self, agent: Agent | None, name: str) -> ToolSpec | None:
+    def _lookup(self, agent: Agent | None, name: str) -> _Entry | None:
         entry = self._layers.lookup(None if agent is None else agent.scope, name)
         if entry is None or not _available(entry.spec, agent):
             return None
-        return entry.spec
+        return entry
 
     def get(self, agent: Agent | None, name: str) -> ToolSpec | None:
         """The tool ``name`` as ``agent`` sees it (scope over global, ``available`` applied)."""
-        return self._lookup(agent, name)
+        entry = self._lookup(agent, name)
+        return None if entry is None else entry.spec
 
     def visible(self, agent: Agent | None) -> Sequence[ToolSpec]:
         """Tools ``agent`` can use now, sorted by name (scope layer over global)."""
@@ -128,14 +129,15 @@ class ToolRegistry:
 
         Appends made by the tool body carry ``cause = (agent, call_id, tool)``.
         """
-        spec = self._lookup(agent, name)
-        if spec is None:
+        entry = self._lookup(agent, name)
+        if entry is None:
             return error_result(call_id, name, "UNKNOWN_TOOL", f'unknown tool "{name}"', turn=turn, step=step)
         raw = arguments_json.encode() if isinstance(arguments_json, str) else arguments_json
         try:
-            args = _decoder(spec.args_type).decode(raw if raw.strip() else _EMPTY_ARGS)
+            args = entry.decoder.decode(raw if raw.strip() else _EMPTY_ARGS)
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             return error_result(call_id, name, "INVALID_ARGS", f'invalid arguments for "{name}": {exc}', turn=turn, step=step)
+        spec = entry.spec
         call = ToolCall(call_id=call_id, name=name, agent=agent, signal=signal)
         cause = Cause(agent_id=agent.id if agent is not None else None, call_id=call_id, tool=name)
         try:

@@ -214,6 +214,55 @@ class TestLifecycle:
         assert recorder.kinds("agent_disposed", "session_disposed") == []
 
 
+    def test_close_goes_on_after_a_failure_and_reports_it(self, tmp_path: Path) -> None:
+        """One failing release does not leave the other sessions unflushed and locked; the error surfaces."""
+
+        async def scenario() -> None:
+            host = await Host.open(tmp_path, None, model())
+            first = host.start_agent(await host.create_session("one"), name="lead")
+            second = host.start_agent(await host.create_session("two"), name="lead")
+            first.session.append("note/x", {})
+            second.session.append("note/x", {})
+            real = host.sessions.dispose
+
+            async def failing(session: Any) -> None:
+                await real(session)  # released for real, then the failure is reported
+                if session.id == "two":
+                    raise OSError(5, "I/O error")
+
+            host.sessions.dispose = failing  # type: ignore[method-assign]
+            with pytest.raises(OSError, match="I/O error"):
+                await host.close()
+            assert not first.session.live and not second.session.live and host.agents.list() == []
+
+        run(scenario())
+        store = JsonlStore(tmp_path)
+        for session_id in ("one", "two"):  # both flushed, both locks released
+            store.open_writer(store.read(session_id)[0], create=False).close()
+            assert [event.type for event in store.read(session_id)[1]][-1] == "note/x"
+
+    def test_unannounced_session_failure_is_reported_after_the_rest(self) -> None:
+        """A failing release of a bare session is raised once every other session was released."""
+
+        async def scenario() -> None:
+            host = await Host.open(None, None, model())
+            bare = host.sessions.create("bare")
+            other = host.sessions.create("other")
+            real = host.sessions.dispose
+
+            async def failing(session: Any) -> None:
+                await real(session)
+                if session is bare:
+                    raise RuntimeError("flush failed")
+
+            host.sessions.dispose = failing  # type: ignore[method-assign]
+            with pytest.raises(RuntimeError, match="flush failed"):
+                await host.close()
+            assert not other.live
+
+        run(scenario())
+
+
 class TestServices:
     def test_service_lookup(self) -> None:
         """``service`` returns what a plugin provided, ``None`` otherwise."""

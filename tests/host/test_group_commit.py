@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -13,7 +14,7 @@ from structlog.testing import capture_logs
 
 from host_spec.errors import SessionNotLiveError
 from host_spec.events import Event, encode_data
-from host_spec.host.commit import INLINE_MAX_SECONDS
+from host_spec.host.commit import INLINE_MAX_SECONDS, _Batch
 from host_spec.host.session import NullObserver, Session
 
 
@@ -421,3 +422,62 @@ class TestInlineWrites:
 
         run(body())
         assert backend.written == [1] and session.durable_seq == 1
+
+
+class SlowBackend(MemoryBackend):
+    """A worker-written backend slow enough that the next batch always forms during a write."""
+
+    def write(self, events: Sequence[Event]) -> None:
+        time.sleep(0.0003)  # releases the GIL: the loop appends meanwhile
+        super().write(events)
+
+
+class TestBatchBoundaries:
+    def test_a_batch_never_ends_inside_a_synchronous_run_of_appends(self) -> None:
+        """Appends made in one synchronous step (claim + message) are durable together or not at all."""
+        backend = SlowBackend()
+        session = Session(header(), backend=backend)
+
+        async def keep_writing() -> None:  # keeps a write in flight, so the next batch starts after it
+            for _ in range(300):
+                session.append("x/pad", {})
+                await session.flush()
+
+        async def pairs() -> None:
+            flushes = []
+            for _ in range(1500):
+                session.append("agent/inbox/spliced", {})  # the claim ...
+                for _ in range(500):  # ... the work between (the worker thread runs meanwhile) ...
+                    pass
+                session.append("user/message", {})  # ... and the message it claims, in the same step
+                flushes.append(asyncio.ensure_future(session.flush()))
+                await asyncio.sleep(0)
+            await asyncio.gather(*flushes)
+
+        async def body() -> None:
+            await asyncio.gather(keep_writing(), pairs())
+
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)  # let the worker thread run between any two bytecodes
+        try:
+            run(body())
+        finally:
+            sys.setswitchinterval(interval)
+        types = {event.seq: event.type for event in session.events}
+        assert backend.written == list(range(1, 3301))
+        assert len(backend.batches) > 1
+        assert [batch for batch in backend.batches if types[batch[-1]] == "agent/inbox/spliced"] == []
+
+    def test_a_next_batch_whose_loop_closed_starts_at_once(self) -> None:
+        """With its loop gone nothing appends there any more, so the batch starts from the worker."""
+        backend = MemoryBackend()
+        session = Session(header(), backend=backend)
+        loop = asyncio.new_event_loop()
+        loop.close()
+        session.append("a/b", {})
+        session._commit._forming = forming = _Batch(loop)  # a flusher of that loop joined, then it closed
+        session._commit._submit_on(loop)
+        deadline = time.monotonic() + 10
+        while session.durable_seq < 1 and time.monotonic() < deadline:  # the worker writes it
+            time.sleep(0.001)
+        assert backend.written == [1] and forming.end == 1 and session.durable_seq == 1
