@@ -18,6 +18,7 @@ visible (the session retries it on the next flush); the caller gets
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -66,12 +67,15 @@ class Journal:
         self.team_id = session.id
         self._state = initial_state(session.id)
         self._folded = 0
+        #: Positions of Team changes folded but not yet known durable, oldest first.
+        self._pending: deque[int] = deque()
         #: The serialized section (held by :meth:`transact`; multi-step roster work may hold it too).
         self.lock = asyncio.Lock()
         self._on_change = on_change
         self._on_durable = on_durable
-        state = self.catch_up()
-        self._announced = state.position if state.position <= session.durable_seq else 0
+        self._announced = 0
+        self.catch_up()
+        self._advance(session.durable_seq)  # what the log already holds durably is no news
 
     def __repr__(self) -> str:
         return f"<Journal {self.team_id} folded={self._folded} position={self._announced}>"
@@ -105,8 +109,12 @@ class Journal:
             return self._state
         events = self.session.events
         before = state = self._state
+        pending = self._pending
         for index in range(self._folded, count):
-            state = evolve(state, events[index])
+            folded = evolve(state, events[index])
+            if folded.position != state.position:
+                pending.append(folded.position)
+            state = folded
         self._folded = count
         self._state = state
         if state is not before and self._on_change is not None:
@@ -114,12 +122,26 @@ class Journal:
         return state
 
     def flushed(self, durable_seq: int) -> None:
-        """Record that the session is durable up to ``durable_seq``; announce a new change."""
-        position = self.catch_up().position
-        if self._announced < position <= durable_seq:
-            self._announced = position
-            if self._on_durable is not None:
-                self._on_durable(self)
+        """Record that the session is durable up to ``durable_seq``; announce a new change.
+
+        Every change at or below ``durable_seq`` is announced, even when a later one
+        (appended while this flush ran) is still pending: its waiters must not wait
+        for, or depend on, the next flush.
+        """
+        self.catch_up()
+        if self._advance(durable_seq) and self._on_durable is not None:
+            self._on_durable(self)
+
+    def _advance(self, durable_seq: int) -> bool:
+        """Move the announced position to the newest durable change; whether it moved."""
+        pending = self._pending
+        latest = self._announced
+        while pending and pending[0] <= durable_seq:
+            latest = pending.popleft()
+        if latest == self._announced:
+            return False
+        self._announced = latest
+        return True
 
     async def transact(
         self,

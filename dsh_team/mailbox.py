@@ -23,16 +23,16 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import msgspec
 import structlog
 
-from host_spec.errors import InvalidEventError
-from host_spec.events import encode_data, json_decode, json_encode
+from host_spec.events import json_encode
 from host_spec.messages import ContentBlock, Source, UserMessage, text_block
 
 from .errors import TeamCode, TeamError, render_reason
-from .events import TEAM_MESSAGE_QUEUED, VERSION, MessageQueuedRecord, TeamMessageSnapshot, validate_content
+from .events import TEAM_MESSAGE_QUEUED, VERSION, MessageQueuedRecord, TeamMessageSnapshot
 from .journal import Append
 from .roster import resolve_target
 from .session_message import TEAM_MESSAGE_SOURCE
 from .state import TeamState
+from .validation import check_content
 
 if TYPE_CHECKING:
     from host_spec.records import AbortSignal
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from .lifecycle import Lifecycle
     from .membership import MembershipResolver
 
-__all__ = ["MESSAGE_ID_PREFIX", "SendResult", "Mailbox", "framed_content", "team_source", "team_user_message", "check_content"]
+__all__ = ["MESSAGE_ID_PREFIX", "SendResult", "Mailbox", "framed_content", "team_source", "team_user_message"]
 
 log = structlog.get_logger(__name__)
 
@@ -80,22 +80,6 @@ def team_user_message(team_id: str, message: TeamMessageSnapshot) -> UserMessage
         content=framed_content(message.id, message.sender_name, message.content),
         source=team_source(team_id, message),
     )
-
-
-def check_content(content: Any) -> tuple[dict[str, Any], ...]:
-    """A deep copy of ``content``: a non-empty list of valid, lossless-JSON content blocks.
-
-    Raises:
-        TeamError: ``TEAM_INVALID_ARGUMENT``.
-    """
-    if not isinstance(content, (list, tuple)) or not content:
-        raise TeamError("content must be a non-empty list of content blocks", TeamCode.INVALID_ARGUMENT)
-    try:
-        copied = tuple(json_decode(encode_data(list(content))))
-        validate_content(copied)
-    except (InvalidEventError, ValueError) as exc:
-        raise TeamError(f"invalid message content: {exc}", TeamCode.INVALID_ARGUMENT) from None
-    return copied
 
 
 def _aborted(reason: Any) -> BaseException:

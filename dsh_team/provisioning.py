@@ -43,7 +43,7 @@ from .journal import Append, Journal
 from .roster import TEXT_MAX, MemberView, Roster, validate_name
 from .session_message import SessionMessages, await_accepted, creation_aborted
 from .state import TeamState
-from .validation import required_text
+from .validation import check_content, required_text
 
 if TYPE_CHECKING:
     from .config import TeamConfig
@@ -51,26 +51,11 @@ if TYPE_CHECKING:
     from .lifecycle import Lifecycle
     from .membership import MembershipResolver
 
-__all__ = ["CONTEXTS", "Provisioner", "check_prompt"]
+__all__ = ["CONTEXTS", "Provisioner"]
 
 log = structlog.get_logger(__name__)
 
 CONTEXTS: Final = ("fresh", "fork")
-
-
-def check_prompt(prompt: Any) -> list[dict[str, Any]]:
-    """The initial prompt: a non-empty list of content blocks (each an object with a string ``type``).
-
-    Raises:
-        TeamError: ``TEAM_INVALID_ARGUMENT``.
-    """
-    if (
-        not isinstance(prompt, (list, tuple))
-        or not prompt
-        or not all(isinstance(block, dict) and isinstance(block.get("type"), str) for block in prompt)
-    ):
-        raise TeamError("prompt must be a non-empty list of content blocks", TeamCode.INVALID_ARGUMENT)
-    return [dict(block) for block in prompt]
 
 
 @attrs.frozen
@@ -153,7 +138,7 @@ class Provisioner:
             snapshot=TeamMemberSnapshot(
                 id=child_id, name=valid_name, description=text, provider=chosen, context=context, phase="provisioning"
             ),
-            prompt=check_prompt(prompt),
+            prompt=list(check_content(prompt, "prompt")),
         )
         return await asyncio.shield(self.lifecycle.track(self._create(request, combined)))
 

@@ -259,6 +259,8 @@ async def await_accepted(
         await session.flush()  # durable: everything appended before the flush call
         if held:
             return
+        if sessions.get(session_id) is not session:
+            continue  # disposed during the flush: nobody would wake a waiter on it; read storage
         if not messages.holds(session, message_id):
             await messages.next_change(session, signal)
         # else it arrived during the flush: loop to flush it too

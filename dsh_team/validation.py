@@ -10,9 +10,14 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final
 
+from host_spec.errors import InvalidEventError
+from host_spec.events import encode_data, json_decode
+
 from .errors import TeamCode, TeamError
+from .events import validate_content
 
 __all__ = [
+    "check_content",
     "SUBJECT_MAX",
     "DESCRIPTION_MAX",
     "required_text",
@@ -110,3 +115,23 @@ def scopes_overlap(first: str, second: str) -> bool:
 def any_overlap(first: Sequence[str], second: Sequence[str]) -> bool:
     """Whether any scope of ``first`` overlaps any scope of ``second``."""
     return any(scopes_overlap(a, b) for a in first for b in second)
+
+
+def check_content(content: Any, field: str = "content") -> tuple[dict[str, Any], ...]:
+    """A deep copy of ``content``: a non-empty list of valid, lossless-JSON content blocks.
+
+    Used for a message's content and a teammate's initial prompt alike: either is
+    checked before anything durable is written (a bad prompt must not burn a
+    teammate name and slot forever).
+
+    Raises:
+        TeamError: ``TEAM_INVALID_ARGUMENT`` naming ``field``.
+    """
+    if not isinstance(content, (list, tuple)) or not content:
+        raise TeamError(f"{field} must be a non-empty list of content blocks", TeamCode.INVALID_ARGUMENT)
+    try:
+        copied = tuple(json_decode(encode_data(list(content))))
+        validate_content(copied)
+    except (InvalidEventError, ValueError) as exc:
+        raise TeamError(f"invalid {field}: {exc}", TeamCode.INVALID_ARGUMENT) from None
+    return copied

@@ -72,9 +72,11 @@ def rule_for(failure: str) -> str:
 class _Fold:
     """One session's committed fold plus the candidate staged by its last check."""
 
-    __slots__ = ("state", "staged")
+    __slots__ = ("session", "state", "staged")
 
-    def __init__(self, state: TeamState) -> None:
+    def __init__(self, session: Session, state: TeamState) -> None:
+        #: The exact session object folded: a resumed activation of the same id is another log.
+        self.session = session
         self.state = state
         #: ``(event, candidate state)`` passed by the last check, not yet settled.
         self.staged: tuple[Event, TeamState] | None = None
@@ -104,11 +106,13 @@ class TeamStreamInvariant:
 
     def seed(self, session: Session) -> None:
         """Fold ``session``'s current events once (on creation, resume, or plugin load)."""
-        self._folds[session.id] = _Fold(replay(session.events, session.id))
+        self._folds[session.id] = _Fold(session, replay(session.events, session.id))
 
     def forget(self, session: Session) -> None:
-        """Drop the fold of a session that left the live store."""
-        self._folds.pop(session.id, None)
+        """Drop the fold of a session that left the live store (a stale object's disposal is a no-op)."""
+        fold = self._folds.get(session.id)
+        if fold is not None and fold.session is session:
+            del self._folds[session.id]
 
     def clear(self) -> None:
         """Drop every fold (plugin unload)."""
@@ -124,7 +128,7 @@ class TeamStreamInvariant:
 
     def _fold(self, session: Session) -> _Fold:
         fold = self._folds.get(session.id)
-        if fold is None:
+        if fold is None or fold.session is not session:
             self.seed(session)
             fold = self._folds[session.id]
         return fold
@@ -138,7 +142,7 @@ class TeamStreamInvariant:
         if event.type not in TEAM_EVENT_TYPES:
             return None
         fold = self._folds.get(session.id)
-        if fold is None:
+        if fold is None or fold.session is not session:
             fold = self._fold(session)
         state = fold.settle(session) if fold.staged is not None else fold.state
         candidate = evolve(state, event)

@@ -264,6 +264,18 @@ class TestSeeding:
         invariant.clear()
         assert invariant.sessions() == []
 
+    def test_a_resumed_activation_gets_its_own_fold(self, invariant: TeamStreamInvariant, veto: Veto) -> None:
+        """A new session object of the same id is folded afresh; the old one's late disposal keeps it."""
+        old = Session(SessionHeader(id=LEAD, created_at=0))
+        invariant.seed(old)
+        resumed = Session(SessionHeader(id=LEAD, created_at=0), observer=veto)
+        resumed.append("team/task", task("task-1"))  # checked against a fold of *this* log
+        assert invariant.state(resumed).tasks.tasks["task-1"].revision == 1
+        invariant.forget(old)  # the stale activation leaves late: the live fold stays
+        assert invariant.sessions() == [LEAD] and invariant.state(resumed).tasks.tasks["task-1"].revision == 1
+        error = rejected(resumed, "team/task", task("task-1"))  # revision 1 again: not contiguous
+        assert "not contiguous" in str(error) or "revision" in str(error)
+
 
 class TestRuleNames:
     def test_unknown_failure_gets_the_generic_rule(self) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from dsh_team.errors import TeamError
 from dsh_team.events import TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_QUEUED
-from dsh_team.mailbox import check_content
+from dsh_team.validation import check_content
 from host_spec.events import EventType
 from host_spec.messages import message_text, text_block
 from host_spec.records import AbortSignal, CancelCause

@@ -237,6 +237,8 @@ class TestNames:
             ("prompt", []),
             ("prompt", "text, not blocks"),
             ("prompt", [{"text": "no type"}]),
+            ("prompt", [{"type": "text", "text": 5}]),  # a malformed core block: refused before provisioning
+            ("prompt", [{"type": "text", "text": float("nan")}]),  # not lossless JSON
         ],
     )
     def test_blank_or_malformed_fields_are_refused(self, tmp_path: Path, field: str, value: Any) -> None:

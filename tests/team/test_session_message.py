@@ -214,6 +214,29 @@ class TestAwaitAccepted:
 
         run(body())
 
+    def test_a_session_dropped_during_the_flush_is_read_from_storage(self, tmp_path: Path) -> None:
+        """Dropped while the checkpoint's flush ran (nobody would wake a waiter on it): storage decides."""
+
+        async def body() -> None:
+            host = await open_team(tmp_path)
+            teams = host.service("agent_teams")
+            child = await host.create_session("child")
+            child.append(EventType.TURN_START, {"turn": 1})
+            gate = Gate(child)
+            gate.hold()
+            waiting = asyncio.ensure_future(await_accepted(host.sessions, teams.coordination.messages, "child", "m1"))
+            await gate.wait_entered()  # the checkpoint's flush is writing
+            dropping = asyncio.ensure_future(host.discard_session(child))
+            await asyncio.sleep(0.01)
+            gate.release()
+            await dropping
+            with pytest.raises(TeamError) as caught:  # the stored log never held m1
+                await asyncio.wait_for(waiting, 5)
+            assert caught.value.code == "TEAM_PROVISIONING_CONFLICT"
+            await host.close()
+
+        run(body())
+
     def test_a_discarded_session_rejects_as_not_found(self, tmp_path: Path) -> None:
         """A live session that leaves without persistence ends the wait with the store's not-found error."""
 

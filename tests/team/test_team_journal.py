@@ -48,6 +48,20 @@ class TestJournal:
         durable = Session(lead.header, events=list(lead.events), durable_seq=2)
         assert Journal(durable).position == 1
 
+    def test_a_durable_change_is_announced_while_a_later_one_is_pending(self) -> None:
+        """A flush covering only the first of two changes announces the first (its waiters wake now)."""
+        lead = session()
+        announced: list[int] = []
+        journal = Journal(lead, on_durable=lambda j: announced.append(j.position))
+        lead.append("team/task", task("task-1"))
+        lead.append("turn/start", {"turn": 1})
+        lead.append("team/task", task("task-2"))  # appended while the first flush ran
+        journal.flushed(2)
+        assert announced == [1] and journal.position == 1
+        journal.flushed(2)  # nothing new is durable: no second announcement
+        journal.flushed(3)
+        assert announced == [1, 3] and journal.position == 3
+
     def test_registry_identity(self) -> None:
         """A new session object for the same id gets a new journal; dropping a stale one is a no-op."""
         first, second = session(), session()
@@ -63,7 +77,8 @@ class TestJournal:
 
     def test_append_record(self) -> None:
         """Append carries the event type and payload."""
-        assert Append("team/mode", {"enabled": True}).type == "team/mode"
+        record = Append("team/mode", {"enabled": True})
+        assert (record.type, record.payload) == ("team/mode", {"enabled": True})
 
 
 class TestActivity:
