@@ -214,7 +214,7 @@ class Dispatcher:
             )
             return Append(TEAM_MESSAGE_DELIVERED, record)
 
-        await journal.transact(decide, _nothing, what=f"delivery of team message {message.id}")
+        await journal.transact(decide, what=f"delivery of team message {message.id}")
         return True
 
     def observe(self, session: Any, event: Any) -> None:
@@ -276,7 +276,3 @@ class Dispatcher:
         futures = [self.dispatch(journal, message.id, message.target_id) for message in pending]
         results = await asyncio.gather(*futures)
         return sum(results)
-
-
-def _nothing(state: TeamState) -> None:
-    return None

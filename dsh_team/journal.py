@@ -146,7 +146,7 @@ class Journal:
     async def transact(
         self,
         decide: Callable[[TeamState], Append | None],
-        render: Callable[[TeamState], T],
+        render: Callable[[TeamState], T] | None = None,
         *,
         what: str,
         check: Callable[[TeamState], None] | None = None,
@@ -158,7 +158,7 @@ class Journal:
                 ``None`` to append nothing (the flush still runs, which retries an
                 earlier unconfirmed record). Raises to reject; nothing is appended.
             render: Builds the result from the state after the append (inside the
-                section, so it sees exactly this change).
+                section, so it sees exactly this change); ``None``: the result is ``None``.
             what: Names the change in a persistence error ("team task task-3").
             check: Runs first in the section (mode and admission checks that must
                 see the moment the queued operation starts).
@@ -175,7 +175,7 @@ class Journal:
             record = decide(state)
             if record is not None:
                 self.session.append(record.type, record.payload)
-            result = render(self.catch_up())
+            result = render(self.catch_up()) if render is not None else None
         await self.flush(what)
         return result
 

@@ -79,4 +79,4 @@ class ModeControl:
             return Append(TEAM_MODE, ModeRecord(version=VERSION, team_id=root.id, enabled=enabled))
 
         journal = self.journals.get(root.session)
-        await journal.transact(decide, lambda state: None, what=f"Team mode selection of {root.id}")
+        await journal.transact(decide, what=f"Team mode selection of {root.id}")

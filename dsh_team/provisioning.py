@@ -165,7 +165,7 @@ class Provisioner:
         # (disposal would mistake a real recording failure for its own cancellation).
         failure: BaseException | None = None
         try:
-            await journal.transact(admit, _nothing, what=f'teammate "{snapshot.name}"', check=self._still_open)
+            await journal.transact(admit, what=f'teammate "{snapshot.name}"', check=self._still_open)
         except TeamError as exc:
             if snapshot.id not in journal.state.members.members:
                 raise  # rejected: nothing was appended
@@ -210,7 +210,7 @@ class Provisioner:
             return self._record(request.root, snapshot, phase="failed", error=render_reason(original))
 
         try:
-            await journal.transact(settle, _nothing, what=f'failure of teammate "{snapshot.name}"')
+            await journal.transact(settle, what=f'failure of teammate "{snapshot.name}"')
         except Exception as exc:
             errors.append(exc)
         errors.extend(await self._drain(request))
@@ -231,7 +231,7 @@ class Provisioner:
                 return None
             return self._record(request.root, snapshot, phase="active")
 
-        await journal.transact(settle, _nothing, what=f'teammate "{snapshot.name}"')
+        await journal.transact(settle, what=f'teammate "{snapshot.name}"')
         if reconciled and reconciled[0].phase == "failed":
             conflict = TeamError(
                 f'teammate "{snapshot.name}" was reconciled as failed while creation was in progress',
@@ -253,7 +253,3 @@ class Provisioner:
         except Exception as exc:
             return [exc]
         return []
-
-
-def _nothing(state: TeamState) -> None:
-    return None

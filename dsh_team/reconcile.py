@@ -101,12 +101,8 @@ async def reconcile(host: Any, journal: Journal, only: Collection[str] | None = 
             wrote.append(True)
             return Append(TEAM_MEMBER, MemberRecord(version=VERSION, team_id=journal.team_id, member=terminal))
 
-        await journal.transact(settle, _nothing, what=f'recovery of teammate "{member.name}"')
+        await journal.transact(settle, what=f'recovery of teammate "{member.name}"')
         if wrote:
             written += 1
             log.info("team.member_reconciled", team=journal.team_id, member=member.id, phase=terminal.phase, error=error)
     return written
-
-
-def _nothing(state: TeamState) -> None:
-    return None

@@ -103,7 +103,6 @@ class TeamService:
     ) -> TaskView:
         """Admit, then run one task mutation in the Lead's journal (tracked for disposal)."""
         membership = self.membership(caller)
-        self.lifecycle.admit()
         journal = self._lead(membership)
         decided: list[str] = []
 

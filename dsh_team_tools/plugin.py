@@ -18,12 +18,13 @@ a disposed service.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import structlog
 
 from dsh_team.errors import TeamCode, TeamError
+from dsh_team.service import SERVICE_KEY
 from host_spec import hookimpl
 from host_spec.errors import PluginError
 from host_spec.records import Handle, PromptSection
@@ -40,8 +41,6 @@ __all__ = ["SERVICE_KEY", "Installer", "installer_for"]
 
 log = structlog.get_logger(__name__)
 
-#: Key under which the ``dsh-team`` plugin provides the Team service.
-SERVICE_KEY: Final = "agent_teams"
 
 
 @attrs.define(eq=False)

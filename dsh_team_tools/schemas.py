@@ -19,6 +19,9 @@ from typing import Annotated, Final, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
+from dsh_team.activity import WAIT_MAX_MS, WAIT_MIN_MS  # the service's bounds, shown in the schema
+from dsh_team.config import MAX_SAFE_INTEGER
+
 __all__ = [
     "WAIT_DEFAULT_MS",
     "WAIT_MIN_MS",
@@ -47,11 +50,8 @@ __all__ = [
 ]
 
 WAIT_DEFAULT_MS: Final = 30_000
-WAIT_MIN_MS: Final = 10_000
-WAIT_MAX_MS: Final = 3_600_000
 LIST_DEFAULT_LIMIT: Final = 50
 LIST_MAX_LIMIT: Final = 100
-MAX_SAFE_INTEGER: Final = 2**53 - 1
 
 TaskAction = Literal["claim", "release", "edit", "set_dependencies", "complete", "reopen", "reassign", "delete"]
 TaskStatus = Literal["pending", "in_progress", "completed", "deleted"]

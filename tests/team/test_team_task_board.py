@@ -258,7 +258,21 @@ class TestTransitions:
         harness = board()
         harness.create(LEAD)
         harness.update(ALPHA, "task-1", "claim")
-        assert harness.update(LEAD, "task-1", "reassign", owner="beta").owner_name == "beta"
+        view = harness.update(LEAD, "task-1", "reassign", owner="beta")
+        assert (view.owner_name, view.status, view.revision) == ("beta", "in_progress", 3)
+
+    def test_a_stale_revision_is_reported_before_deletion_and_authority(self) -> None:
+        """§7.3 order: exists, then revision, then deleted, then the action's own rules."""
+        harness = board()
+        harness.create(LEAD)
+        harness.create(LEAD)
+        harness.update(LEAD, "task-1", "delete")
+        stale_deleted = lambda: harness.update(LEAD, "task-1", "edit", revision=1, subject="x")  # noqa: E731
+        assert code_of(stale_deleted) == "TEAM_TASK_STALE_REVISION"
+        assert code_of(lambda: harness.update(LEAD, "task-1", "edit", subject="x")) == "TEAM_TASK_DELETED"
+        stranger_stale = lambda: harness.update(ALPHA, "task-2", "edit", revision=7, subject="x")  # noqa: E731
+        assert code_of(stranger_stale) == "TEAM_TASK_STALE_REVISION"
+        assert code_of(lambda: harness.update(ALPHA, "task-2", "edit", subject="x")) == "TEAM_TASK_UNAUTHORIZED"
 
     @pytest.mark.parametrize("action", ["release", "edit", "set_dependencies", "complete", "reopen", "delete"])
     def test_unowned_tasks_are_lead_only_except_claim(self, action: str) -> None:
