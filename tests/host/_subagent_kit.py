@@ -9,69 +9,17 @@ its gate, which is how a test holds a child "running" at a known point.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
-
-import msgspec
+from typing import Any
 
 from host_spec import hookimpl
 from host_spec.events import Event, EventType, InboxSplice
 from host_spec.host.app import Host
-from host_spec.host.loop import race
 from host_spec.host.model_scripted import ScriptedModel
 from host_spec.host.store_jsonl import JsonlStore
 from host_spec.messages import message_text, text_block, user_message
-from host_spec.records import ToolSpec
-
-T = TypeVar("T")
-
-
-def run(coro: Awaitable[T], timeout: float = 20.0) -> T:
-    """Run one async test body with a safety timeout against hangs."""
-    return asyncio.run(asyncio.wait_for(coro, timeout))  # type: ignore[arg-type]
-
-
-BLOCK = {"name": "block", "arguments": {}}
-
-
-class BlockArgs(msgspec.Struct, forbid_unknown_fields=True):
-    """Wait until the test opens this agent's gate."""
-
-
-class BlockResult(msgspec.Struct):
-    opened: bool
-
-
-class Gates:
-    """A ``block`` tool plugin: each agent name has a gate; ``entered`` tells the test it is parked."""
-
-    def __init__(self) -> None:
-        self.gates: dict[str, asyncio.Event] = {}
-        self.entered: dict[str, asyncio.Event] = {}
-
-    def gate(self, name: str) -> asyncio.Event:
-        return self.gates.setdefault(name, asyncio.Event())
-
-    def entry(self, name: str) -> asyncio.Event:
-        return self.entered.setdefault(name, asyncio.Event())
-
-    def open(self, name: str) -> None:
-        self.gate(name).set()
-
-    async def parked(self, name: str) -> None:
-        await self.entry(name).wait()
-
-    async def _block(self, args: BlockArgs, call: Any) -> BlockResult:
-        name = call.agent.name
-        self.entry(name).set()
-        finished, _ = await race(self.gate(name).wait(), call.signal)
-        return BlockResult(opened=finished)
-
-    @hookimpl
-    def dsh_plugin_loaded(self, host: Any, ctx: Any) -> None:
-        ctx.own(host.tools.register(ToolSpec("block", "Wait for the gate.", BlockArgs, BlockResult, self._block)))
-
+from kit_gates import BLOCK, BlockArgs, BlockResult, Gates, run  # noqa: F401 - re-exported to the suites
 
 class Recorder:
     """Records agent lifecycle hooks in order: ``(hook, agent id, extra)``."""

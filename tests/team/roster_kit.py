@@ -17,8 +17,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from dsh_team.fold import replay
 from dsh_team.service import TeamService
 from dsh_team.state import TeamState
@@ -30,52 +28,7 @@ from host_spec.host.model_scripted import ScriptedModel
 from host_spec.host.store_jsonl import JsonlStore
 from host_spec.messages import message_text, text_block
 from host_spec.records import ToolSpec
-
-BLOCK = {"name": "block", "arguments": {}}
-
-
-def run(coro: Any, timeout: float = 30.0) -> Any:
-    """Run one async test body with a safety timeout against hangs (no pytest-asyncio)."""
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-class BlockArgs(msgspec.Struct, forbid_unknown_fields=True):
-    """Wait until the test opens this agent's gate."""
-
-
-class BlockResult(msgspec.Struct):
-    opened: bool
-
-
-class Gates:
-    """A ``block`` tool: each agent name has a gate; ``parked`` tells the test the turn waits there."""
-
-    def __init__(self) -> None:
-        self.gates: dict[str, asyncio.Event] = {}
-        self.entered: dict[str, asyncio.Event] = {}
-
-    def gate(self, name: str) -> asyncio.Event:
-        return self.gates.setdefault(name, asyncio.Event())
-
-    def entry(self, name: str) -> asyncio.Event:
-        return self.entered.setdefault(name, asyncio.Event())
-
-    def open(self, name: str) -> None:
-        self.gate(name).set()
-
-    async def parked(self, name: str) -> None:
-        await self.entry(name).wait()
-
-    async def _block(self, args: BlockArgs, call: Any) -> BlockResult:
-        name = call.agent.name
-        self.entry(name).set()
-        finished, _ = await race(self.gate(name).wait(), call.signal)
-        return BlockResult(opened=finished)
-
-    @hookimpl
-    def dsh_plugin_loaded(self, host: Any, ctx: Any) -> None:
-        ctx.own(host.tools.register(ToolSpec("block", "Wait for the gate.", BlockArgs, BlockResult, self._block)))
-
+from kit_gates import BLOCK, BlockArgs, BlockResult, Gates, run  # noqa: F401 - re-exported to the suites
 
 class Flushes:
     """Records every completed group commit as ``(session id, durable seq)``, in order."""
