@@ -23,7 +23,6 @@ from dsh_team.state import TeamState
 from host_spec import hookimpl
 from host_spec.events import Event, EventType, InboxSplice
 from host_spec.host.app import Host
-from host_spec.host.loop import race
 from host_spec.host.model_scripted import ScriptedModel
 from host_spec.host.store_jsonl import JsonlStore
 from host_spec.messages import message_text, text_block
