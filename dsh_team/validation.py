@@ -24,8 +24,6 @@ __all__ = [
     "text_list",
     "normalize_write_scope",
     "normalize_write_scopes",
-    "scopes_overlap",
-    "any_overlap",
 ]
 
 #: Maximum characters of a task subject (after trimming).
@@ -102,19 +100,6 @@ def normalize_write_scopes(value: Any) -> tuple[str, ...]:
     for item in text_list(value, "write_scopes"):
         scopes.setdefault(normalize_write_scope(item), None)
     return tuple(scopes)
-
-
-def scopes_overlap(first: str, second: str) -> bool:
-    """Equal scopes, or one a ``/``-component prefix of the other (``src`` vs ``src/a``)."""
-    if first == second:
-        return True
-    shorter, longer = (first, second) if len(first) < len(second) else (second, first)
-    return longer.startswith(shorter) and longer[len(shorter)] == "/"
-
-
-def any_overlap(first: Sequence[str], second: Sequence[str]) -> bool:
-    """Whether any scope of ``first`` overlaps any scope of ``second``."""
-    return any(scopes_overlap(a, b) for a in first for b in second)
 
 
 def check_content(content: Any, field: str = "content") -> tuple[dict[str, Any], ...]:

@@ -4,15 +4,32 @@ from __future__ import annotations
 
 import pytest
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from dsh_team.errors import TeamError
-from dsh_team.validation import (
-    any_overlap,
-    normalize_write_scope,
-    normalize_write_scopes,
-    required_text,
-    scopes_overlap,
-    text_list,
-)
+from dsh_team.task_view import write_scope_warnings
+from dsh_team.validation import normalize_write_scope, normalize_write_scopes, required_text, text_list
+
+from team_builders import Log
+
+
+def overlaps(first: str, second: str) -> bool:
+    """§7.6, stated naively: equal, or one a ``/``-component prefix of the other."""
+    shorter, longer = sorted((first, second), key=len)
+    return first == second or (longer.startswith(shorter) and longer[len(shorter)] == "/")
+
+
+def warnings_for(scopes: list[tuple[str, ...]], in_progress: list[bool], viewed: tuple[str, ...]) -> tuple[str, ...]:
+    """The real (indexed) warnings of a new task with ``viewed`` scopes against a built board."""
+    log = Log()
+    for number, (task_scopes, busy) in enumerate(zip(scopes, in_progress, strict=True), 1):
+        log.task(f"task-{number}", write_scopes=task_scopes)
+        if busy:
+            log.task(f"task-{number}", 2, status="in_progress", write_scopes=task_scopes, owner_id="lead")
+    log.task("task-99", write_scopes=viewed)
+    state = log.fold()
+    return write_scope_warnings(state.tasks, state.tasks.tasks["task-99"])
 
 
 class TestRequiredText:
@@ -63,9 +80,26 @@ class TestWriteScopes:
          ("docs", "src", False), ("src/a", "src/b", False)],
     )  # fmt: skip
     def test_overlap_is_component_prefix(self, first: str, second: str, overlap: bool) -> None:
-        """Scopes overlap when equal or one is a /-component prefix of the other."""
-        assert scopes_overlap(first, second) is overlap
+        """Scopes overlap when equal or one is a /-component prefix of the other (the board's index agrees)."""
+        assert overlaps(first, second) is overlap
+        expected = ("write scopes overlap with task-1",) if overlap else ()
+        assert warnings_for([(first,)], [True], (second,)) == expected
 
-    def test_any_overlap(self) -> None:
-        """Any pair overlapping is enough; empty lists never overlap."""
-        assert any_overlap(("docs", "src"), ("src/x",)) and not any_overlap((), ("src",))
+    @given(
+        st.lists(st.lists(st.sampled_from(["a", "a/b", "a/b/c", "ab", "b", "b/a"]), max_size=3), max_size=5),
+        st.lists(st.booleans(), min_size=5, max_size=5),
+        st.lists(st.sampled_from(["a", "a/b", "a/bc", "b", "c"]), max_size=3),
+    )
+    def test_indexed_warnings_equal_the_naive_rule(
+        self, scopes: list[list[str]], busy: list[bool], viewed: list[str]
+    ) -> None:
+        """Warnings name exactly the other in-progress tasks with an overlapping scope, in board order."""
+        task_scopes = [tuple(dict.fromkeys(item)) for item in scopes]
+        flags = busy[: len(task_scopes)]
+        mine = tuple(dict.fromkeys(viewed))
+        expected = tuple(
+            f"write scopes overlap with task-{number}"
+            for number, (theirs, flag) in enumerate(zip(task_scopes, flags), 1)
+            if flag and any(overlaps(a, b) for a in mine for b in theirs)
+        )
+        assert warnings_for(task_scopes, flags, mine) == expected
