@@ -309,3 +309,22 @@ class Stubborn:
 
 def children(host: Host) -> list[str]:
     return [session.id for session in host.sessions.list() if session.header.parent_session is not None]
+
+
+PARK = {"text": "park", "tool_calls": [BLOCK]}
+
+
+async def parked_team(tmp_path: Path, *names: str, lead_script: list[Any] | None = None, **kw: Any) -> tuple[Any, Any, Gates, list[Any]]:
+    """A host whose teammates (and optionally the Lead) park in ``block`` until their gate opens."""
+    gates = Gates()
+    script: dict[str, Any] = {name: [PARK] for name in names}
+    if lead_script is not None:
+        script["lead"] = lead_script
+    host = await open_team(tmp_path, script, gates=gates, **kw)
+    root = await lead(host)
+    agents = []
+    for name in names:
+        view = await spawn(host, root, name)
+        await gates.parked(name)
+        agents.append(host.agents.get(view.id))
+    return host, root, gates, agents

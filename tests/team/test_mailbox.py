@@ -16,13 +16,14 @@ from host_spec.messages import message_text, text_block
 from host_spec.records import AbortSignal, CancelCause
 
 from roster_kit import (
-    BLOCK,
+    PARK,
     Faulty,
     Flushes,
     Gates,
     lead,
     of_type,
     open_team,
+    parked_team,
     restored_modules,
     run,
     spawn,
@@ -35,27 +36,8 @@ from roster_kit import (
 )
 from team_host import add_member
 
-PARK = {"text": "park", "tool_calls": [BLOCK]}
-
-
 def text(value: str) -> list[dict[str, Any]]:
     return [text_block(value)]
-
-
-async def parked_team(tmp_path: Path, *names: str, lead_script: list[Any] | None = None, **kw: Any) -> tuple[Any, Any, Gates, list[Any]]:
-    """A host whose teammates (and optionally the Lead) park in ``block`` until their gate opens."""
-    gates = Gates()
-    script: dict[str, Any] = {name: [PARK] for name in names}
-    if lead_script is not None:
-        script["lead"] = lead_script
-    host = await open_team(tmp_path, script, gates=gates, **kw)
-    root = await lead(host)
-    agents = []
-    for name in names:
-        view = await spawn(host, root, name)
-        await gates.parked(name)
-        agents.append(host.agents.get(view.id))
-    return host, root, gates, agents
 
 
 class TestLeadDelivery:

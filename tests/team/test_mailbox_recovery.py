@@ -17,10 +17,11 @@ from roster_kit import (
     BLOCK,
     Faulty,
     Gates,
-    OnSession,
     history_ids,
     lead,
+    OnSession,
     open_team,
+    parked_team,
     pending_ids,
     resume_lead,
     run,
@@ -178,24 +179,20 @@ class TestDispatchEdges:
         """Unknown ids, delivered ids, a second dispatch of one id, and a stopped service."""
 
         async def body() -> None:
-            gates = Gates()
-            host = await open_team(tmp_path, {"worker": [{"text": "park", "tool_calls": [BLOCK]}]}, gates=gates)
-            root = await lead(host)
-            view = await spawn(host, root, "worker")
-            await gates.parked("worker")
+            host, root, gates, (worker,) = await parked_team(tmp_path, "worker")
             teams = teams_of(host)
             dispatcher = teams.coordination.dispatcher
             journal = teams.journals.get(root.session)
-            assert await dispatcher.dispatch(journal, "team-message-none", view.id) is False
-            message = await queue_only(host, root, view.id, "team-message-1")
-            first = dispatcher.dispatch(journal, message.id, view.id)
-            assert dispatcher.dispatch(journal, message.id, view.id) is first
+            assert await dispatcher.dispatch(journal, "team-message-none", worker.id) is False
+            message = await queue_only(host, root, worker.id, "team-message-1")
+            first = dispatcher.dispatch(journal, message.id, worker.id)
+            assert dispatcher.dispatch(journal, message.id, worker.id) is first
             assert await first is True
-            assert await dispatcher.dispatch(journal, message.id, view.id) is True  # already delivered
+            assert await dispatcher.dispatch(journal, message.id, worker.id) is True  # already delivered
             assert team_types(root.session.events).count(TEAM_MESSAGE_DELIVERED) == 1
-            late = await queue_only(host, root, view.id, "team-message-2")
+            late = await queue_only(host, root, worker.id, "team-message-2")
             teams.lifecycle.close()
-            assert await dispatcher.dispatch(journal, late.id, view.id) is False
+            assert await dispatcher.dispatch(journal, late.id, worker.id) is False
             gates.open("worker")
             await host.close()
 
@@ -205,18 +202,14 @@ class TestDispatchEdges:
         """No delivery before the queued record is durable: the dispatch reports failure, the mail stays queued."""
 
         async def body() -> None:
-            gates = Gates()
-            host = await open_team(tmp_path, {"worker": [{"text": "park", "tool_calls": [BLOCK]}]}, gates=gates)
-            root = await lead(host)
-            view = await spawn(host, root, "worker")
-            await gates.parked("worker")
+            host, root, gates, (worker,) = await parked_team(tmp_path, "worker")
             teams = teams_of(host)
             journal = teams.journals.get(root.session)
-            message = TeamMessageSnapshot(id="team-message-x", sender_id="lead", sender_name="lead", target_id=view.id, content=(text_block("x"),))
+            message = TeamMessageSnapshot(id="team-message-x", sender_id="lead", sender_name="lead", target_id=worker.id, content=(text_block("x"),))
             root.session.append(TEAM_MESSAGE_QUEUED, MessageQueuedRecord(version=VERSION, team_id="lead", message=message))
             Faulty(root.session, fail_at=[1])
-            assert await teams.coordination.dispatcher.dispatch(journal, message.id, view.id) is False
-            assert host.agents.get(view.id).inbox.contains(message.id) is False
+            assert await teams.coordination.dispatcher.dispatch(journal, message.id, worker.id) is False
+            assert host.agents.get(worker.id).inbox.contains(message.id) is False
             gates.open("worker")
             await host.close()
 
@@ -255,15 +248,10 @@ class TestObserver:
         """Foreign sources, unknown Teams, wrong targets and delivered mail schedule nothing."""
 
         async def body() -> None:
-            gates = Gates()
-            host = await open_team(tmp_path, {"worker": [{"text": "park", "tool_calls": [BLOCK]}]}, gates=gates)
-            root = await lead(host)
-            view = await spawn(host, root, "worker")
-            await gates.parked("worker")
-            worker = host.agents.get(view.id)
+            host, root, gates, (worker,) = await parked_team(tmp_path, "worker")
             teams = teams_of(host)
             journal = teams.journals.get(root.session)
-            message = await queue_only(host, root, view.id, "team-message-1")
+            message = await queue_only(host, root, worker.id, "team-message-1")
             source = team_user_message("lead", message).source
             scratch = await host.create_session("scratch")
             observed = [
@@ -344,15 +332,10 @@ class TestAcknowledgementPaths:
         """An unflushable acknowledgement is logged and retried later; one scheduled at disposal is dropped."""
 
         async def body() -> None:
-            gates = Gates()
-            host = await open_team(tmp_path, {"worker": [{"text": "park", "tool_calls": [BLOCK]}]}, gates=gates)
-            root = await lead(host)
-            view = await spawn(host, root, "worker")
-            await gates.parked("worker")
-            worker = host.agents.get(view.id)
+            host, root, gates, (worker,) = await parked_team(tmp_path, "worker")
             teams = teams_of(host)
             journal = teams.journals.get(root.session)
-            message = await queue_only(host, root, view.id, "team-message-1")
+            message = await queue_only(host, root, worker.id, "team-message-1")
             lead_fault = Faulty(root.session)
             lead_fault.failing = True
             worker.session.append(EventType.USER_MESSAGE, team_user_message("lead", message))
@@ -364,7 +347,7 @@ class TestAcknowledgementPaths:
                 await asyncio.sleep(0)
             assert lead_fault.writes >= 1 and journal.state.mail.is_delivered(message.id)  # visible, unconfirmed
             lead_fault.failing = False
-            late = await queue_only(host, root, view.id, "team-message-2")
+            late = await queue_only(host, root, worker.id, "team-message-2")
             worker.session.append(EventType.USER_MESSAGE, team_user_message("lead", late))
             teams.lifecycle.close()  # before the scheduled acknowledgement runs
             for _ in range(20):

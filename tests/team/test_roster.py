@@ -17,6 +17,7 @@ from roster_kit import (
     Gates,
     lead,
     open_team,
+    parked_team,
     pending_ids,
     run,
     spawn,
@@ -265,22 +266,18 @@ class TestInterrupt:
         """Previous status ``running``; the worker goes idle; an accepted message stays pending (cases 12, 35)."""
 
         async def body() -> None:
-            gates = Gates()
-            host = await open_team(tmp_path, {"worker": [{"text": "park", "tool_calls": [BLOCK]}]}, gates=gates)
-            root = await lead(host)
-            view = await spawn(host, root, "worker")
-            await gates.parked("worker")
+            host, root, gates, (worker,) = await parked_team(tmp_path, "worker")
             teams = teams_of(host)
             sent = await teams.send_message(root, target="worker", content=[text_block("later")])
             assert sent.status == "accepted"
             assert teams.interrupt(root, " worker ").previous_status == "running"
-            worker = host.agents.get(view.id)
+            worker = host.agents.get(worker.id)
             await worker.when_idle()
             assert worker.status == "idle" and [m.id for m in worker.inbox.next_step] == [sent.message_id]
             assert teams.interrupt(root, "worker").previous_status == "inactive"  # loaded, idle: nothing to cancel
             assert sent.message_id in teams.journals.get(root.session).state.mail.delivered
             await host.close()
-            assert sent.message_id in pending_ids(stored(tmp_path, view.id))
+            assert sent.message_id in pending_ids(stored(tmp_path, worker.id))
 
         run(body())
 
@@ -334,12 +331,7 @@ class TestTeammateCalls:
         """Spawning is Lead-only; the refused call writes nothing (case 12)."""
 
         async def body() -> None:
-            gates = Gates()
-            host = await open_team(tmp_path, {"worker": [{"text": "park", "tool_calls": [BLOCK]}]}, gates=gates)
-            root = await lead(host)
-            view = await spawn(host, root, "worker")
-            await gates.parked("worker")
-            worker = host.agents.get(view.id)
+            host, root, gates, (worker,) = await parked_team(tmp_path, "worker")
             before = (root.session.last_seq, worker.session.last_seq)
             with pytest.raises(TeamError) as caught:
                 await spawn(host, worker, "nested")
@@ -348,7 +340,7 @@ class TestTeammateCalls:
             rows_seen = teams_of(host).list_members(worker)
             assert [row.name for row in rows_seen] == ["lead", "worker"]
             gates.open("worker")
-            await until(lambda: host.sessions.get(view.id) is None, what="release")
+            await until(lambda: host.sessions.get(worker.id) is None, what="release")
             await host.close()
 
         run(body())
