@@ -31,8 +31,8 @@ import attrs  # noqa: E402
 
 from benchmarks._common import report  # noqa: E402
 from host_spec.host.app import Host  # noqa: E402
-from host_spec.host.model_scripted import ScriptedModel  # noqa: E402
-from host_spec.host.profiles import load_profile  # noqa: E402
+from host_spec.host.models.scripted import ScriptedModel  # noqa: E402
+from host_spec.host.plugins.profiles import load_profile  # noqa: E402
 
 PREFILL = 100_000
 APPEND = 100_000

@@ -23,8 +23,8 @@ if __package__ in (None, ""):
 
 from benchmarks._common import report  # noqa: E402
 from host_spec.events import Cause, SessionHeader, encode_event  # noqa: E402
-from host_spec.host.session import Session  # noqa: E402
-from host_spec.host.store_jsonl import JsonlStore  # noqa: E402
+from host_spec.host.store.session import Session  # noqa: E402
+from host_spec.host.store.jsonl import JsonlStore  # noqa: E402
 
 SEGMENT = 0.5  # seconds per measurement segment
 ROUNDS = 6  # segments per contender and benchmark

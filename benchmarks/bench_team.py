@@ -32,14 +32,14 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import report  # noqa: E402
-from dsh_team.events import TEAM_MEMBER, VERSION, MemberRecord, TaskRecord, TeamMemberSnapshot, TeamTaskSnapshot  # noqa: E402
-from dsh_team.fold import replay  # noqa: E402
-from dsh_team.journal import Append  # noqa: E402
+from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord, TaskRecord, TeamMemberSnapshot, TeamTaskSnapshot  # noqa: E402
+from dsh_team.core.fold import replay  # noqa: E402
+from dsh_team.log.journal import Append  # noqa: E402
 from dsh_team.plugin import service_for  # noqa: E402
 from host_spec.events import Event, SessionHeader, encode_event, json_encode  # noqa: E402
 from host_spec.host.app import Host  # noqa: E402
-from host_spec.host.model_scripted import ScriptedModel  # noqa: E402
-from host_spec.host.store_jsonl import JsonlStore  # noqa: E402
+from host_spec.host.models.scripted import ScriptedModel  # noqa: E402
+from host_spec.host.store.jsonl import JsonlStore  # noqa: E402
 
 SEGMENT = 0.4  # seconds per measurement segment
 ROUNDS = 5  # segments per contender

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import attrs
 
-from .errors import TeamConfigError
+from dsh_team.errors import TeamConfigError
 
 __all__ = ["LIMIT_FIELDS", "MAX_SAFE_INTEGER", "TeamConfig", "is_safe_positive_int"]
 

@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from .dispatch import Dispatcher
-from .mailbox import Mailbox
-from .provisioning import Provisioner
-from .reconcile import reconcile
-from .roster import Roster
-from .session_message import SessionMessages
+from dsh_team.mail.dispatch import Dispatcher
+from dsh_team.mail.send import Mailbox
+from dsh_team.roster.provisioning import Provisioner
+from dsh_team.roster.reconcile import reconcile
+from dsh_team.roster.roster import Roster
+from dsh_team.mail.holdings import SessionMessages
 
 if TYPE_CHECKING:
-    from .service import TeamService
+    from dsh_team.service import TeamService
 
 __all__ = ["Coordination"]
 

@@ -8,20 +8,20 @@ it. Only the root may set it. A failed flush leaves the appended selection in
 force; retrying the same selection appends nothing and flushes again.
 
 Without any selection a root is on by ``TeamConfig.team_mode_default``, or
-because it already has Team records (see :func:`dsh_team.state.mode_enabled`).
+because it already has Team records (see :func:`dsh_team.core.state.mode_enabled`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .errors import TeamCode, TeamError
-from .events import TEAM_MODE, VERSION, ModeRecord
-from .journal import Append, Journals
-from .state import TeamState, mode_enabled
+from dsh_team.errors import TeamCode, TeamError
+from dsh_team.core.records import TEAM_MODE, VERSION, ModeRecord
+from dsh_team.log.journal import Append, Journals
+from dsh_team.core.state import TeamState, mode_enabled
 
 if TYPE_CHECKING:
-    from .membership import MembershipResolver
+    from dsh_team.roster.membership import MembershipResolver
 
 __all__ = ["ModeControl"]
 

@@ -16,8 +16,8 @@ import structlog
 
 from host_spec import hookimpl
 
-from .config import TeamConfig
-from .service import SERVICE_KEY, TeamService
+from dsh_team.config import TeamConfig
+from dsh_team.service import SERVICE_KEY, TeamService
 
 __all__ = ["SERVICE_KEY", "service_for"]
 

@@ -22,20 +22,20 @@ import structlog
 
 from host_spec.records import AbortSignal, Handle
 
-from .activity import Activity, Timer, WaitResult, check_since, check_timeout
-from .config import TeamConfig
-from .coordination import Coordination
-from .events import TEAM_EVENT_TYPES, TEAM_TASK, VERSION, TaskRecord, TeamTaskSnapshot
-from .journal import Append, Journal, Journals
-from .mailbox import SendResult
-from .lifecycle import Lifecycle
-from .membership import Membership, MembershipResolver, TeammateResolver, roster_teammate
-from .mode import ModeControl
-from .projection import Publisher, RemoteTeam, TeamView, ViewListener
-from .roster import InterruptResult, MemberView
-from .state import TeamState, mode_enabled
-from .task_board import Actor, decide_create, decide_update, require_task
-from .task_view import TaskView, list_views, task_view
+from dsh_team.log.waits import Activity, Timer, WaitResult, check_since, check_timeout
+from dsh_team.config import TeamConfig
+from dsh_team.coordination import Coordination
+from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_TASK, VERSION, TaskRecord, TeamTaskSnapshot
+from dsh_team.log.journal import Append, Journal, Journals
+from dsh_team.mail.send import SendResult
+from dsh_team.log.lifecycle import Lifecycle
+from dsh_team.roster.membership import Membership, MembershipResolver, TeammateResolver, roster_teammate
+from dsh_team.mode import ModeControl
+from dsh_team.views.projection import Publisher, RemoteTeam, TeamView, ViewListener
+from dsh_team.roster.roster import InterruptResult, MemberView
+from dsh_team.core.state import TeamState, mode_enabled
+from dsh_team.core.board import Actor, decide_create, decide_update, require_task
+from dsh_team.core.task_view import TaskView, list_views, task_view
 
 __all__ = ["SERVICE_KEY", "TeamService"]
 
@@ -156,7 +156,7 @@ class TeamService:
         provider: Any,
         signal: AbortSignal | None = None,
     ) -> MemberView:
-        """Create a named continuable teammate (Lead only); see :mod:`dsh_team.provisioning`."""
+        """Create a named continuable teammate (Lead only); see :mod:`dsh_team.roster.provisioning`."""
         return await self.coordination.provisioner.spawn(
             caller, name=name, description=description, prompt=prompt, context=context, provider=provider, signal=signal
         )
@@ -164,7 +164,7 @@ class TeamService:
     async def send_message(
         self, caller: Any, *, target: Any, content: Any, signal: AbortSignal | None = None
     ) -> SendResult:
-        """Queue a peer message durably and try to deliver it; see :mod:`dsh_team.mailbox`."""
+        """Queue a peer message durably and try to deliver it; see :mod:`dsh_team.mail.send`."""
         return await self.coordination.mailbox.send(caller, target=target, content=content, signal=signal)
 
     def interrupt(self, caller: Any, target: Any) -> InterruptResult:

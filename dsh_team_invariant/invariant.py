@@ -7,8 +7,8 @@ is terminal). This check runs inside ``session.append`` before the event becomes
 visible and vetoes such an event, so the log never holds it.
 
 It must cost O(1) in the log length: it keeps its own folded
-:class:`~dsh_team.state.TeamState` per session (seeded once from the session's
-events) and, per candidate, runs only :func:`dsh_team.fold.evolve` on that state.
+:class:`~dsh_team.core.state.TeamState` per session (seeded once from the session's
+events) and, per candidate, runs only :func:`dsh_team.core.fold.evolve` on that state.
 
 The candidate state is *staged*, because another plugin may still veto the append
 after this check passed and a vetoed event must not advance the fold. It is
@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from dsh_team.events import TEAM_EVENT_TYPES
-from dsh_team.fold import evolve, replay
-from dsh_team.state import TeamState
+from dsh_team.core.records import TEAM_EVENT_TYPES
+from dsh_team.core.fold import evolve, replay
+from dsh_team.core.state import TeamState
 from host_spec.records import Violation
 
 if TYPE_CHECKING:

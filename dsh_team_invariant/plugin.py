@@ -19,9 +19,9 @@ import structlog
 from host_spec import hookimpl
 from host_spec.config import structure_config
 
-from dsh_team.events import TEAM_EVENT_TYPES
+from dsh_team.core.records import TEAM_EVENT_TYPES
 
-from .invariant import TeamStreamInvariant
+from dsh_team_invariant.invariant import TeamStreamInvariant
 
 if TYPE_CHECKING:
     from host_spec.events import Event

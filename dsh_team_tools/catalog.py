@@ -14,8 +14,8 @@ import attrs
 
 from host_spec.schema import compact_json, tool_json_schema
 
-from . import schemas as s
-from .policy import POLICY_TEXT
+from dsh_team_tools import schemas as s
+from dsh_team_tools.policy import POLICY_TEXT
 
 __all__ = ["ToolEntry", "CATALOG", "TOOL_NAMES", "SURFACE_BUDGET", "model_tools", "surface_size"]
 

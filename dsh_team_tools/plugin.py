@@ -29,9 +29,9 @@ from host_spec import hookimpl
 from host_spec.errors import PluginError
 from host_spec.records import Handle, PromptSection
 
-from .config import ToolsConfig, load_config
-from .policy import POLICY_TEXT, SECTION_NAME, TEAM_POLICY
-from .tools import build_tools
+from dsh_team_tools.config import ToolsConfig, load_config
+from dsh_team_tools.policy import POLICY_TEXT, SECTION_NAME, TEAM_POLICY
+from dsh_team_tools.tools import build_tools
 
 if TYPE_CHECKING:
     from host_spec.protocols import Agent

@@ -19,7 +19,7 @@ from typing import Annotated, Final, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from dsh_team.activity import WAIT_MAX_MS, WAIT_MIN_MS  # the service's bounds, shown in the schema
+from dsh_team.log.waits import WAIT_MAX_MS, WAIT_MIN_MS  # the service's bounds, shown in the schema
 from dsh_team.config import MAX_SAFE_INTEGER
 
 __all__ = [

@@ -20,14 +20,14 @@ from host_spec.errors import ToolError
 from host_spec.messages import text_block
 from host_spec.records import ToolCall, ToolSpec
 
-from . import schemas as s
-from .catalog import CATALOG
-from .reminder import reminder_block
+from dsh_team_tools import schemas as s
+from dsh_team_tools.catalog import CATALOG
+from dsh_team_tools.reminder import reminder_block
 
 if TYPE_CHECKING:
     from host_spec.protocols import Agent
 
-    from .config import ToolsConfig
+    from dsh_team_tools.config import ToolsConfig
 
 __all__ = ["NO_PROGRESS_MESSAGE", "build_tools", "member_row", "task_row"]
 

@@ -42,7 +42,7 @@ PROMPT = (
 
 def dsh_command() -> list[str]:
     """The ``dsh`` CLI of this interpreter (works inside the venv without activating it)."""
-    return [sys.executable, "-m", "host_spec.host.cli"]
+    return [sys.executable, "-m", "host_spec.host.cli.main"]
 
 
 def fresh_data_dir(path: Path) -> Path:

@@ -6,7 +6,7 @@ folds a Lead log with the Team's own fold). So a distribution declares entry
 points in group :data:`CLI_ENTRY_POINT_GROUP` (``dsh.cli``)::
 
     [project.entry-points."dsh.cli"]
-    team = "dsh_team.cli:register"
+    team = "dsh_team.views.cli:register"
 
 Each entry point is a callable ``register(subparsers, env)``. ``subparsers`` is the
 ``argparse`` sub-parsers action of the ``dsh`` command: the callable adds its
@@ -28,8 +28,8 @@ from typing import Final, Protocol
 
 import attrs
 
-from .errors import SessionCorruptError
-from .events import Event, SessionHeader
+from host_spec.errors import SessionCorruptError
+from host_spec.events import Event, SessionHeader
 
 __all__ = ["CLI_ENTRY_POINT_GROUP", "HANDLER_KEY", "StoredLog", "SessionReader", "CliEnv"]
 

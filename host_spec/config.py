@@ -21,7 +21,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import cattrs
 
-from .errors import ConfigError
+from host_spec.errors import ConfigError
 
 __all__ = ["structure_config"]
 

@@ -15,7 +15,7 @@ from typing import Any, Final, Literal, TypeVar
 
 import msgspec
 
-from .errors import InvalidEventError
+from host_spec.errors import InvalidEventError
 
 __all__ = [
     "SESSION_FORMAT_VERSION",

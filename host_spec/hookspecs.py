@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from .events import Event
-    from .protocols import Agent, Host, PluginContext, Session
-    from .records import Violation
+    from host_spec.events import Event
+    from host_spec.protocols import Agent, Host, PluginContext, Session
+    from host_spec.records import Violation
 
 hookspec = pluggy.HookspecMarker("dsh")
 

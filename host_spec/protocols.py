@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from .events import Cause, Event, SessionHeader, SubagentDescriptor
-    from .messages import ContentBlock, Source, UserMessage
-    from .records import AbortSignal, CancelCause, Handle, PromptSection, ToolSpec
+    from host_spec.events import Cause, Event, SessionHeader, SubagentDescriptor
+    from host_spec.messages import ContentBlock, Source, UserMessage
+    from host_spec.records import AbortSignal, CancelCause, Handle, PromptSection, ToolSpec
 
 __all__ = [
     "AgentStatus",

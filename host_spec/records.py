@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 if TYPE_CHECKING:
-    from .protocols import Agent
+    from host_spec.protocols import Agent
 
 __all__ = [
     "Violation",

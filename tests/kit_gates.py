@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from host_spec import hookimpl
-from host_spec.host.loop import race
+from host_spec.host.agents.loop import race
 from host_spec.records import ToolSpec
 
 T = TypeVar("T")

@@ -4,7 +4,7 @@
 seams the lower layers expose without importing pluggy: ``SessionObserver``
 (``pre_append`` / ``committed`` / ``flushed``) and ``AgentHooks`` (``created`` ...
 ``disposed``). Each seam call becomes one hook call through
-:class:`~host_spec.host.plugins.PluginManager`, which applies the veto/observer rules.
+:class:`~host_spec.host.plugins.manager.PluginManager`, which applies the veto/observer rules.
 
 Session activation is the host's job because the store and the agent layer never
 call hooks themselves: :meth:`Host.create_session` / :meth:`Host.resume_session`
@@ -32,17 +32,17 @@ import structlog
 from host_spec.errors import ModelError
 from host_spec.messages import UserMessage, user_message
 
-from .activation import fold_descriptor
-from .agents import AgentRegistry, AgentRuntime
-from .model_scripted import ScriptedModel
-from .plugins import PluginManager
-from .profiles import Profile, load_profile
-from .prompt import PromptRegistry
-from .resume import continue_run
-from .sessions import SessionStore
-from .store_jsonl import JsonlStore
-from .subagents import ContinuationManager
-from .tools import ToolRegistry
+from host_spec.host.children.activation import fold_descriptor
+from host_spec.host.agents.registry import AgentRegistry, AgentRuntime
+from host_spec.host.models.scripted import ScriptedModel
+from host_spec.host.plugins.manager import PluginManager
+from host_spec.host.plugins.profiles import Profile, load_profile
+from host_spec.host.agents.prompt import PromptRegistry
+from host_spec.host.cli.resume import continue_run
+from host_spec.host.store.sessions import SessionStore
+from host_spec.host.store.jsonl import JsonlStore
+from host_spec.host.children.manager import ContinuationManager
+from host_spec.host.agents.tools import ToolRegistry
 
 __all__ = ["Host", "resolve_model"]
 
@@ -290,7 +290,7 @@ class Host:
         """Cold-resume a stored session's agent and wait until quiescent.
 
         The agent closes a turn a crash left open and works off its pending inbox;
-        :func:`~host_spec.host.resume.continue_run` then restarts an interrupted turn
+        :func:`~host_spec.host.cli.resume.continue_run` then restarts an interrupted turn
         and cold-resumes direct children that still have work.
 
         Raises:
@@ -303,7 +303,7 @@ class Host:
         except BaseException:
             await self.release_session(session)
             raise
-        await continue_run(self, agent, interrupted=bool(agent.repaired))  # see host_spec.host.resume
+        await continue_run(self, agent, interrupted=bool(agent.repaired))  # see host_spec.host.cli.resume
         await self.quiesce()
         return agent
 

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from host_spec.host.app import Host
-from host_spec.host.model_scripted import ScriptedModel
+from host_spec.host.models.scripted import ScriptedModel
 
 
 def registered(profile: str) -> tuple[list[str], list[str]]:

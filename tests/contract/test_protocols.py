@@ -15,7 +15,7 @@ import pytest
 
 from host_spec import protocols
 from host_spec.host.app import Host
-from host_spec.host.model_scripted import ScriptedModel
+from host_spec.host.models.scripted import ScriptedModel
 from host_spec.messages import user_message
 
 

@@ -19,9 +19,9 @@ import pytest
 from host_spec.errors import PluginError
 from host_spec.events import json_decode
 from host_spec.host.app import Host
-from host_spec.host.model_scripted import ScriptedModel
-from host_spec.host.profiles import PluginEntry, Profile
-from host_spec.host.reload import package_prefix, reload_plugin
+from host_spec.host.models.scripted import ScriptedModel
+from host_spec.host.plugins.profiles import PluginEntry, Profile
+from host_spec.host.plugins.reload import package_prefix, reload_plugin
 from host_spec.messages import user_message
 from host_spec.records import AbortSignal
 
@@ -295,7 +295,7 @@ class TestPackagePrefix:
         """Reloading a base plugin replaces only its module; the host's modules stay."""
         import host_spec.host.base
         import host_spec.host.base.control as control
-        import host_spec.host.plugins as plugins_module
+        import host_spec.host.plugins.manager as plugins_module
 
         # put the original module back afterwards: other tests hold its classes
         monkeypatch.setitem(sys.modules, "host_spec.host.base.control", control)
@@ -308,7 +308,7 @@ class TestPackagePrefix:
                 await host.plugins.reload("subagent-control")
                 after = host.plugins.get("subagent-control").plugin
                 assert after is not before and after is sys.modules["host_spec.host.base.control"]
-                assert sys.modules["host_spec.host.plugins"] is plugins_module
+                assert sys.modules["host_spec.host.plugins.manager"] is plugins_module
                 assert host.plugins.names() == ["subagent", "subagent-fork", "subagent-control"]
             finally:
                 await host.close()

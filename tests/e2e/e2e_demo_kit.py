@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from host_spec.events import Event
-from host_spec.host.store_jsonl import JsonlStore
+from host_spec.host.store.jsonl import JsonlStore
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -69,7 +69,7 @@ def probe_profile(tmp: Path, name: str, **config: Any) -> Path:
 
 
 def dsh_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "host_spec.host.cli", *args]
+    return [sys.executable, "-m", "host_spec.host.cli.main", *args]
 
 
 def dsh(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from host_spec import hookimpl
-from host_spec.host.model import tool_definitions
+from host_spec.host.models.adapter import tool_definitions
 
 #: ``pause_at`` type meaning "the first durable flush of the n-th child session".
 CHILD_FLUSH = "child-flush"

@@ -11,12 +11,12 @@ import msgspec
 
 from host_spec.errors import DshError
 from host_spec.events import SessionHeader
-from host_spec.host.agent import Agent
-from host_spec.host.agents import AgentRegistry, AgentRuntime
-from host_spec.host.model_scripted import ScriptedModel
-from host_spec.host.prompt import PromptRegistry
-from host_spec.host.session import Session
-from host_spec.host.tools import ToolRegistry
+from host_spec.host.agents.agent import Agent
+from host_spec.host.agents.registry import AgentRegistry, AgentRuntime
+from host_spec.host.models.scripted import ScriptedModel
+from host_spec.host.agents.prompt import PromptRegistry
+from host_spec.host.store.session import Session
+from host_spec.host.agents.tools import ToolRegistry
 from host_spec.records import ToolSpec
 
 

@@ -16,8 +16,8 @@ from typing import Any
 from host_spec import hookimpl
 from host_spec.events import Event, EventType, InboxSplice
 from host_spec.host.app import Host
-from host_spec.host.model_scripted import ScriptedModel
-from host_spec.host.store_jsonl import JsonlStore
+from host_spec.host.models.scripted import ScriptedModel
+from host_spec.host.store.jsonl import JsonlStore
 from host_spec.messages import message_text, text_block, user_message
 from kit_gates import BLOCK, BlockArgs, BlockResult, Gates, run  # noqa: F401 - re-exported to the suites
 

@@ -14,20 +14,20 @@ import pytest
 
 from _agent_kit import find, make_kit, run
 from host_spec.events import EventType
-from host_spec.host.sessions import SessionStore
-from host_spec.host.store_jsonl import JsonlStore
+from host_spec.host.store.sessions import SessionStore
+from host_spec.host.store.jsonl import JsonlStore
 
 CHILD = textwrap.dedent(
     """
     import asyncio, sys
     from pathlib import Path
     import msgspec
-    from host_spec.host.agents import AgentRegistry, AgentRuntime
-    from host_spec.host.model_scripted import ScriptedModel
-    from host_spec.host.prompt import PromptRegistry
-    from host_spec.host.sessions import SessionStore
-    from host_spec.host.store_jsonl import JsonlStore
-    from host_spec.host.tools import ToolRegistry
+    from host_spec.host.agents.registry import AgentRegistry, AgentRuntime
+    from host_spec.host.models.scripted import ScriptedModel
+    from host_spec.host.agents.prompt import PromptRegistry
+    from host_spec.host.store.sessions import SessionStore
+    from host_spec.host.store.jsonl import JsonlStore
+    from host_spec.host.agents.tools import ToolRegistry
     from host_spec.messages import user_message
     from host_spec.records import ToolSpec
 

@@ -9,12 +9,12 @@ from typing import Any
 from _agent_kit import EchoArgs, EchoOut, NoArgs, echo_tool, find, gate_tool, make_kit, memory_session, run, types
 from host_spec.errors import InvariantError, ModelError
 from host_spec.events import Cause, EventType, SessionHeader
-from host_spec.host.inbox import NEXT_TURN, Inbox
-from host_spec.host.session import Session
-from host_spec.host.sessions import SessionStore
-from host_spec.host.store_jsonl import JsonlStore
-from host_spec.host.tool_step import batches
-from host_spec.host.model import ModelToolCall
+from host_spec.host.agents.inbox import NEXT_TURN, Inbox
+from host_spec.host.store.session import Session
+from host_spec.host.store.sessions import SessionStore
+from host_spec.host.store.jsonl import JsonlStore
+from host_spec.host.agents.tool_step import batches
+from host_spec.host.models.adapter import ModelToolCall
 from host_spec.messages import message_text, user_message
 from host_spec.records import CancelCause, PromptSection, ToolSpec
 
@@ -611,10 +611,10 @@ class TestStatus:
 
     def test_runtime_defaults_to_null_hooks(self) -> None:
         """Without app hooks the agents still run (tests, benchmarks)."""
-        from host_spec.host.agents import AgentRegistry, AgentRuntime, NullHooks
-        from host_spec.host.model_scripted import ScriptedModel
-        from host_spec.host.prompt import PromptRegistry
-        from host_spec.host.tools import ToolRegistry
+        from host_spec.host.agents.registry import AgentRegistry, AgentRuntime, NullHooks
+        from host_spec.host.models.scripted import ScriptedModel
+        from host_spec.host.agents.prompt import PromptRegistry
+        from host_spec.host.agents.tools import ToolRegistry
 
         async def body() -> None:
             runtime = AgentRuntime(None, ToolRegistry(), PromptRegistry(), ScriptedModel.from_mapping({}))

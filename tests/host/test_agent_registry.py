@@ -11,9 +11,9 @@ import pytest
 from _agent_kit import echo_tool, find, gate_tool, make_kit, memory_session, run, types
 from host_spec.errors import DshError
 from host_spec.events import EventType, StepMark, ToolCallRecord, TurnStart
-from host_spec.host.agent import AgentDisposedError
-from host_spec.host.agents import AgentExistsError
-from host_spec.host.repair import NOT_STARTED_TEXT, OUTCOME_UNKNOWN_TEXT, append_closers, fold_tail
+from host_spec.host.agents.agent import AgentDisposedError
+from host_spec.host.agents.registry import AgentExistsError
+from host_spec.host.agents.repair import NOT_STARTED_TEXT, OUTCOME_UNKNOWN_TEXT, append_closers, fold_tail
 from host_spec.messages import AssistantMessage, user_message
 
 
@@ -174,8 +174,8 @@ class TestRepair:
 
     def test_resume_after_an_open_turn_appends_closers(self, tmp_path: Path) -> None:
         """Before anything else the resumed agent closes the crashed turn, durably; numbering continues."""
-        from host_spec.host.sessions import SessionStore
-        from host_spec.host.store_jsonl import JsonlStore
+        from host_spec.host.store.sessions import SessionStore
+        from host_spec.host.store.jsonl import JsonlStore
 
         async def body() -> None:
             crashed = SessionStore(JsonlStore(tmp_path), None)

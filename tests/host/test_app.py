@@ -13,9 +13,9 @@ from host_spec import hookimpl
 from host_spec.errors import InvariantError, ModelError, PluginError, SessionNotFoundError
 from host_spec.events import EventType, SubagentDescriptor
 from host_spec.host.app import Host, agent_name, resolve_model
-from host_spec.host.model_scripted import ScriptedModel
-from host_spec.host.profiles import PluginEntry, Profile
-from host_spec.host.store_jsonl import JsonlStore
+from host_spec.host.models.scripted import ScriptedModel
+from host_spec.host.plugins.profiles import PluginEntry, Profile
+from host_spec.host.store.jsonl import JsonlStore
 from host_spec.records import Violation
 
 

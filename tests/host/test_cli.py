@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import structlog
 
-from host_spec.host import cli
+from host_spec.host.cli import main as cli
 from host_spec.host.app import Host
-from host_spec.host.cli import main
-from host_spec.host.model_scripted import ScriptedModel
-from host_spec.host.run_settings import RunSettings, absolute_spec, lookup, record
+from host_spec.host.cli.main import main
+from host_spec.host.models.scripted import ScriptedModel
+from host_spec.host.cli.run_settings import RunSettings, absolute_spec, lookup, record
 from host_spec.messages import user_message
 
 ECHO_PLUGIN = '''
@@ -70,7 +70,7 @@ def env(tmp_path: Path) -> dict[str, Any]:
 
 def dsh(env: dict[str, Any], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "host_spec.host.cli", *args],
+        [sys.executable, "-m", "host_spec.host.cli.main", *args],
         env=env["env"],
         cwd=cwd,
         capture_output=True,

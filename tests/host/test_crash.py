@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 from _store_kit import run
 
-from host_spec.host.sessions import SessionStore
-from host_spec.host.store_jsonl import JsonlStore
+from host_spec.host.store.sessions import SessionStore
+from host_spec.host.store.jsonl import JsonlStore
 
 pytestmark = pytest.mark.slow
 
 CHILD = textwrap.dedent(
     """
     import asyncio, sys, time
-    from host_spec.host.sessions import SessionStore
-    from host_spec.host.store_jsonl import JsonlStore
+    from host_spec.host.store.sessions import SessionStore
+    from host_spec.host.store.jsonl import JsonlStore
 
     root, mode, stop_flushing_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
 

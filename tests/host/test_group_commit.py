@@ -14,8 +14,8 @@ from structlog.testing import capture_logs
 
 from host_spec.errors import SessionNotLiveError
 from host_spec.events import Event, encode_data
-from host_spec.host.commit import INLINE_MAX_SECONDS, _Batch
-from host_spec.host.session import NullObserver, Session
+from host_spec.host.store.commit import INLINE_MAX_SECONDS, _Batch
+from host_spec.host.store.session import NullObserver, Session
 
 
 def seeded(n: int, **fields: object) -> list[Event]:

@@ -10,8 +10,8 @@ import pytest
 from _agent_kit import memory_session, run
 from host_spec.errors import InvariantError
 from host_spec.events import EventType, InboxSplice, SessionHeader
-from host_spec.host.inbox import NEXT_STEP, NEXT_TURN, Inbox
-from host_spec.host.session import Session
+from host_spec.host.agents.inbox import NEXT_STEP, NEXT_TURN, Inbox
+from host_spec.host.store.session import Session
 from host_spec.messages import user_message
 
 
@@ -135,8 +135,8 @@ class TestRebuild:
 
     def test_pending_items_survive_a_restart_on_disk(self, tmp_path: Path) -> None:
         """After flush, a fresh process rebuilds the same queues from the JSONL log."""
-        from host_spec.host.sessions import SessionStore
-        from host_spec.host.store_jsonl import JsonlStore
+        from host_spec.host.store.sessions import SessionStore
+        from host_spec.host.store.jsonl import JsonlStore
 
         async def body() -> None:
             store = SessionStore(JsonlStore(tmp_path), None)

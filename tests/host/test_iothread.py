@@ -8,7 +8,7 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
-from host_spec.host.iothread import Pool
+from host_spec.host.store.iothread import Pool
 
 
 def wait_for(predicate: Any, timeout: float = 10.0) -> None:

@@ -10,8 +10,8 @@ import pytest
 from _agent_kit import echo_tool, make_kit, memory_session, run
 from host_spec.errors import ScriptError
 from host_spec.events import EventType
-from host_spec.host.model import ModelRequest
-from host_spec.host.model_scripted import EXHAUSTED_TEXT, WAITING_TEXT, ScriptedModel
+from host_spec.host.models.adapter import ModelRequest
+from host_spec.host.models.scripted import EXHAUSTED_TEXT, WAITING_TEXT, ScriptedModel
 from host_spec.messages import AssistantMessage, text_block, user_message
 
 SCRIPT = {
@@ -77,7 +77,7 @@ class TestSteps:
         kit = make_kit()
         seed = list(parent.session.events)
         from host_spec.events import SessionHeader
-        from host_spec.host.session import Session
+        from host_spec.host.store.session import Session
 
         child_session = Session(SessionHeader(id="c", created_at=0, seed_length=len(seed)), events=seed)
         child = kit.registry.create(child_session, name="lead")
@@ -192,7 +192,7 @@ class TestScriptErrors:
 
 
 class TestReplyShape:
-    """``parse_reply`` guards the loop against adapter bugs (host_spec.host.model)."""
+    """``parse_reply`` guards the loop against adapter bugs (host_spec.host.models.adapter)."""
 
     @pytest.mark.parametrize(
         ("reply", "fragment"),
@@ -207,7 +207,7 @@ class TestReplyShape:
     def test_malformed_replies_are_model_errors(self, reply: Any, fragment: str) -> None:
         """Each shape violation is a ModelError with code MODEL_BAD_REPLY."""
         from host_spec.errors import ModelError
-        from host_spec.host.model import parse_reply
+        from host_spec.host.models.adapter import parse_reply
 
         with pytest.raises(ModelError) as info:
             parse_reply(reply)
@@ -215,7 +215,7 @@ class TestReplyShape:
 
     def test_object_arguments_and_missing_ids_are_normalised(self) -> None:
         """Argument objects become JSON text; a call without id gets a fresh one."""
-        from host_spec.host.model import parse_reply, tool_definitions
+        from host_spec.host.models.adapter import parse_reply, tool_definitions
 
         reply = parse_reply({"tool_calls": [{"name": "t", "arguments": {"a": 1}}, {"id": "x", "name": "u"}]})
         assert reply.text == ""

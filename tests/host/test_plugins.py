@@ -11,9 +11,9 @@ import structlog
 
 from host_spec import hookimpl
 from host_spec.errors import ConfigError, InvariantError, PluginError, RegistrationError
-from host_spec.host import plugins as plugins_module
-from host_spec.host.plugins import PluginManager, discover
-from host_spec.host.tools import ToolRegistry
+from host_spec.host.plugins import manager as plugins_module
+from host_spec.host.plugins.manager import PluginManager, discover
+from host_spec.host.agents.tools import ToolRegistry
 from host_spec.records import Handle, Violation
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from host_spec.errors import ConfigError
-from host_spec.host.profiles import builtin_profiles, known_plugin_names, load_profile
+from host_spec.host.plugins.profiles import builtin_profiles, known_plugin_names, load_profile
 
 KNOWN = {"subagent", "subagent-fork", "subagent-control", "dsh-team", "dsh-team-tools", "dsh-team-invariant", "extra"}
 

@@ -6,8 +6,8 @@ import pytest
 
 from _agent_kit import make_kit, memory_session
 from host_spec.errors import RegistrationError
-from host_spec.host.prompt import PromptRegistry
-from host_spec.host.scope import Scope, ScopeDisposedError
+from host_spec.host.agents.prompt import PromptRegistry
+from host_spec.host.agents.scope import Scope, ScopeDisposedError
 from host_spec.records import PromptSection
 
 

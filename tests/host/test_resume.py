@@ -26,9 +26,9 @@ from host_spec.events import (
     TurnStart,
 )
 from host_spec.host.app import Host
-from host_spec.host.model_scripted import ScriptedModel
-from host_spec.host.resume import RESUME_NOTICE, StoredWork, continue_run, stored_work
-from host_spec.host.store_jsonl import JsonlStore
+from host_spec.host.models.scripted import ScriptedModel
+from host_spec.host.cli.resume import RESUME_NOTICE, StoredWork, continue_run, stored_work
+from host_spec.host.store.jsonl import JsonlStore
 from host_spec.messages import AssistantMessage, message_text, user_message
 
 T = TypeVar("T")

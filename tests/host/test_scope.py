@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from host_spec.host.scope import Scope, ScopeDisposedError
+from host_spec.host.agents.scope import Scope, ScopeDisposedError
 from host_spec.records import Handle
 
 

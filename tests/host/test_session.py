@@ -11,8 +11,8 @@ from structlog.testing import capture_logs
 
 from host_spec.errors import InvalidEventError, InvariantError, ReentrantAppendError, SessionNotLiveError
 from host_spec.events import Cause, Event, encode_data
-from host_spec.host.context import cause_scope, current_cause
-from host_spec.host.session import NullObserver, Session, time_ms
+from host_spec.host.store.context import cause_scope, current_cause
+from host_spec.host.store.session import NullObserver, Session, time_ms
 
 
 def seeded(n: int, **fields: object) -> list[Event]:

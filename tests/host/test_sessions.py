@@ -21,9 +21,9 @@ from host_spec.errors import (
     SessionNotLiveError,
 )
 from host_spec.events import Event, encode_data
-from host_spec.host.session import Session
-from host_spec.host.sessions import PersistedSession, SessionStore
-from host_spec.host.store_jsonl import JsonlStore
+from host_spec.host.store.session import Session
+from host_spec.host.store.sessions import PersistedSession, SessionStore
+from host_spec.host.store.jsonl import JsonlStore
 
 
 def disk(tmp_path: Path, observer: Recorder | None = None) -> SessionStore:

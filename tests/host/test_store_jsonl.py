@@ -23,8 +23,8 @@ from host_spec.errors import (
     SessionNotFoundError,
 )
 from host_spec.events import Event, SessionHeader, encode_data, encode_event, encode_header, json_decode
-from host_spec.host.jsonl_format import header_line
-from host_spec.host.store_jsonl import JsonlStore, decode_id, encode_id
+from host_spec.host.store.jsonl_format import header_line
+from host_spec.host.store.jsonl import JsonlStore, decode_id, encode_id
 
 
 def events(start: int, stop: int) -> list[Event]:
@@ -200,7 +200,7 @@ class TestLock:
         script = textwrap.dedent(
             f"""
             import sys
-            from host_spec.host.store_jsonl import JsonlStore
+            from host_spec.host.store.jsonl import JsonlStore
             backend, _ = JsonlStore({str(tmp_path)!r}).resume("s-1")
             print("locked", flush=True)
             sys.stdin.read()

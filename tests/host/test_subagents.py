@@ -11,7 +11,7 @@ import pytest
 from host_spec import hookimpl
 from host_spec.errors import DshError, InvariantError, SubagentError
 from host_spec.events import EventType, SubagentDescriptor
-from host_spec.host.providers import completed_prefix
+from host_spec.host.children.providers import completed_prefix
 from host_spec.messages import text_block, user_message
 from host_spec.records import AbortSignal, Violation
 

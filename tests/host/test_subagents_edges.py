@@ -25,8 +25,8 @@ from _subagent_kit import (
 from host_spec import hookimpl
 from host_spec.errors import DshError, SubagentError
 from host_spec.events import Event, EventType, SessionHeader, SubagentDescriptor, encode_event, encode_header
-from host_spec.host.residency import _log_failure, aggregate
-from host_spec.host.store_jsonl import JsonlStore
+from host_spec.host.children.residency import _log_failure, aggregate
+from host_spec.host.store.jsonl import JsonlStore
 from host_spec.messages import text_block, user_message
 from host_spec.records import AbortSignal, CancelCause, Violation
 

@@ -16,8 +16,8 @@ import pytest
 
 from host_spec.events import EventType, InboxSplice, SubagentDescriptor
 from host_spec.host.app import Host
-from host_spec.host.model_scripted import ScriptedModel
-from host_spec.host.store_jsonl import JsonlStore
+from host_spec.host.models.scripted import ScriptedModel
+from host_spec.host.store.jsonl import JsonlStore
 from host_spec.messages import message_text, text_block
 
 BLOCK_PLUGIN = '''
@@ -98,7 +98,7 @@ def env(tmp_path: Path) -> dict[str, Any]:
 def dsh_args(env: dict[str, Any], command: str, script: dict[str, Any], *rest: str) -> list[str]:
     path = env["tmp"] / f"{command}-script.json"
     path.write_text(json.dumps(script))
-    return [sys.executable, "-m", "host_spec.host.cli", "-v", command, "--profile", str(env["profile"]),
+    return [sys.executable, "-m", "host_spec.host.cli.main", "-v", command, "--profile", str(env["profile"]),
             "--model", f"scripted:{path}", "--data-dir", str(env["data"]), *rest]
 
 

@@ -13,8 +13,8 @@ from host_spec import hookimpl
 from host_spec.errors import ConfigError
 from host_spec.events import EventType
 from host_spec.host.app import Host
-from host_spec.host.model_scripted import ScriptedModel
-from host_spec.host.profiles import load_profile
+from host_spec.host.models.scripted import ScriptedModel
+from host_spec.host.plugins.profiles import load_profile
 from host_spec.messages import text_block, user_message
 
 

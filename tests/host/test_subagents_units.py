@@ -11,9 +11,9 @@ import pytest
 from _subagent_kit import open_host, run, start_child, start_root, until_released
 from host_spec.errors import SubagentError
 from host_spec.events import Event, EventType, SubagentDescriptor, encode_data
-from host_spec.host.activation import EpochOutcome, epoch_outcome, fold_descriptor, settlement_notice
-from host_spec.host.directory import ChildDirectory, ChildInfo
-from host_spec.host.providers import ForkProvider, ProviderRegistry, SpawnProvider, completed_prefix
+from host_spec.host.children.activation import EpochOutcome, epoch_outcome, fold_descriptor, settlement_notice
+from host_spec.host.children.directory import ChildDirectory, ChildInfo
+from host_spec.host.children.providers import ForkProvider, ProviderRegistry, SpawnProvider, completed_prefix
 
 
 def ev(seq: int, type: str, data: Any) -> Event:

@@ -10,8 +10,8 @@ import pytest
 from _agent_kit import EchoArgs, EchoOut, echo_tool, make_kit, memory_session, run
 from host_spec.errors import DshError, RegistrationError
 from host_spec.events import Cause
-from host_spec.host.scope import Scope, ScopeDisposedError
-from host_spec.host.tools import ToolRegistry, schema
+from host_spec.host.agents.scope import Scope, ScopeDisposedError
+from host_spec.host.agents.tools import ToolRegistry, schema
 from host_spec.records import AbortSignal, ToolCall, ToolSpec
 from host_spec.schema import tool_json_schema
 

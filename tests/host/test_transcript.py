@@ -7,7 +7,7 @@ import types
 import msgspec
 
 from host_spec.events import Cause, Event, EventType, encode_data
-from host_spec.host.transcript import Transcript, format_event, render_event
+from host_spec.host.cli.transcript import Transcript, format_event, render_event
 from host_spec.messages import AssistantMessage, ToolResultMessage, user_message
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import types
 
 from host_spec.events import Event, EventType, encode_data
-from host_spec.host.transcript import Transcript, render_event
+from host_spec.host.cli.transcript import Transcript, render_event
 from host_spec.messages import text_block, user_message
 
 

@@ -13,7 +13,7 @@ import pytest
 from dsh_team_invariant.invariant import TeamStreamInvariant, rule_for
 from host_spec.errors import InvariantError
 from host_spec.events import SessionHeader
-from host_spec.host.session import Session
+from host_spec.host.store.session import Session
 
 LEAD = "lead-1"
 

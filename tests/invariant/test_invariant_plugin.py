@@ -17,8 +17,8 @@ import pytest
 from host_spec import hookimpl
 from host_spec.errors import ConfigError, InvariantError
 from host_spec.host.app import Host
-from host_spec.host.model_scripted import ScriptedModel
-from host_spec.host.store_jsonl import JsonlStore
+from host_spec.host.models.scripted import ScriptedModel
+from host_spec.host.store.jsonl import JsonlStore
 
 NAME = "dsh-team-invariant"
 

@@ -17,14 +17,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dsh_team.fold import replay
+from dsh_team.core.fold import replay
 from dsh_team.service import TeamService
-from dsh_team.state import TeamState
+from dsh_team.core.state import TeamState
 from host_spec import hookimpl
 from host_spec.events import Event, EventType, InboxSplice
 from host_spec.host.app import Host
-from host_spec.host.model_scripted import ScriptedModel
-from host_spec.host.store_jsonl import JsonlStore
+from host_spec.host.models.scripted import ScriptedModel
+from host_spec.host.store.jsonl import JsonlStore
 from host_spec.messages import message_text, text_block
 from host_spec.records import ToolSpec
 from kit_gates import BLOCK, BlockArgs, BlockResult, Gates, run  # noqa: F401 - re-exported to the suites

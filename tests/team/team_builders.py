@@ -11,11 +11,11 @@ from typing import Any
 
 import msgspec
 
-from dsh_team.events import TaskRecord
-from dsh_team.fold import evolve, replay
-from dsh_team.state import TeamState, initial_state
-from dsh_team.task_board import decide_create, decide_update
-from dsh_team.task_view import task_view
+from dsh_team.core.records import TaskRecord
+from dsh_team.core.fold import evolve, replay
+from dsh_team.core.state import TeamState, initial_state
+from dsh_team.core.board import decide_create, decide_update
+from dsh_team.core.task_view import task_view
 from host_spec.events import Event, json_encode
 
 TEAM = "lead"

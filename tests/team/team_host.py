@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dsh_team.events import TEAM_MEMBER, VERSION, MemberRecord, TeamMemberSnapshot
-from dsh_team.journal import Append
+from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord, TeamMemberSnapshot
+from dsh_team.log.journal import Append
 from dsh_team.plugin import service_for
 from dsh_team.service import TeamService
 from host_spec.host.app import Host
-from host_spec.host.model_scripted import ScriptedModel
+from host_spec.host.models.scripted import ScriptedModel
 
 
 def run(coro: Any, timeout: float = 20.0) -> Any:

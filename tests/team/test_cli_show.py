@@ -20,17 +20,17 @@ from typing import Any
 
 import pytest
 
-from dsh_team import cli as team_cli
-from dsh_team.show import ShowFailure, TeamShow, build_show, offline_status
-from dsh_team.show_text import render_text
-from dsh_team.state import initial_state
+from dsh_team.views import cli as team_cli
+from dsh_team.views.show import ShowFailure, TeamShow, build_show, offline_status
+from dsh_team.views.show_text import render_text
+from dsh_team.core.state import initial_state
 from host_spec.cli import StoredLog
 from host_spec.errors import SessionCorruptError, SessionNotFoundError
-from host_spec.host import cli_ext
-from host_spec.host.cli import main
-from host_spec.host.session import NullObserver
-from host_spec.host.sessions import SessionStore
-from host_spec.host.store_jsonl import JsonlStore
+from host_spec.host.cli import extensions as cli_ext
+from host_spec.host.cli.main import main
+from host_spec.host.store.session import NullObserver
+from host_spec.host.store.sessions import SessionStore
+from host_spec.host.store.jsonl import JsonlStore
 
 from team_builders import delivered, member, mode, queued, task
 from team_host import open_host, run, service, team
@@ -121,7 +121,7 @@ def dsh(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
     variables = dict(os.environ)
     variables.pop("DSH_DATA_DIR", None)
     variables.update(env or {})
-    return subprocess.run([sys.executable, "-m", "host_spec.host.cli", *args], env=variables,
+    return subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", *args], env=variables,
                           capture_output=True, text=True, timeout=60)
 
 
@@ -440,7 +440,7 @@ class TestRendering:
 
 class TestExtensionPoint:
     def test_installed_entry_point_registers_team(self) -> None:
-        """The ``dsh.cli`` entry point ``team`` resolves to :func:`dsh_team.cli.register`."""
+        """The ``dsh.cli`` entry point ``team`` resolves to :func:`dsh_team.views.cli.register`."""
         found = dict(cli_ext.discover_extensions())
         assert found["team"] is team_cli.register
 
@@ -449,7 +449,7 @@ class TestExtensionPoint:
     ) -> None:
         """An extension that fails to import or register, or clashes by name, is reported; the others still work."""
         bad = EntryPoint(name="bad", value="no_such_module_xyz:register", group="dsh.cli")
-        good = EntryPoint(name="team", value="dsh_team.cli:register", group="dsh.cli")
+        good = EntryPoint(name="team", value="dsh_team.views.cli:register", group="dsh.cli")
         clash = EntryPoint(name="team", value="elsewhere:register", group="dsh.cli")
         monkeypatch.setattr(cli_ext, "entry_points", lambda group: [good, bad, good, clash])
 
@@ -459,7 +459,7 @@ class TestExtensionPoint:
         extensions = [*cli_ext.discover_extensions(), ("exploding", exploding)]
         err = capsys.readouterr().err
         assert 'dsh: warning: CLI extension "bad" failed to import: ModuleNotFoundError' in err
-        assert 'CLI extension "team" is declared twice (dsh_team.cli:register, elsewhere:register)' in err
+        assert 'CLI extension "team" is declared twice (dsh_team.views.cli:register, elsewhere:register)' in err
         assert [name for name, _ in extensions] == ["team", "exploding"]  # "bad" skipped, "team" once
         code = main(["team", "show", "--data-dir", str(data), "--at", "1"], extensions=extensions)
         captured = capsys.readouterr()

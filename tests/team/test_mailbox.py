@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from dsh_team.errors import TeamError
-from dsh_team.events import TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_QUEUED
-from dsh_team.validation import check_content
+from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_QUEUED
+from dsh_team.core.validation import check_content
 from host_spec.events import EventType
 from host_spec.messages import message_text, text_block
 from host_spec.records import AbortSignal, CancelCause
@@ -453,8 +453,8 @@ def text_user(value: str) -> Any:
 
 async def queue_only(teams: Any, root: Any, target: Any, value: str) -> Any:
     """Append a queued record without dispatching it (what a crash right after the queue leaves)."""
-    from dsh_team.events import VERSION, MessageQueuedRecord, TeamMessageSnapshot
-    from dsh_team.journal import Append
+    from dsh_team.core.records import VERSION, MessageQueuedRecord, TeamMessageSnapshot
+    from dsh_team.log.journal import Append
 
     journal = teams.journals.get(root.session)
     message = TeamMessageSnapshot(
@@ -467,6 +467,6 @@ async def queue_only(teams: Any, root: Any, target: Any, value: str) -> Any:
 
 
 def team_message(message: Any) -> Any:
-    from dsh_team.mailbox import team_user_message
+    from dsh_team.mail.send import team_user_message
 
     return team_user_message("lead", message)

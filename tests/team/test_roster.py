@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dsh_team.errors import TeamError
-from dsh_team.roster import MemberView, validate_name
+from dsh_team.roster.roster import MemberView, validate_name
 from host_spec.messages import text_block, user_message
 
 from roster_kit import (

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dsh_team.errors import TeamError
-from dsh_team.events import TEAM_MEMBER, VERSION, MemberRecord, TeamMemberSnapshot
+from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord, TeamMemberSnapshot
 from host_spec.messages import text_block
 
 from roster_kit import (

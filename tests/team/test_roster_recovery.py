@@ -6,8 +6,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from dsh_team.events import TEAM_MEMBER
-from dsh_team.reconcile import MISMATCH, reconcile
+from dsh_team.core.records import TEAM_MEMBER
+from dsh_team.roster.reconcile import MISMATCH, reconcile
 from host_spec.events import EventType, InboxSplice, SubagentDescriptor
 from host_spec.messages import text_block, user_message
 
@@ -170,8 +170,8 @@ class TestReconcileOnLeadStart:
 
 
 async def add_member_terminal(host: Any, root: Any, member_id: str, name: str, phase: str) -> None:
-    from dsh_team.events import VERSION, MemberRecord, TeamMemberSnapshot
-    from dsh_team.journal import Append
+    from dsh_team.core.records import VERSION, MemberRecord, TeamMemberSnapshot
+    from dsh_team.log.journal import Append
 
     snapshot = TeamMemberSnapshot(id=member_id, name=name, description="worker", provider="spawn", context="fresh", phase=phase)
     record = MemberRecord(version=VERSION, team_id=root.id, member=snapshot)

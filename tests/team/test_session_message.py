@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from dsh_team.errors import TeamError
-from dsh_team.session_message import (
+from dsh_team.mail.holdings import (
     MessageIndex,
     SessionMessages,
     await_accepted,

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from dsh_team.errors import TeamError
-from dsh_team.fold import evolve, replay
-from dsh_team.task_board import Actor, decide_create, decide_update
-from dsh_team.task_view import list_views
+from dsh_team.core.fold import evolve, replay
+from dsh_team.core.board import Actor, decide_create, decide_update
+from dsh_team.core.task_view import list_views
 
 from team_builders import TEAM, BoardHarness
 

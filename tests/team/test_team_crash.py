@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from dsh_team.errors import TeamError
-from dsh_team.fold import replay
-from host_spec.host.store_jsonl import JsonlStore
+from dsh_team.core.fold import replay
+from host_spec.host.store.jsonl import JsonlStore
 
 from roster_kit import history_ids, member_phases, open_team, pending_ids, run, spawn, teams_of
 
@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slow
 DRIVER = Path(__file__).with_name("crash_driver.py")
 _SCRIPT = Path(sys.executable).with_name("dsh")
 #: The installed ``dsh`` console script (the module entry point when it is not installed next to Python).
-DSH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "host_spec.host.cli"]
+DSH = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "host_spec.host.cli.main"]
 
 SCRIPT = {
     "lead": [

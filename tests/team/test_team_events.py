@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from dsh_team.events import (
+from dsh_team.core.records import (
     TEAM_EVENT_TYPES,
     TaskRecord,
     TeamTaskSnapshot,

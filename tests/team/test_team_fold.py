@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dsh_team.fold import evolve, replay
-from dsh_team.state import initial_state, mode_enabled
+from dsh_team.core.fold import evolve, replay
+from dsh_team.core.state import initial_state, mode_enabled
 
 from team_builders import TEAM, Log, event, member, raw_event, task
 

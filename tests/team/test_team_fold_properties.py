@@ -9,8 +9,8 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_team.fold import evolve, replay
-from dsh_team.state import TeamState, initial_state
+from dsh_team.core.fold import evolve, replay
+from dsh_team.core.state import TeamState, initial_state
 from host_spec.events import Event
 
 from team_builders import TEAM, delivered, event, member, mode, queued, raw_event, task

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from dsh_team.activity import Activity, WaitResult
-from dsh_team.journal import Append, Journal, Journals
+from dsh_team.log.waits import Activity, WaitResult
+from dsh_team.log.journal import Append, Journal, Journals
 from host_spec.events import SessionHeader
-from host_spec.host.session import Session
+from host_spec.host.store.session import Session
 from host_spec.records import AbortSignal
 
 from team_builders import task
@@ -110,7 +110,7 @@ class TestActivity:
 class TestDescriptorScan:
     def test_scans_incrementally_and_forgets_only_its_own_session(self) -> None:
         """A later descriptor is found; forgetting a stale session object keeps the live entry."""
-        from dsh_team.membership import DescriptorScan
+        from dsh_team.roster.membership import DescriptorScan
 
         scan = DescriptorScan()
         live, stale = session("child"), session("child")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dsh_team.errors import TeamCode, TeamError
-from dsh_team.lifecycle import Lifecycle, disposed_error
+from dsh_team.log.lifecycle import Lifecycle, disposed_error
 
 from team_host import Gate, lead, open_host, run, service
 

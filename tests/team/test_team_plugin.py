@@ -11,7 +11,7 @@ from dsh_team import plugin
 from dsh_team.errors import TeamConfigError
 from dsh_team.service import TeamService
 from host_spec.host.app import Host
-from host_spec.host.model_scripted import ScriptedModel
+from host_spec.host.models.scripted import ScriptedModel
 
 from team_host import lead, open_host, run, service
 
@@ -112,7 +112,7 @@ class TestFeed:
         """Status hooks wake waiters; events and flushes of unknown sessions are ignored."""
 
         async def body() -> None:
-            from dsh_team.journal import Journal
+            from dsh_team.log.journal import Journal
 
             host = await open_host(tmp_path)
             root = await lead(host)

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from dsh_team.errors import TeamCode, TeamError
-from dsh_team.projection import MemberRow, Publisher, RemoteTeam, TeamView, build_view
+from dsh_team.views.projection import MemberRow, Publisher, RemoteTeam, TeamView, build_view
 
 from team_builders import Log
 from team_host import add_member, child, lead, open_host, run, service, team
@@ -57,8 +57,8 @@ class TestPublication:
         seen: list[tuple[str, TeamView]] = []
         handle = publisher.subscribe(lambda team_id, view: seen.append((team_id, view)))
         log = Log()
-        from dsh_team.fold import evolve
-        from dsh_team.state import initial_state
+        from dsh_team.core.fold import evolve
+        from dsh_team.core.state import initial_state
 
         state = initial_state("lead")
         assert publisher.publish(state, True) is not None and len(seen) == 1
@@ -85,7 +85,7 @@ class TestPublication:
 
     def test_listener_failures_are_contained(self) -> None:
         """A broken listener does not stop the next one."""
-        from dsh_team.state import initial_state
+        from dsh_team.core.state import initial_state
 
         publisher = Publisher()
         got: list[str] = []

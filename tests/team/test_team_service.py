@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dsh_team.errors import TeamError
-from dsh_team.fold import replay
+from dsh_team.core.fold import replay
 from host_spec.events import SubagentDescriptor
 
 from team_host import Gate, add_member, child, lead, open_host, resume_lead, run, service, team

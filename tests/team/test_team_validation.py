@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsh_team.errors import TeamError
-from dsh_team.task_view import write_scope_warnings
-from dsh_team.validation import normalize_write_scope, normalize_write_scopes, required_text, text_list
+from dsh_team.core.task_view import write_scope_warnings
+from dsh_team.core.validation import normalize_write_scope, normalize_write_scopes, required_text, text_list
 
 from team_builders import Log
 

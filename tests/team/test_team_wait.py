@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dsh_team.activity import WaitResult
+from dsh_team.log.waits import WaitResult
 from dsh_team.errors import TeamError
 from dsh_team.service import TeamService
 from host_spec.records import AbortSignal, CancelCause

@@ -11,7 +11,7 @@ from typing import Any
 
 from dsh_team_tools.catalog import TOOL_NAMES
 from host_spec.host.app import Host
-from host_spec.host.model_scripted import ScriptedModel
+from host_spec.host.models.scripted import ScriptedModel
 
 TEAM_PLUGINS: tuple[tuple[str, Mapping[str, Any]], ...] = (
     ("dsh-team", {}),

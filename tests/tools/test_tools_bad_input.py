@@ -16,7 +16,7 @@ from team_tools_fakes import FakeService, StubAgent
 
 from dsh_team_tools.config import ToolsConfig
 from dsh_team_tools.tools import build_tools
-from host_spec.host.tools import ToolRegistry
+from host_spec.host.agents.tools import ToolRegistry
 from host_spec.records import AbortSignal
 
 MUTATING = {"spawn_teammate", "send_message", "interrupt", "create_task", "update_task", "wait_for_change"}

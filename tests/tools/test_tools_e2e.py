@@ -1,6 +1,6 @@
 """End to end through the ``dsh`` CLI: a scripted Lead and teammate use every Team tool.
 
-Runs ``python -m host_spec.host.cli run`` in a subprocess with a keyless script,
+Runs ``python -m host_spec.host.cli.main run`` in a subprocess with a keyless script,
 then reads the stored logs. Under ``--profile headless`` the same script finds no
 Team tool.
 """
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from dsh_team_tools.catalog import TOOL_NAMES
-from host_spec.host.store_jsonl import JsonlStore
+from host_spec.host.store.jsonl import JsonlStore
 
 SCRIPT = {
     "lead": [
@@ -45,7 +45,7 @@ SCRIPT = {
 
 def dsh(data_dir: Path, script: Path, profile: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "host_spec.host.cli", "run", "--data-dir", str(data_dir), "--profile", profile,
+        [sys.executable, "-m", "host_spec.host.cli.main", "run", "--data-dir", str(data_dir), "--profile", profile,
          "--model", f"scripted:{script}", "Use an agent team: have a reviewer review the parser."],
         capture_output=True, text=True, timeout=120, check=False)
 

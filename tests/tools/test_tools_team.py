@@ -75,7 +75,7 @@ class TestRoster:
 
     def test_configured_provider_spawns(self, tmp_path: Path) -> None:
         """A teammate is created through the configured fresh provider when it exists."""
-        from host_spec.host.providers import SpawnProvider
+        from host_spec.host.children.providers import SpawnProvider
 
         async def body() -> None:
             async with open_team(tmp_path, GatedModel({}), tools_config={"fresh_provider": "team-fresh"}) as host:

@@ -24,8 +24,8 @@ from host_spec.errors import DshError, SubagentError
 from host_spec.messages import text_block
 from host_spec.records import ToolCall, ToolSpec
 
-from ..activation import epoch_outcome
-from ..loop import race
+from host_spec.host.children.activation import epoch_outcome
+from host_spec.host.agents.loop import race
 
 __all__ = ["DelegateConfig", "DelegateArgs", "DelegateResult", "install"]
 

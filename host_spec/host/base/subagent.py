@@ -9,7 +9,7 @@ from typing import Any
 
 from host_spec import hookimpl
 
-from ._delegate import install
+from host_spec.host.base._delegate import install
 
 DEFAULTS = {"provider": "spawn", "tool_name": "subagent"}
 

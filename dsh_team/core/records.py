@@ -1,0 +1,274 @@
+"""Durable Team records: the payload Structs of the five ``team/*`` event types.
+
+Every record is appended to the Lead (root) session only and carries
+``version: 2`` and ``team_id`` (the Lead session id). Keys are snake_case
+(architecture §3). Payloads are strict (``forbid_unknown_fields``): replay must
+reject a record it does not fully understand instead of guessing. Content blocks
+are plain dicts (:mod:`host_spec.messages`) checked by :func:`validate_content`
+while decoding, so an unknown block kind survives unchanged.
+
+Decoders are built once at import; :func:`decode_payload` is the only entry the
+fold uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any, Final, Literal
+
+import msgspec
+
+from dsh_team.config import MAX_SAFE_INTEGER
+
+__all__ = [
+    "VERSION",
+    "TEAM_MEMBER",
+    "TEAM_TASK",
+    "TEAM_MESSAGE_QUEUED",
+    "TEAM_MESSAGE_DELIVERED",
+    "TEAM_MODE",
+    "TEAM_EVENT_TYPES",
+    "MemberPhase",
+    "TaskStatus",
+    "TeamMemberSnapshot",
+    "TeamTaskSnapshot",
+    "TeamMessageSnapshot",
+    "MemberRecord",
+    "TaskRecord",
+    "MessageQueuedRecord",
+    "MessageDeliveredRecord",
+    "ModeRecord",
+    "Selector",
+    "TeamRecord",
+    "decode_payload",
+    "decode_selector",
+    "numeric_task_number",
+    "validate_content",
+]
+
+VERSION: Final = 2
+
+TEAM_MEMBER: Final = "team/member"
+TEAM_TASK: Final = "team/task"
+TEAM_MESSAGE_QUEUED: Final = "team/message/queued"
+TEAM_MESSAGE_DELIVERED: Final = "team/message/delivered"
+TEAM_MODE: Final = "team/mode"
+TEAM_EVENT_TYPES: Final = frozenset(
+    {TEAM_MEMBER, TEAM_TASK, TEAM_MESSAGE_QUEUED, TEAM_MESSAGE_DELIVERED, TEAM_MODE}
+)
+
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+SafeCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_SAFE_INTEGER)]
+SafePositive = Annotated[int, msgspec.Meta(ge=1, le=MAX_SAFE_INTEGER)]
+
+MemberPhase = Literal["provisioning", "active", "failed"]
+TaskStatus = Literal["pending", "in_progress", "completed", "deleted"]
+
+_TASK_PREFIX: Final = "task-"
+_MEDIA_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/webp", "image/gif"})
+
+
+def numeric_task_number(task_id: str) -> int | None:
+    """``n`` for a standard id ``task-<n>`` (``n`` >= 1, no leading zero), else ``None``.
+
+    The number may exceed the safe range here; :class:`TeamTaskSnapshot` rejects
+    such ids while decoding.
+    """
+    if not task_id.startswith(_TASK_PREFIX):
+        return None
+    digits = task_id[5:]
+    if not digits or not digits.isascii() or not digits.isdigit() or digits[0] == "0":
+        return None
+    return int(digits)
+
+
+# ---------------------------------------------------------------- content blocks
+
+
+def _is_int(value: Any, low: int) -> bool:
+    return type(value) is int and low <= value <= MAX_SAFE_INTEGER
+
+
+def _check_block(block: Any) -> None:
+    if not isinstance(block, dict):
+        raise ValueError("content block must be an object")
+    kind = block.get("type")
+    if not isinstance(kind, str) or not kind:
+        raise ValueError("content block type must be a non-empty string")
+    if kind in ("text", "reasoning"):
+        if not isinstance(block.get("text"), str):
+            raise ValueError(f"{kind} content block needs a string text")
+    elif kind == "tool-call":
+        call_id = block.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            raise ValueError("tool-call content block needs a non-empty id")
+        if not isinstance(block.get("name"), str) or not isinstance(block.get("arguments"), str):
+            raise ValueError("tool-call content block needs a string name and arguments")
+    elif kind == "image":
+        _check_attachment(block.get("attachment"))
+    elif kind == "tool-result":
+        raise ValueError("tool-result content blocks are retired")
+    # Any other non-empty kind is a merge-extensible block: kept opaque.
+
+
+def _check_attachment(attachment: Any) -> None:
+    if not isinstance(attachment, dict):
+        raise ValueError("image content block needs an attachment object")
+    attachment_id = attachment.get("attachment_id")
+    if not isinstance(attachment_id, str) or not attachment_id:
+        raise ValueError("image attachment needs a non-empty attachment_id")
+    if attachment.get("media_type") not in _MEDIA_TYPES:
+        raise ValueError("image attachment media_type must be png, jpeg, webp or gif")
+    if not _is_int(attachment.get("bytes"), 0):
+        raise ValueError("image attachment bytes must be a non-negative safe integer")
+    if not (_is_int(attachment.get("width"), 1) and _is_int(attachment.get("height"), 1)):
+        raise ValueError("image attachment width and height must be positive safe integers")
+    if "name" in attachment and not isinstance(attachment["name"], str):
+        raise ValueError("image attachment name must be a string")
+
+
+def validate_content(blocks: Sequence[Any]) -> None:
+    """Check every block of a message's content (§3.2 block rules).
+
+    Core kinds (``text``, ``reasoning``, ``image``, ``tool-call``) must be well
+    formed (extra keys are kept); ``tool-result`` is retired and rejected; any
+    other object with a non-empty string ``type`` is kept opaque.
+
+    Raises:
+        ValueError: the first malformed block (decoding turns it into a
+            ``msgspec.ValidationError``).
+    """
+    for block in blocks:
+        _check_block(block)
+
+
+# ---------------------------------------------------------------- snapshots
+
+
+class TeamMemberSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """One roster record: a teammate's identity and provisioning phase."""
+
+    id: NonEmpty
+    name: NonEmpty
+    description: str
+    provider: str
+    context: Literal["fresh", "fork"]
+    phase: MemberPhase
+    error: str | None = None
+
+
+class TeamTaskSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """A whole task value; every mutation writes the next ``revision`` in full."""
+
+    id: NonEmpty
+    revision: SafePositive
+    subject: str
+    description: str
+    status: TaskStatus
+    blocked_by: tuple[NonEmpty, ...]
+    write_scopes: tuple[str, ...]
+    owner_id: NonEmpty | None = None
+
+    def __post_init__(self) -> None:
+        # Only ids longer than "task-" + 15 digits can leave the safe range.
+        if len(self.id) > 20:
+            number = numeric_task_number(self.id)
+            if number is not None and number > MAX_SAFE_INTEGER:
+                raise ValueError(f"task id {self.id} is outside the safe integer range")
+
+
+class TeamMessageSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A queued peer message; ``content`` is the sender's blocks without the frame."""
+
+    id: NonEmpty
+    sender_id: NonEmpty
+    sender_name: str
+    target_id: NonEmpty
+    content: tuple[dict[str, Any], ...]
+
+    def __post_init__(self) -> None:
+        validate_content(self.content)
+
+
+# ---------------------------------------------------------------- records (event payloads)
+
+_STRICT: Final[dict[str, Any]] = {"frozen": True, "forbid_unknown_fields": True}
+
+
+class MemberRecord(msgspec.Struct, **_STRICT):
+    """Payload of ``team/member``."""
+
+    version: SafeCount
+    team_id: NonEmpty
+    member: TeamMemberSnapshot
+
+
+class TaskRecord(msgspec.Struct, **_STRICT):
+    """Payload of ``team/task``."""
+
+    version: SafeCount
+    team_id: NonEmpty
+    task: TeamTaskSnapshot
+
+
+class MessageQueuedRecord(msgspec.Struct, **_STRICT):
+    """Payload of ``team/message/queued``."""
+
+    version: SafeCount
+    team_id: NonEmpty
+    message: TeamMessageSnapshot
+
+
+class MessageDeliveredRecord(msgspec.Struct, **_STRICT):
+    """Payload of ``team/message/delivered``: the target durably holds the message."""
+
+    version: SafeCount
+    team_id: NonEmpty
+    message_id: NonEmpty
+    target_id: NonEmpty
+
+
+class ModeRecord(msgspec.Struct, **_STRICT):
+    """Payload of ``team/mode``: the root's explicit Team-mode selection (seed 003)."""
+
+    version: SafeCount
+    team_id: NonEmpty
+    enabled: bool
+
+
+class Selector(msgspec.Struct, frozen=True):
+    """The loose part every Team record shares; decides *whose* record it is first."""
+
+    version: SafeCount
+    team_id: NonEmpty
+
+
+TeamRecord = MemberRecord | TaskRecord | MessageQueuedRecord | MessageDeliveredRecord | ModeRecord
+
+_DECODERS: Final[dict[str, msgspec.json.Decoder[Any]]] = {
+    TEAM_MEMBER: msgspec.json.Decoder(MemberRecord),
+    TEAM_TASK: msgspec.json.Decoder(TaskRecord),
+    TEAM_MESSAGE_QUEUED: msgspec.json.Decoder(MessageQueuedRecord),
+    TEAM_MESSAGE_DELIVERED: msgspec.json.Decoder(MessageDeliveredRecord),
+    TEAM_MODE: msgspec.json.Decoder(ModeRecord),
+}
+_SELECTOR: Final = msgspec.json.Decoder(Selector)
+
+
+def decode_payload(event_type: str, data: bytes | msgspec.Raw) -> Any:
+    """Strictly decode the payload of a Team event type.
+
+    Raises:
+        KeyError: ``event_type`` is not a Team event type.
+        msgspec.DecodeError: the payload is malformed (``ValidationError`` included).
+    """
+    return _DECODERS[event_type].decode(data)
+
+
+def decode_selector(data: bytes | msgspec.Raw) -> Selector:
+    """Decode only ``{version, team_id}``, ignoring every other key.
+
+    Raises:
+        msgspec.DecodeError: no usable selector (``ValidationError`` included).
+    """
+    return _SELECTOR.decode(data)

@@ -1,0 +1,237 @@
+"""The folded Team state: immutable, persistent collections shared between versions.
+
+A Team's state is rebuilt from its Lead log by :func:`dsh_team.core.fold.evolve`, one
+event at a time. Each collection is an :class:`immutables.Map` (a HAMT), so an
+event that touches one task costs O(log n) and every older state stays valid
+(copy-on-write: the service, the projection and the invariant plugin can hold
+different versions at once without copying).
+
+Order without O(n) copies: maps are unordered, so every record carries its
+creation (or queue) index (a parallel ``order`` map for members and tasks, the
+value of the ``pending`` map for mail); listings sort a small subset (the
+non-deleted tasks, the roster, one target's pending mail) and memoise the result
+on the immutable collection object itself where it is reused.
+
+These are msgspec Structs rather than attrs classes because the fold builds
+several of them per event and P3 (cold replay) is measured against a plain msgspec
+decode: a Struct is about ten times cheaper to construct.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Any, Final
+
+import immutables
+import msgspec
+
+from dsh_team.core.records import TeamMemberSnapshot, TeamMessageSnapshot, TeamTaskSnapshot
+
+__all__ = ["EMPTY", "Memo", "Roster", "Board", "Mailbox", "TeamState", "initial_state", "mode_enabled"]
+
+#: The shared empty map every fresh collection starts from.
+EMPTY: Final[immutables.Map[Any, Any]] = immutables.Map()
+
+#: Sort key of a ``(message id, queue index)`` item of a pending map.
+_BY_INDEX: Final = itemgetter(1)
+
+
+class Memo(dict):  # type: ignore[type-arg]
+    """A per-object cache that never takes part in equality.
+
+    Collections are immutable, so anything derived from one (a sorted listing) is
+    valid for its whole life; storing it here keeps repeated reads O(k) without
+    making two equal collections compare unequal.
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Memo)
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __repr__(self) -> str:
+        return "Memo()"
+
+
+def _sorted_values(values: immutables.Map[str, Any], order: immutables.Map[str, int], ids: Any) -> tuple[Any, ...]:
+    return tuple(values[key] for key in sorted(ids, key=order.__getitem__))
+
+
+class Roster(msgspec.Struct, frozen=True, gc=False):
+    """Member records by child session id, in creation order.
+
+    Attributes:
+        members: id -> latest :class:`TeamMemberSnapshot`.
+        order: id -> creation index (a replaced record keeps its roster position).
+        names: name -> id (names are reserved forever, failed members included).
+    """
+
+    members: immutables.Map[str, TeamMemberSnapshot] = EMPTY
+    order: immutables.Map[str, int] = EMPTY
+    names: immutables.Map[str, str] = EMPTY
+    memo: Memo = msgspec.field(default_factory=Memo)
+
+    def listed(self) -> tuple[TeamMemberSnapshot, ...]:
+        """Every member record in creation order (memoised)."""
+        cached = self.memo.get("listed")
+        if cached is None:
+            cached = self.memo["listed"] = _sorted_values(self.members, self.order, self.members.keys())
+        return cached
+
+    def by_name(self, name: str) -> TeamMemberSnapshot | None:
+        member_id = self.names.get(name)
+        return None if member_id is None else self.members[member_id]
+
+
+class Board(msgspec.Struct, frozen=True, gc=False):
+    """The task board.
+
+    Attributes:
+        tasks: id -> latest :class:`TeamTaskSnapshot` (deleted tombstones included).
+        order: id -> creation index (board position, kept through deletion).
+        live: non-deleted id -> creation index; its size is the ``max_tasks`` count.
+        dependents: blocker id -> {non-deleted dependent id}; the reverse edges that
+            make deletion checks and cycle searches local.
+        next_task_number: ``n`` of the next ``task-<n>`` id to allocate.
+    """
+
+    tasks: immutables.Map[str, TeamTaskSnapshot] = EMPTY
+    order: immutables.Map[str, int] = EMPTY
+    live: immutables.Map[str, int] = EMPTY
+    dependents: immutables.Map[str, immutables.Map[str, None]] = EMPTY
+    next_task_number: int = 1
+    memo: Memo = msgspec.field(default_factory=Memo)
+
+    def listed(self) -> tuple[TeamTaskSnapshot, ...]:
+        """Non-deleted tasks in board (creation) order (memoised)."""
+        cached = self.memo.get("listed")
+        if cached is None:
+            cached = self.memo["listed"] = _sorted_values(self.tasks, self.order, self.live.keys())
+        return cached
+
+    def in_progress(self) -> tuple[TeamTaskSnapshot, ...]:
+        """Tasks currently ``in_progress``, in board order (memoised)."""
+        cached = self.memo.get("in_progress")
+        if cached is None:
+            cached = self.memo["in_progress"] = tuple(
+                task for task in self.listed() if task.status == "in_progress"
+            )
+        return cached
+
+    def live_dependents(self, task_id: str) -> tuple[str, ...]:
+        """Non-deleted tasks that list ``task_id`` as a blocker, in board order."""
+        found = self.dependents.get(task_id)
+        return () if found is None else tuple(sorted(found.keys(), key=self.order.__getitem__))
+
+
+class _Delivered:
+    """Read-only ``in`` test for delivered message ids, derived from the mailbox.
+
+    Kept so ``message_id in mail.delivered`` reads stay valid now that delivery is
+    no longer stored as its own map (prefer :meth:`Mailbox.is_delivered`).
+    """
+
+    __slots__ = ("_mail",)
+
+    def __init__(self, mail: Mailbox) -> None:
+        self._mail = mail
+
+    def __contains__(self, message_id: object) -> bool:
+        return self._mail.is_delivered(message_id)  # type: ignore[arg-type]
+
+
+class Mailbox(msgspec.Struct, frozen=True, gc=False):
+    """Queued and delivered peer messages.
+
+    Delivery is not stored separately: a queued message is delivered exactly when
+    it has left its target's ``pending`` map (the fold removes it there and nowhere
+    else), so an acknowledgement costs two small-map updates instead of a write to
+    an ever-growing ``delivered`` map. The queue index lives only in ``pending``
+    (the one place listings need it); the next index is ``len(queued)`` because
+    messages are never removed from ``queued``.
+
+    Attributes:
+        queued: message id -> :class:`TeamMessageSnapshot` (every message ever queued).
+        pending: target id -> {undelivered message id -> queue index}.
+    """
+
+    queued: immutables.Map[str, TeamMessageSnapshot] = EMPTY
+    pending: immutables.Map[str, immutables.Map[str, int]] = EMPTY
+
+    def is_delivered(self, message_id: str) -> bool:
+        """Whether ``message_id`` was queued and has been acknowledged by its target."""
+        message = self.queued.get(message_id)
+        if message is None:
+            return False
+        found = self.pending.get(message.target_id)
+        return found is None or message_id not in found
+
+    @property
+    def delivered(self) -> _Delivered:
+        """Delivered ids as an ``in``-only view (see :meth:`is_delivered`)."""
+        return _Delivered(self)
+
+    def pending_count(self, target_id: str) -> int:
+        found = self.pending.get(target_id)
+        return 0 if found is None else len(found)
+
+    def pending_for(self, target_id: str) -> tuple[TeamMessageSnapshot, ...]:
+        """Undelivered messages for one target, in queue order."""
+        found = self.pending.get(target_id)
+        return () if found is None else self._in_order(found.items())
+
+    def all_pending(self) -> tuple[TeamMessageSnapshot, ...]:
+        """Every undelivered message of the Team, in queue order."""
+        return self._in_order([item for inner in self.pending.values() for item in inner.items()])
+
+    def _in_order(self, items: Any) -> tuple[TeamMessageSnapshot, ...]:
+        queued = self.queued
+        return tuple(queued[key] for key, _ in sorted(items, key=_BY_INDEX))
+
+
+class TeamState(msgspec.Struct, frozen=True, gc=False):
+    """One Team's durable state as of ``position``.
+
+    Attributes:
+        team_id: The Lead session id; records of any other Team are ignored.
+        members: The roster.
+        tasks: The task board.
+        mail: The durable mailbox.
+        mode: The root's explicit Team-mode selection (``None`` = never selected).
+        failure: Why the stream stopped folding; terminal (the collections keep the
+            last valid state).
+        position: Seq of the last roster, task or mail event folded into this state
+            (or of the record that failed the stream; 0 = none): the log position
+            ``wait_for_change(since=...)`` compares against. Mode records do not
+            move it, because a mode change is not Team activity and ends no wait.
+    """
+
+    team_id: str
+    members: Roster = Roster()
+    tasks: Board = Board()
+    mail: Mailbox = Mailbox()
+    mode: bool | None = None
+    failure: str | None = None
+    position: int = 0
+
+
+def initial_state(team_id: str) -> TeamState:
+    """The state of a Team with no records (every root starts here)."""
+    return TeamState(team_id, Roster(), Board(), Mailbox())
+
+
+def mode_enabled(state: TeamState, default: bool) -> bool:
+    """Effective Team mode of a root (seed 003).
+
+    An explicit ``team/mode`` selection wins. Without one, a Team that already has
+    roster or task records is treated as enabled (it was created by an earlier build
+    in which Teams were always on); otherwise ``default`` (``team_mode_default``).
+    """
+    if state.mode is not None:
+        return state.mode
+    if len(state.tasks.tasks) or len(state.members.members):
+        return True
+    return default

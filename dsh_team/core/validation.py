@@ -1,0 +1,122 @@
+"""Request field checks shared by the task board and (later) the roster and mailbox.
+
+Every check raises a :class:`TeamError` with the code the reference uses, before
+anything is appended, so a malformed request never leaves a trace in the log.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, Final
+
+from host_spec.errors import InvalidEventError
+from host_spec.events import encode_data, json_decode
+
+from dsh_team.errors import TeamCode, TeamError
+from dsh_team.core.records import validate_content
+
+__all__ = [
+    "check_content",
+    "SUBJECT_MAX",
+    "DESCRIPTION_MAX",
+    "required_text",
+    "text_list",
+    "normalize_write_scope",
+    "normalize_write_scopes",
+]
+
+#: Maximum characters of a task subject (after trimming).
+SUBJECT_MAX: Final = 200
+#: Maximum characters of a task description (after trimming).
+DESCRIPTION_MAX: Final = 16384
+
+_DRIVE: Final = re.compile(r"^[A-Za-z]:")
+
+
+def required_text(value: Any, field: str, max_length: int) -> str:
+    """``value`` trimmed; it must be a non-blank string of at most ``max_length`` characters.
+
+    Raises:
+        TeamError: ``TEAM_INVALID_ARGUMENT`` naming ``field``.
+    """
+    if not isinstance(value, str):
+        raise TeamError(f"{field} must be a string", TeamCode.INVALID_ARGUMENT, field=field)
+    text = value.strip()
+    if not text:
+        raise TeamError(f"{field} must not be blank", TeamCode.INVALID_ARGUMENT, field=field)
+    if len(text) > max_length:
+        raise TeamError(
+            f"{field} must be at most {max_length} characters", TeamCode.INVALID_ARGUMENT, field=field
+        )
+    return text
+
+
+def text_list(value: Any, field: str) -> tuple[str, ...]:
+    """``value`` as a tuple of strings; it must be a list (or tuple) of strings.
+
+    Raises:
+        TeamError: ``TEAM_INVALID_ARGUMENT`` naming ``field``.
+    """
+    if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
+        raise TeamError(f"{field} must be a list of strings", TeamCode.INVALID_ARGUMENT, field=field)
+    return tuple(value)
+
+
+def normalize_write_scope(value: str) -> str:
+    """One workspace-relative write scope, normalised (§7.6).
+
+    Backslashes become ``/``, one leading ``./`` and every trailing ``/`` are
+    removed. No whitespace trimming: a scope is a path prefix, taken literally.
+
+    Raises:
+        TeamError: ``TEAM_INVALID_WRITE_SCOPE`` when the result is empty, absolute, has
+            a drive letter, or has an empty, ``.`` or ``..`` segment.
+    """
+    scope = value.replace("\\", "/")
+    if scope.startswith("./"):
+        scope = scope[2:]
+    scope = scope.rstrip("/")
+    if (
+        not scope
+        or scope.startswith("/")
+        or _DRIVE.match(scope)
+        or any(segment in ("", ".", "..") for segment in scope.split("/"))
+    ):
+        raise TeamError(
+            f'invalid workspace-relative write scope "{value}"', TeamCode.INVALID_WRITE_SCOPE, scope=value
+        )
+    return scope
+
+
+def normalize_write_scopes(value: Any) -> tuple[str, ...]:
+    """Normalise and de-duplicate a scope list, keeping first-seen order.
+
+    Raises:
+        TeamError: ``TEAM_INVALID_ARGUMENT`` for a non-list, ``TEAM_INVALID_WRITE_SCOPE``
+            for the first bad entry.
+    """
+    scopes: dict[str, None] = {}
+    for item in text_list(value, "write_scopes"):
+        scopes.setdefault(normalize_write_scope(item), None)
+    return tuple(scopes)
+
+
+def check_content(content: Any, field: str = "content") -> tuple[dict[str, Any], ...]:
+    """A deep copy of ``content``: a non-empty list of valid, lossless-JSON content blocks.
+
+    Used for a message's content and a teammate's initial prompt alike: either is
+    checked before anything durable is written (a bad prompt must not burn a
+    teammate name and slot forever).
+
+    Raises:
+        TeamError: ``TEAM_INVALID_ARGUMENT`` naming ``field``.
+    """
+    if not isinstance(content, (list, tuple)) or not content:
+        raise TeamError(f"{field} must be a non-empty list of content blocks", TeamCode.INVALID_ARGUMENT)
+    try:
+        copied = tuple(json_decode(encode_data(list(content))))
+        validate_content(copied)
+    except (InvalidEventError, ValueError) as exc:
+        raise TeamError(f"invalid {field}: {exc}", TeamCode.INVALID_ARGUMENT) from None
+    return copied

@@ -1,0 +1,2 @@
+"""The Lead log as the Team's journal: serialized read-check-append, change waits, and service lifetime.
+"""

@@ -1,0 +1,234 @@
+"""The per-Lead journal: serialized read-check-append, then a shared flush.
+
+A Team's truth is its Lead session's log. Every mutation runs inside that Lead's
+serialized section: read the current folded state, decide (pure, may raise), and
+append the record. The section ends *before* the flush, so concurrent mutations
+of one Team append back to back and then share the session's group commit; each
+caller still returns only after its own record is durable. Waiters are told only
+after a flush made the change durable, so nobody can observe a change that a
+crash could take back.
+
+The state is maintained incrementally: a journal folds each new event of its
+session exactly once (from the session's event view, starting where it stopped),
+so no read ever re-scans the log. A failed flush leaves the record appended and
+visible (the session retries it on the next flush); the caller gets
+``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` and should read before retrying.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import attrs
+
+from dsh_team.errors import TeamCode, TeamError
+from dsh_team.core.fold import evolve
+from dsh_team.core.state import TeamState, initial_state
+
+if TYPE_CHECKING:
+    from host_spec.protocols import Session
+
+__all__ = ["Append", "Journal", "Journals"]
+
+T = TypeVar("T")
+
+#: Called with the journal whose folded state changed (projection publication).
+ChangeListener = Callable[["Journal"], None]
+
+
+@attrs.frozen
+class Append:
+    """A record a decision wants in the Lead log: event type and payload (a Struct)."""
+
+    type: str
+    payload: Any
+
+
+class Journal:
+    """One Lead session's folded Team state and its serialized section.
+
+    Args:
+        session: The live Lead session (its id is the Team id).
+        on_change: Called after the folded state changed (new object).
+        on_durable: Called once a change became durable (after its flush).
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        on_change: ChangeListener | None = None,
+        on_durable: ChangeListener | None = None,
+    ) -> None:
+        self.session = session
+        self.team_id = session.id
+        self._state = initial_state(session.id)
+        self._folded = 0
+        #: Positions of Team changes folded but not yet known durable, oldest first.
+        self._pending: deque[int] = deque()
+        #: The serialized section (held by :meth:`transact`; multi-step roster work may hold it too).
+        self.lock = asyncio.Lock()
+        self._on_change = on_change
+        self._on_durable = on_durable
+        self._announced = 0
+        self.catch_up()
+        self._advance(session.durable_seq)  # what the log already holds durably is no news
+
+    def __repr__(self) -> str:
+        return f"<Journal {self.team_id} folded={self._folded} position={self._announced}>"
+
+    @property
+    def state(self) -> TeamState:
+        """The folded state including every event appended so far (durable or not)."""
+        return self.catch_up()
+
+    @property
+    def position(self) -> int:
+        """Seq of the last Team change known durable (what waits report and compare)."""
+        return self._announced
+
+    def authoritative(self) -> TeamState:
+        """The state for a decision.
+
+        Raises:
+            TeamError: ``TEAM_STREAM_FAILED`` with the failure text when the Team
+                stream is corrupt (no authoritative operation can run on it).
+        """
+        state = self.catch_up()
+        if state.failure is not None:
+            raise TeamError(state.failure, TeamCode.STREAM_FAILED, team_id=self.team_id)
+        return state
+
+    def catch_up(self) -> TeamState:
+        """Fold the events appended since the last call (each event folded once)."""
+        count = self.session.last_seq  # == len(events); cheaper than sizing the view
+        if self._folded >= count:
+            return self._state
+        events = self.session.events
+        before = state = self._state
+        pending = self._pending
+        for index in range(self._folded, count):
+            folded = evolve(state, events[index])
+            if folded.position != state.position:
+                pending.append(folded.position)
+            state = folded
+        self._folded = count
+        self._state = state
+        if state is not before and self._on_change is not None:
+            self._on_change(self)
+        return state
+
+    def flushed(self, durable_seq: int) -> None:
+        """Record that the session is durable up to ``durable_seq``; announce a new change.
+
+        Every change at or below ``durable_seq`` is announced, even when a later one
+        (appended while this flush ran) is still pending: its waiters must not wait
+        for, or depend on, the next flush.
+        """
+        self.catch_up()
+        if self._advance(durable_seq) and self._on_durable is not None:
+            self._on_durable(self)
+
+    def _advance(self, durable_seq: int) -> bool:
+        """Move the announced position to the newest durable change; whether it moved."""
+        pending = self._pending
+        latest = self._announced
+        while pending and pending[0] <= durable_seq:
+            latest = pending.popleft()
+        if latest == self._announced:
+            return False
+        self._announced = latest
+        return True
+
+    async def transact(
+        self,
+        decide: Callable[[TeamState], Append | None],
+        render: Callable[[TeamState], T] | None = None,
+        *,
+        what: str,
+        check: Callable[[TeamState], None] | None = None,
+    ) -> T:
+        """Run one read-check-append in the serialized section, then flush outside it.
+
+        Args:
+            decide: Pure decision on the current state: the record to append, or
+                ``None`` to append nothing (the flush still runs, which retries an
+                earlier unconfirmed record). Raises to reject; nothing is appended.
+            render: Builds the result from the state after the append (inside the
+                section, so it sees exactly this change); ``None``: the result is ``None``.
+            what: Names the change in a persistence error ("team task task-3").
+            check: Runs first in the section (mode and admission checks that must
+                see the moment the queued operation starts).
+
+        Raises:
+            TeamError: whatever ``check``/``decide`` raise, ``TEAM_STREAM_FAILED``, or
+                ``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` when the flush failed (the
+                record stays appended and visible).
+        """
+        async with self.lock:
+            state = self.authoritative()
+            if check is not None:
+                check(state)
+            record = decide(state)
+            if record is not None:
+                self.session.append(record.type, record.payload)
+            result = render(self.catch_up()) if render is not None else None
+        await self.flush(what)
+        return result
+
+    async def flush(self, what: str) -> None:
+        """Make every appended record durable, then announce the change.
+
+        Raises:
+            TeamError: ``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` wrapping the flush failure.
+        """
+        try:
+            await self.session.flush()
+        except Exception as exc:
+            raise TeamError(
+                f"{what} is visible but its persistence is unconfirmed ({exc}); read it before retrying",
+                TeamCode.TASK_PERSISTENCE_UNCONFIRMED,
+                team_id=self.team_id,
+            ) from exc
+        self.flushed(self.session.durable_seq)
+
+
+class Journals:
+    """The journals of every live session that may lead a Team, by session id."""
+
+    def __init__(
+        self, *, on_change: ChangeListener | None = None, on_durable: ChangeListener | None = None
+    ) -> None:
+        self._by_id: dict[str, Journal] = {}
+        self._on_change = on_change
+        self._on_durable = on_durable
+
+    def __iter__(self) -> Iterator[Journal]:
+        return iter(list(self._by_id.values()))
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def get(self, session: Session) -> Journal:
+        """The journal of ``session``, created (one full fold) on first use.
+
+        A new session object for the same id (a resumed activation) gets a new journal.
+        """
+        journal = self._by_id.get(session.id)
+        if journal is None or journal.session is not session:
+            journal = Journal(session, on_change=self._on_change, on_durable=self._on_durable)
+            self._by_id[session.id] = journal
+        return journal
+
+    def find(self, session_id: str) -> Journal | None:
+        """The existing journal of a session id, if any (never creates one)."""
+        return self._by_id.get(session_id)
+
+    def drop(self, session: Session) -> None:
+        """Forget ``session``'s journal (the session left the live store)."""
+        journal = self._by_id.get(session.id)
+        if journal is not None and journal.session is session:
+            del self._by_id[session.id]

@@ -1,0 +1,177 @@
+"""Service lifetime: an admission cutoff and bounded settlement of in-flight work.
+
+Disposal must neither hang (a stuck flush, a child that never drains) nor drop
+work silently. So the service closes *admission* first (new mutating operations
+fail with ``TEAM_DISPOSED``), then waits for the operations it already admitted,
+each group bounded by ``disposal_timeout_ms`` (``TEAM_DISPOSAL_TIMEOUT``), and
+reports every failure except the cancellation it caused itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Iterable
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import structlog
+
+from host_spec.errors import DshError
+from host_spec.records import AbortSignal
+
+from dsh_team.errors import TeamCode, TeamError
+
+__all__ = ["Lifecycle", "disposed_error"]
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+
+def disposed_error(message: str = "Agent Teams service disposed") -> TeamError:
+    """The ``TEAM_DISPOSED`` error every refused or cancelled operation carries."""
+    return TeamError(message, TeamCode.DISPOSED)
+
+
+class Lifecycle:
+    """Admission cutoff plus a registry of admitted operations.
+
+    Args:
+        timeout_ms: Bound of each settlement (``TeamConfig.disposal_timeout_ms``).
+
+    Attributes:
+        signal: Aborted (with a ``TEAM_DISPOSED`` error) when admission closes, so
+            long operations can combine it with their caller's signal.
+    """
+
+    def __init__(self, timeout_ms: int) -> None:
+        self.timeout_ms = timeout_ms
+        self.signal = AbortSignal()
+        self._operations: set[asyncio.Future[Any]] = set()
+
+    @property
+    def disposed(self) -> bool:
+        return self.signal.aborted
+
+    def admit(self) -> None:
+        """Refuse new work once disposal started.
+
+        Raises:
+            TeamError: ``TEAM_DISPOSED``.
+        """
+        if self.signal.aborted:
+            raise disposed_error()
+
+    def track(self, work: Awaitable[T]) -> asyncio.Future[T]:
+        """Admit ``work`` and keep it until it settles (disposal waits for it).
+
+        Raises:
+            TeamError: ``TEAM_DISPOSED`` (the awaitable is closed, never started).
+        """
+        if self.signal.aborted:
+            close = getattr(work, "close", None)
+            if close is not None:
+                close()
+            raise disposed_error()
+        future = asyncio.ensure_future(work)
+        self._operations.add(future)
+        future.add_done_callback(self._operations.discard)
+        return future
+
+    @asynccontextmanager
+    async def operation(self) -> AsyncIterator[None]:
+        """Admit the enclosing work and track it until the block exits.
+
+        Cheaper than :meth:`track` on hot paths (no extra task): the block runs in
+        the caller's task, and disposal waits for a settlement marker instead.
+
+        Raises:
+            TeamError: ``TEAM_DISPOSED`` before the block runs.
+        """
+        self.admit()
+        marker: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._operations.add(marker)
+        try:
+            yield
+        except BaseException as exc:
+            marker.set_result(exc)  # a result, not an exception: nobody may ever retrieve it
+            raise
+        else:
+            marker.set_result(None)
+        finally:
+            self._operations.discard(marker)
+
+    @property
+    def in_flight(self) -> int:
+        """Admitted operations that have not settled yet."""
+        return len(self._operations)
+
+    def close(self) -> None:
+        """Close admission (idempotent); in-flight operations keep running."""
+        self.signal.abort(disposed_error())
+
+    def is_cancellation(self, error: BaseException) -> bool:
+        """Whether ``error`` is the service's own cancellation (not a real failure).
+
+        True for the abort reason itself or any ``TEAM_DISPOSED`` error anywhere in
+        the explicit ``__cause__`` chain (``raise ... from reason``), and for
+        ``CancelledError``. The implicit ``__context__`` is not followed: an error
+        raised while *handling* a cancellation (a disposal timeout, a failed cleanup)
+        is a real failure and must be reported. The walk is cycle-safe.
+        """
+        seen: set[int] = set()
+        pending: list[BaseException | None] = [error]
+        while pending:
+            current = pending.pop()
+            if current is None or id(current) in seen:
+                continue
+            seen.add(id(current))
+            if current is self.signal.reason or isinstance(current, asyncio.CancelledError):
+                return True
+            if isinstance(current, DshError) and current.code == TeamCode.DISPOSED:
+                return True
+            pending.append(current.__cause__)
+        return False
+
+    async def with_timeout(self, work: Awaitable[T], what: str) -> T:
+        """Await ``work`` for at most ``timeout_ms``.
+
+        Raises:
+            TeamError: ``TEAM_DISPOSAL_TIMEOUT`` (``work`` is cancelled).
+        """
+        try:
+            return await asyncio.wait_for(work, self.timeout_ms / 1000)
+        except asyncio.TimeoutError:
+            raise TeamError(
+                f"Agent Teams {what} exceeded {self.timeout_ms}ms", TeamCode.DISPOSAL_TIMEOUT
+            ) from None
+
+    async def settle(self, operations: Iterable[asyncio.Future[Any]] | None = None) -> list[BaseException]:
+        """Wait (bounded) for ``operations`` (default: every admitted one) to settle.
+
+        Returns:
+            The failures worth reporting: real errors of the operations, and a
+            ``TEAM_DISPOSAL_TIMEOUT`` error when the bound passed first. Operations
+            still running after the bound are left running (never cancelled here).
+        """
+        pending = list(self._operations if operations is None else operations)
+        if not pending:
+            return []
+        done, still = await asyncio.wait(pending, timeout=self.timeout_ms / 1000)
+        failures: list[BaseException] = []
+        for future in pending:
+            if future in done and not future.cancelled():
+                error = future.exception()
+                if error is None and isinstance(future.result(), BaseException):
+                    error = future.result()  # an operation() marker carries its failure as result
+                if error is not None and not self.is_cancellation(error):
+                    failures.append(error)
+        if still:
+            log.warning("team.disposal_timeout", pending=len(still), timeout_ms=self.timeout_ms)
+            failures.append(
+                TeamError(
+                    f"Agent Teams disposal exceeded {self.timeout_ms}ms ({len(still)} operations pending)",
+                    TeamCode.DISPOSAL_TIMEOUT,
+                )
+            )
+        return failures

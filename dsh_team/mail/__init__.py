@@ -1,0 +1,2 @@
+"""The durable mailbox: admission of a peer message, per-target delivery, and what a session already holds.
+"""

@@ -1,0 +1,186 @@
+"""``send_message``: admission of a peer message into the Lead-log mailbox (§6.1).
+
+A send is accepted by *durably queueing* it in the Lead log
+(``team/message/queued``), never by reaching the target: the Lead log is the
+one session that is always live while its Team works, so it is the transaction
+owner, and delivery is a separate, retryable step (:mod:`.dispatch`). The sender
+learns ``accepted`` when the target already durably holds the message, else
+``queued``; both mean "durable, do not resend".
+
+Admission checks run in the Lead's serialized section, in the reference order:
+target (``lead`` or an *active* teammate), not oneself, the target's pending
+count, then the size of the framed delivery. The dispatch is registered inside
+the same section, so concurrent senders line up per target in durable log order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import msgspec
+import structlog
+
+from host_spec.events import json_encode
+from host_spec.messages import ContentBlock, Source, UserMessage, text_block
+
+from dsh_team.errors import TeamCode, TeamError, render_reason
+from dsh_team.core.records import TEAM_MESSAGE_QUEUED, VERSION, MessageQueuedRecord, TeamMessageSnapshot
+from dsh_team.log.journal import Append
+from dsh_team.roster.roster import resolve_target
+from dsh_team.mail.holdings import TEAM_MESSAGE_SOURCE
+from dsh_team.core.state import TeamState
+from dsh_team.core.validation import check_content
+
+if TYPE_CHECKING:
+    from host_spec.records import AbortSignal
+
+    from dsh_team.config import TeamConfig
+    from dsh_team.mail.dispatch import Dispatcher
+    from dsh_team.log.journal import Journals
+    from dsh_team.log.lifecycle import Lifecycle
+    from dsh_team.roster.membership import MembershipResolver
+
+__all__ = ["MESSAGE_ID_PREFIX", "SendResult", "Mailbox", "framed_content", "team_source", "team_user_message"]
+
+log = structlog.get_logger(__name__)
+
+MESSAGE_ID_PREFIX: Final = "team-message-"
+
+
+class SendResult(msgspec.Struct, frozen=True):
+    """``accepted``: the target durably holds it; ``queued``: durable in the Lead log, delivery pending."""
+
+    message_id: str
+    status: Literal["accepted", "queued"]
+
+
+def framed_content(message_id: str, sender_name: str, content: Sequence[ContentBlock]) -> list[ContentBlock]:
+    """What the target sees: ``Team message <id> from <sender>:`` then the original blocks."""
+    return [text_block(f"Team message {message_id} from {sender_name}:"), *(dict(block) for block in content)]
+
+
+def team_source(team_id: str, message: TeamMessageSnapshot) -> Source:
+    """The durable source of a delivered Team message (its de-duplication key)."""
+    return {
+        "kind": TEAM_MESSAGE_SOURCE,
+        "team_id": team_id,
+        "message_id": message.id,
+        "sender_id": message.sender_id,
+        "sender_name": message.sender_name,
+    }
+
+
+def team_user_message(team_id: str, message: TeamMessageSnapshot) -> UserMessage:
+    """The target's user message: id = the Team message id, framed content, Team source."""
+    return UserMessage(
+        id=message.id,
+        content=framed_content(message.id, message.sender_name, message.content),
+        source=team_source(team_id, message),
+    )
+
+
+def _aborted(reason: Any) -> BaseException:
+    if isinstance(reason, BaseException):
+        return reason
+    return TeamError(f"send_message aborted: {render_reason(reason)}", TeamCode.DISPOSED)
+
+
+class Mailbox:
+    """Sends (any member to any other active member or ``lead``).
+
+    Args:
+        config: Limits (``max_pending_messages_per_member``, ``max_message_bytes``).
+        journals, members, lifecycle: The service's journal, membership and lifetime.
+        dispatcher: Delivers queued messages.
+    """
+
+    def __init__(
+        self,
+        config: TeamConfig,
+        journals: Journals,
+        members: MembershipResolver,
+        lifecycle: Lifecycle,
+        dispatcher: Dispatcher,
+    ) -> None:
+        self.config = config
+        self.journals = journals
+        self.members = members
+        self.lifecycle = lifecycle
+        self.dispatcher = dispatcher
+
+    async def send(self, caller: Any, *, target: Any, content: Any, signal: AbortSignal | None = None) -> SendResult:
+        """Queue durably, then try one delivery; see the module docstring.
+
+        An abort of ``signal`` before the message is queued raises; after that the
+        message is durable and the result is ``queued``.
+
+        Raises:
+            TeamError: ``TEAM_DISPOSED``, ``TEAM_NOT_MEMBER``, ``TEAM_INVALID_ARGUMENT``,
+                ``TEAM_MEMBER_NOT_FOUND``, ``TEAM_SELF_MESSAGE``, ``TEAM_MAILBOX_FULL``,
+                ``TEAM_MESSAGE_TOO_LARGE``, ``TEAM_STREAM_FAILED``,
+                ``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` (queued and visible, not confirmed durable).
+            BaseException: an exception abort reason of ``signal``.
+        """
+        self.lifecycle.admit()
+        membership = self.members.resolve(caller)
+        if signal is not None and signal.aborted:
+            raise _aborted(signal.reason)
+        blocks = check_content(content)
+        journal = self.journals.get(membership.root.session)
+        team_id = membership.team_id
+        queued: list[TeamMessageSnapshot] = []
+
+        def admit(state: TeamState) -> Append:
+            target_id, target_name = resolve_target(state, target)
+            if target_id == membership.member_id:
+                raise TeamError("a Team member cannot message itself", TeamCode.SELF_MESSAGE)
+            pending = state.mail.pending_count(target_id)
+            limit = self.config.max_pending_messages_per_member
+            if pending >= limit:
+                raise TeamError(f'teammate "{target_name}" has {pending} pending messages', TeamCode.MAILBOX_FULL)
+            message = TeamMessageSnapshot(
+                id=f"{MESSAGE_ID_PREFIX}{uuid.uuid4()}",
+                sender_id=membership.member_id,
+                sender_name=membership.name,
+                target_id=target_id,
+                content=blocks,
+            )
+            size = len(json_encode(framed_content(message.id, message.sender_name, blocks)))
+            if size > self.config.max_message_bytes:
+                raise TeamError(f"team message exceeds {self.config.max_message_bytes} bytes", TeamCode.MESSAGE_TOO_LARGE)
+            queued.append(message)
+            return Append(TEAM_MESSAGE_QUEUED, MessageQueuedRecord(version=VERSION, team_id=team_id, message=message))
+
+        def register(state: TeamState) -> asyncio.Future[bool]:
+            # Inside the section: the per-target dispatch order is the durable queue order.
+            return self.dispatcher.dispatch(journal, queued[0].id, queued[0].target_id)
+
+        def open_(state: TeamState) -> None:
+            self.lifecycle.admit()
+
+        work = self._finish(journal.transact(admit, register, what="the team message", check=open_), queued, signal)
+        return await asyncio.shield(self.lifecycle.track(work))
+
+    async def _finish(self, queueing: Any, queued: list[TeamMessageSnapshot], signal: AbortSignal | None) -> SendResult:
+        delivery: asyncio.Future[bool] = await queueing
+        message = queued[0]
+        accepted = await _unless_aborted(delivery, signal)
+        log.debug("team.message_sent", message=message.id, target=message.target_id, accepted=accepted)
+        return SendResult(message_id=message.id, status="accepted" if accepted else "queued")
+
+
+async def _unless_aborted(delivery: asyncio.Future[bool], signal: AbortSignal | None) -> bool:
+    """The delivery outcome, or ``False`` as soon as the sender's signal aborts (delivery goes on)."""
+    if signal is None:
+        return await delivery
+    stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    remove = signal.on_abort(lambda reason: stop.done() or stop.set_result(None))
+    try:
+        await asyncio.wait([delivery, stop], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        remove()
+        stop.cancel()
+    return delivery.done() and delivery.result()

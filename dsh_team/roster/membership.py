@@ -1,0 +1,188 @@
+"""Who is in which Team: membership resolution from the exact live agent (§5.1).
+
+A live object is the credential: a copied, stale or disposed agent object is no
+member, even with the right id. Every root agent is implicitly the Lead of the
+Team whose id is its session id; there is no creation event.
+
+Resolution order for a child agent whose parent is live:
+
+1. the parent's roster lists the child as ``active`` or ``provisioning`` ->
+   teammate of the parent's Team (the :data:`TeammateResolver` seam; the default
+   reads the parent's folded roster, which is all the roster needs);
+2. else, a ``subagent/descriptor`` in the child's *own* log -> no Team (a
+   provider-owned worker is never a nested Lead);
+3. else -> Lead of its own Team (an ordinary fork).
+
+Without a live parent: a descriptor means an orphaned continuation (no Team),
+otherwise Lead. Any failure while resolving (a corrupt parent stream) means no
+Team, never an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import attrs
+import structlog
+
+from host_spec.events import EventType
+
+from dsh_team.errors import TeamCode, TeamError
+from dsh_team.core.state import TeamState
+from dsh_team.core.task_view import LEAD_NAME
+
+if TYPE_CHECKING:
+    from host_spec.protocols import Agent, AgentRegistry, Session
+
+__all__ = ["Membership", "MembershipResolver", "TeammateResolver", "roster_teammate", "DescriptorScan"]
+
+log = structlog.get_logger(__name__)
+
+Role = Literal["lead", "teammate"]
+
+_MEMBER_PHASES: Final = frozenset({"active", "provisioning"})
+
+
+@attrs.frozen
+class Membership:
+    """An agent's place in a Team.
+
+    Attributes:
+        root: The live Lead agent (the caller itself for a Lead).
+        team_id: The Lead session id.
+        role: ``lead`` or ``teammate``.
+        name: ``lead`` for the Lead, else the roster name.
+        agent: The member agent this membership was resolved for.
+    """
+
+    root: Any = attrs.field(eq=False)
+    team_id: str
+    role: Role
+    name: str
+    agent: Any = attrs.field(eq=False)
+
+    @property
+    def member_id(self) -> str:
+        """The member's session id (the Team id for the Lead)."""
+        return str(self.agent.id)
+
+    @property
+    def is_lead(self) -> bool:
+        return self.role == "lead"
+
+
+#: ``(child, live parent, parent's Team state) -> Membership | None``: the roster seam.
+TeammateResolver = Callable[[Any, Any, TeamState], "Membership | None"]
+
+
+def roster_teammate(agent: Agent, parent: Agent, state: TeamState) -> Membership | None:
+    """Teammate iff the parent's roster lists ``agent`` as active or provisioning."""
+    member = state.members.members.get(agent.id)
+    if member is None or member.phase not in _MEMBER_PHASES:
+        return None
+    return Membership(root=parent, team_id=parent.id, role="teammate", name=member.name, agent=agent)
+
+
+class DescriptorScan:
+    """Whether a session's own log holds a ``subagent/descriptor``, scanned incrementally.
+
+    Membership is resolved on every call, so the answer is cached per session
+    object together with how far the log was scanned; a later call scans only the
+    events appended since (a descriptor may be appended after publication).
+    """
+
+    def __init__(self) -> None:
+        self._scanned: dict[str, tuple[Any, int, bool]] = {}
+
+    def has_descriptor(self, session: Session) -> bool:
+        entry = self._scanned.get(session.id)
+        if entry is not None and entry[0] is session:
+            start, found = entry[1], entry[2]
+        else:
+            start, found = session.header.seed_length, False
+        events = session.events
+        count = len(events)
+        index = start
+        while not found and index < count:
+            found = events[index].type == EventType.SUBAGENT_DESCRIPTOR
+            index += 1
+        self._scanned[session.id] = (session, count, found)
+        return found
+
+    def forget(self, session: Session) -> None:
+        entry = self._scanned.get(session.id)
+        if entry is not None and entry[0] is session:
+            del self._scanned[session.id]
+
+
+class MembershipResolver:
+    """Resolves :class:`Membership` for exact live agents.
+
+    Args:
+        agents: The host's live-agent registry (the identity authority).
+        state_of: The authoritative Team state of a Lead session (raises on a
+            corrupt stream).
+        teammate: The teammate seam (default :func:`roster_teammate`).
+    """
+
+    def __init__(
+        self,
+        agents: AgentRegistry,
+        state_of: Callable[[Session], TeamState],
+        teammate: TeammateResolver = roster_teammate,
+    ) -> None:
+        self.agents = agents
+        self.state_of = state_of
+        self.teammate = teammate
+        self.descriptors = DescriptorScan()
+
+    def is_live(self, agent: Any) -> bool:
+        """Whether ``agent`` is exactly the registered live agent for its id."""
+        agent_id = getattr(agent, "id", None)
+        return isinstance(agent_id, str) and self.agents.get(agent_id) is agent
+
+    def try_resolve(self, agent: Any) -> Membership | None:
+        """The agent's membership, or ``None`` (never raises)."""
+        try:
+            if not self.is_live(agent):
+                return None
+            parent_id = agent.session.header.parent_session
+            parent = self.agents.get(parent_id) if parent_id is not None else None
+            if parent is not None:
+                found = self.teammate(agent, parent, self.state_of(parent.session))
+                if found is not None:
+                    return found
+            if self.descriptors.has_descriptor(agent.session):
+                return None
+            return Membership(root=agent, team_id=agent.id, role="lead", name=LEAD_NAME, agent=agent)
+        except Exception as exc:
+            log.warning("team.membership_failed", agent=getattr(agent, "id", None), error=repr(exc))
+            return None
+
+    def resolve(self, agent: Any) -> Membership:
+        """The agent's membership.
+
+        Raises:
+            TeamError: ``TEAM_NOT_MEMBER``.
+        """
+        found = self.try_resolve(agent)
+        if found is None:
+            raise TeamError("caller is not a live Team member", TeamCode.NOT_MEMBER)
+        return found
+
+    def root_of(self, agent: Any) -> Any | None:
+        """The topmost live ancestor of ``agent`` (itself for a root); ``None`` if stale.
+
+        Team mode belongs to this root and is shared by its whole tree.
+        """
+        if not self.is_live(agent):
+            return None
+        current, seen = agent, {agent.id}
+        while True:
+            parent_id = current.session.header.parent_session
+            parent = self.agents.get(parent_id) if parent_id is not None else None
+            if parent is None or parent.id in seen:
+                return current
+            seen.add(parent.id)
+            current = parent

@@ -1,0 +1,228 @@
+"""The offline view of one Team, as ``dsh team show`` prints it.
+
+``dsh team show`` runs in a process that drives no agent: it folds a stored Lead
+log with the same pure fold the service uses and renders the result. Two things
+follow from being offline, and the output says so rather than guessing:
+
+* live status is unknown, so an ``active`` member (and the Lead) shows as
+  ``inactive`` -- the model-facing meaning of that word ("no turn is running
+  here") is exactly true of a process that runs none;
+* Team mode is shown as recorded: ``enabled`` is ``null`` when the root never
+  selected a mode and has no Team records, because the answer then depends on the
+  profile's ``team_mode_default``, which a log does not record.
+
+:class:`TeamShow` is also the ``--json`` document. Its keys are snake_case, every
+key is always present (``null`` when empty) and ``version`` changes only when a
+key's meaning does, so scripts can rely on them. The text rendering is in
+:mod:`dsh_team.views.show_text`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+import msgspec
+
+from host_spec.messages import message_text
+
+from dsh_team.core.records import MemberPhase, TaskStatus
+from dsh_team.core.state import TeamState
+from dsh_team.core.task_view import LEAD_NAME, list_views, owner_name
+
+__all__ = [
+    "SHOW_VERSION",
+    "MemberStatus",
+    "ShowMember",
+    "ShowTask",
+    "ShowMessage",
+    "ShowFailure",
+    "TeamShow",
+    "offline_status",
+    "build_show",
+    "render_json",
+]
+
+#: ``TeamShow.version``: bumped only when the meaning of an existing key changes.
+SHOW_VERSION: Final = 1
+
+MemberStatus = Literal["inactive", "provisioning", "failed"]
+
+_json: Final = msgspec.json.Encoder()
+
+
+class ShowMember(msgspec.Struct, frozen=True):
+    """One roster row. The Lead comes first (``role`` ``lead``, no description/provider/context).
+
+    ``status`` is the offline status: ``failed`` and ``provisioning`` follow the
+    recorded phase, an ``active`` member is ``inactive`` (no process is attached).
+    ``pending_mail`` counts messages queued to this member and not yet delivered.
+    """
+
+    id: str
+    name: str
+    role: Literal["lead", "teammate"]
+    status: MemberStatus
+    phase: MemberPhase
+    description: str | None
+    provider: str | None
+    context: Literal["fresh", "fork"] | None
+    error: str | None
+    pending_mail: int
+
+
+class ShowTask(msgspec.Struct, frozen=True):
+    """One non-deleted task with what the board says about it (readiness, scope warnings)."""
+
+    id: str
+    revision: int
+    subject: str
+    description: str
+    status: TaskStatus
+    owner_id: str | None
+    owner_name: str | None
+    blocked_by: tuple[str, ...]
+    write_scopes: tuple[str, ...]
+    ready: bool
+    write_scope_warnings: tuple[str, ...]
+
+
+class ShowMessage(msgspec.Struct, frozen=True):
+    """A message queued and not yet delivered; ``text`` joins its text blocks."""
+
+    id: str
+    sender_id: str
+    sender_name: str
+    target_id: str
+    target_name: str | None
+    text: str
+    content: tuple[dict[str, Any], ...]
+
+
+class ShowFailure(msgspec.Struct, frozen=True):
+    """Why the view stops early.
+
+    Attributes:
+        source: ``team`` -- a Team record broke the stream (the fold's ``failure``);
+            ``log`` -- the session log itself is damaged at that line.
+        message: The fold's failure text or the store's error message.
+        seq: The first position that could not be folded.
+    """
+
+    source: Literal["team", "log"]
+    message: str
+    seq: int
+
+
+class TeamShow(msgspec.Struct, frozen=True):
+    """The whole view (the ``--json`` document).
+
+    Attributes:
+        version: :data:`SHOW_VERSION`.
+        team_id: The Lead session id.
+        session_id: The session that was asked for (a teammate's id shows its Team).
+        log_length: Readable events in the Lead log.
+        at: The fold covers seqs ``1..at`` (``--at``, default ``log_length``).
+        position: Seq of the last Team record folded (0: none).
+        offline: Always ``true``: statuses come from the log, not from running agents.
+        enabled: Team mode: the recorded selection, ``true`` for a Team with records,
+            ``null`` when the profile's ``team_mode_default`` decides.
+        failure: ``null``, or why the shown state is the last valid one.
+        members: Lead first, then teammates in creation order.
+        tasks: Non-deleted tasks in creation order.
+        pending_mail: Undelivered messages in queue order.
+    """
+
+    version: int
+    team_id: str
+    session_id: str
+    log_length: int
+    at: int
+    position: int
+    offline: bool
+    enabled: bool | None
+    failure: ShowFailure | None
+    members: tuple[ShowMember, ...]
+    tasks: tuple[ShowTask, ...]
+    pending_mail: tuple[ShowMessage, ...]
+
+
+def offline_status(phase: str) -> MemberStatus:
+    """The status of a member with ``phase`` when no process is attached."""
+    if phase == "failed":
+        return "failed"
+    if phase == "provisioning":
+        return "provisioning"
+    return "inactive"
+
+
+def _enabled(state: TeamState) -> bool | None:
+    if state.mode is not None:
+        return state.mode
+    if len(state.tasks.tasks) or len(state.members.members):
+        return True
+    return None
+
+
+def build_show(
+    state: TeamState,
+    *,
+    session_id: str,
+    log_length: int,
+    at: int,
+    damage: tuple[str, int] | None = None,
+) -> TeamShow:
+    """The view of ``state`` (the Lead log folded up to ``at``).
+
+    Args:
+        state: The folded state; a ``failure`` on it becomes a ``team`` failure.
+        session_id: The session the user asked for.
+        log_length: Readable events in the Lead log.
+        at: Last seq folded.
+        damage: ``(message, seq)`` when the log is damaged at ``seq <= at + 1``;
+            reported as a ``log`` failure unless the fold failed first.
+    """
+    mail = state.mail
+    lead = ShowMember(
+        id=state.team_id, name=LEAD_NAME, role="lead", status="inactive", phase="active",
+        description=None, provider=None, context=None, error=None,
+        pending_mail=mail.pending_count(state.team_id),
+    )
+    members = [lead]
+    members.extend(
+        ShowMember(
+            id=m.id, name=m.name, role="teammate", status=offline_status(m.phase), phase=m.phase,
+            description=m.description, provider=m.provider, context=m.context, error=m.error,
+            pending_mail=mail.pending_count(m.id),
+        )
+        for m in state.members.listed()
+    )
+    tasks = tuple(
+        ShowTask(
+            id=v.id, revision=v.revision, subject=v.subject, description=v.description, status=v.status,
+            owner_id=v.owner_id, owner_name=v.owner_name, blocked_by=v.blocked_by, write_scopes=v.write_scopes,
+            ready=v.ready, write_scope_warnings=v.write_scope_warnings,
+        )
+        for v in list_views(state)
+    )
+    pending = tuple(
+        ShowMessage(
+            id=m.id, sender_id=m.sender_id, sender_name=m.sender_name, target_id=m.target_id,
+            target_name=owner_name(state, m.target_id), text=message_text(list(m.content)), content=m.content,
+        )
+        for m in mail.all_pending()
+    )
+    failure = None
+    if state.failure is not None:
+        failure = ShowFailure(source="team", message=state.failure, seq=state.position)
+    elif damage is not None:
+        failure = ShowFailure(source="log", message=damage[0], seq=damage[1])
+    return TeamShow(
+        version=SHOW_VERSION, team_id=state.team_id, session_id=session_id, log_length=log_length, at=at,
+        position=state.position, offline=True, enabled=_enabled(state), failure=failure,
+        members=tuple(members), tasks=tasks, pending_mail=pending,
+    )
+
+
+def render_json(show: TeamShow) -> str:
+    """The ``--json`` document (indented, keys in declaration order)."""
+    return msgspec.json.format(_json.encode(show), indent=2).decode()

@@ -1,0 +1,92 @@
+"""The human-readable rendering of a :class:`~dsh_team.views.show.TeamShow` (``dsh team show``).
+
+Four blocks -- header, roster, board, pending mail -- in fixed-width tables, so a
+person can scan a Team at a glance and a failure is the first thing they read.
+Nothing here decides anything: every value comes from the view.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from dsh_team.views.show import TeamShow
+
+__all__ = ["render_text"]
+
+_PREVIEW: Final = 72
+_LISTED: Final = ("pending", "in_progress", "completed")
+
+
+def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in (headers, *rows)) for i in range(len(headers))]
+    return ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in (headers, *rows)]
+
+
+def _preview(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _PREVIEW else flat[: _PREVIEW - 3] + "..."
+
+
+def _mode(show: TeamShow) -> str:
+    if show.enabled is None:
+        return "not selected (the profile's team_mode_default decides)"
+    return "on" if show.enabled else "off"
+
+
+def _header(show: TeamShow) -> list[str]:
+    where = f"seq {show.at} of {show.log_length}" if show.at != show.log_length else f"all {show.log_length} events"
+    lines = [f"Team {show.team_id}  (Lead log: {where}; last Team record at seq {show.position})"]
+    if show.session_id != show.team_id:
+        lines.append(f"(session {show.session_id} is a member of this Team)")
+    if show.failure is not None:
+        what = "Team stream failed" if show.failure.source == "team" else "Lead log is damaged"
+        lines.append(f"FAILURE ({what} at seq {show.failure.seq}): {show.failure.message}")
+        lines.append(f"Showing the last valid state, before seq {show.failure.seq}.")
+    lines.append(f"Team mode: {_mode(show)}")
+    lines.append("Offline view: no process is attached, so active members and the Lead show as inactive.")
+    return lines
+
+
+def _members(show: TeamShow) -> list[str]:
+    rows = [
+        (m.name, m.role, m.status, m.context or "-", m.provider or "-", str(m.pending_mail), m.description or "")
+        for m in show.members
+    ]
+    lines = [f"Members ({len(show.members)})"]
+    lines += _table(("NAME", "ROLE", "STATUS", "CONTEXT", "PROVIDER", "MAIL", "DESCRIPTION"), rows)
+    lines += [f"    {m.name}: error: {m.error}" for m in show.members if m.error]
+    return lines
+
+
+def _tasks(show: TeamShow) -> list[str]:
+    if not show.tasks:
+        return ["Tasks (0)", "  (no tasks)"]
+    counts = {status: sum(1 for t in show.tasks if t.status == status) for status in _LISTED}
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+    rows = [
+        (t.id, str(t.revision), t.status, t.owner_name or t.owner_id or "-", "yes" if t.ready else "no",
+         ", ".join(t.blocked_by) or "-", t.subject)
+        for t in show.tasks
+    ]
+    lines = [f"Tasks ({len(show.tasks)}: {summary})"]
+    lines += _table(("ID", "REV", "STATUS", "OWNER", "READY", "BLOCKED BY", "SUBJECT"), rows)
+    for task in show.tasks:
+        if task.write_scopes:
+            lines.append(f"    {task.id}: write scopes: {', '.join(task.write_scopes)}")
+        lines += [f"    {task.id}: warning: {warning}" for warning in task.write_scope_warnings]
+    return lines
+
+
+def _mail(show: TeamShow) -> list[str]:
+    lines = [f"Pending mail ({len(show.pending_mail)} queued, not yet delivered)"]
+    if not show.pending_mail:
+        return [*lines, "  (none)"]
+    for message in show.pending_mail:
+        target = message.target_name or message.target_id
+        lines.append(f"  {message.sender_name} -> {target}  [{message.id}]  {_preview(message.text)}")
+    return lines
+
+
+def render_text(show: TeamShow) -> str:
+    """The human-readable view: header, roster, board, pending mail."""
+    return "\n".join([*_header(show), "", *_members(show), "", *_tasks(show), "", *_mail(show)])

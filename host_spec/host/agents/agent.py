@@ -1,0 +1,248 @@
+"""A live agent: its session, scope and inbox, the wake/cancel state machine, and status.
+
+The agent owns exactly one driver task at a time (:func:`loop.drive`). Sends are
+synchronous: the inbox splice is appended before ``steer``/``followup`` return, so
+the message is durable after the next flush whatever happens to the driver. A
+waking send on an idle agent starts the driver; a running driver picks pending
+items up at its next step or turn boundary.
+
+Cancellation is modelled with one :class:`AbortSignal` per activity (asyncio
+cancellation carries no reason). A cancel keeps the inbox by default; kept items
+do not wake the driver until the next waking send, which is how an interrupted
+teammate waits for new instructions instead of resuming the old ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from host_spec.errors import DshError
+from host_spec.events import EventType
+from host_spec.messages import UserMessage
+from host_spec.records import AbortSignal, CancelCause
+
+from host_spec.host.agents.inbox import NEXT_STEP, NEXT_TURN, Inbox, Target
+from host_spec.host.agents.loop import drive
+from host_spec.host.agents.repair import append_closers, fold_tail
+
+if TYPE_CHECKING:
+    from host_spec.protocols import AgentStatus, Session
+
+    from host_spec.host.agents.registry import AgentRegistry, AgentRuntime
+    from host_spec.host.agents.scope import Scope
+
+__all__ = ["Agent", "AgentDisposedError"]
+
+log = structlog.get_logger(__name__)
+
+
+class AgentDisposedError(DshError):
+    """A message was sent to an agent whose disposal has completed."""
+
+    code = "AGENT_DISPOSED"
+
+
+class Agent:
+    """A live agent (implements ``protocols.Agent``); built by :class:`AgentRegistry`.
+
+    Construction folds the log once: it closes a turn a crash left open, learns the
+    last turn number, and rebuilds the inbox from the session's own splices.
+    """
+
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        registry: AgentRegistry,
+        session: Session,
+        scope: Scope,
+        *,
+        name: str,
+        model: str | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self._registry = registry
+        self._session = session
+        self._scope = scope
+        self._name = name
+        self._model = model
+        self._status: AgentStatus = "idle"
+        self._task: asyncio.Task[None] | None = None
+        self._signal = AbortSignal()
+        self._cause: CancelCause | None = None
+        self._latch = False
+        self._disposing = False
+        self._disposed = False
+        self._disposal: asyncio.Future[None] | None = None
+        self._messages: list[Mapping[str, Any]] = []
+        self._folded = 0
+        state = fold_tail(session.events)
+        self.repaired = append_closers(session, state, agent_id=session.id)
+        self.turn = state.last_turn
+        self._inbox = Inbox(session)
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.id} {self._name!r} {self._status}>"
+
+    # ------------------------------------------------------------ identity and state
+
+    @property
+    def id(self) -> str:
+        return self._session.id
+
+    @property
+    def session(self) -> Session:
+        return self._session
+
+    @property
+    def status(self) -> AgentStatus:
+        return self._status
+
+    @property
+    def model(self) -> str | None:
+        return self._model
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def scope(self) -> Scope:
+        return self._scope
+
+    @property
+    def inbox(self) -> Inbox:
+        return self._inbox
+
+    @property
+    def parent_id(self) -> str | None:
+        return self._session.header.parent_session
+
+    @property
+    def disposing(self) -> bool:
+        """Disposal has started: sends are still recorded but never wake the driver."""
+        return self._disposing
+
+    @property
+    def disposed(self) -> bool:
+        return self._disposed
+
+    @property
+    def signal(self) -> AbortSignal:
+        """The current activity's abort signal (replaced when a new activity starts)."""
+        return self._signal
+
+    # ------------------------------------------------------------ sends
+
+    def steer(self, message: UserMessage) -> str:
+        """Deliver at the next step boundary of a running turn, or start a turn when idle."""
+        return self._send(message, NEXT_STEP)
+
+    def followup(self, message: UserMessage) -> str:
+        """Queue ``message`` as a later turn's prompt and wake the agent."""
+        return self._send(message, NEXT_TURN)
+
+    def _send(self, message: UserMessage, target: Target) -> str:
+        if self._disposed:
+            raise AgentDisposedError(f"agent {self.id} is disposed", agent_id=self.id)
+        if self._task is not None and self._signal.aborted:
+            # The running activity is being cancelled: the message waits for a fresh
+            # turn, and the wake is latched for when the driver settles.
+            self._inbox.insert(message, NEXT_TURN)
+            if not self._disposing:
+                self._latch = True
+            return message.id
+        self._inbox.insert(message, target)
+        self.wake()
+        return message.id
+
+    def wake(self) -> None:
+        """Start the driver if idle (a running driver drains pending work itself)."""
+        if self._disposing or self._task is not None:
+            return
+        self._signal, self._cause, self._latch = AbortSignal(), None, False
+        self._set_status("running")
+        self._task = asyncio.get_running_loop().create_task(drive(self), name=f"agent:{self.id}")
+
+    # ------------------------------------------------------------ cancel and idle
+
+    def cancel(self, cause: CancelCause, *, keep_inbox: bool = True) -> None:
+        """Cancel the current activity (first cause wins); a no-op on an idle agent.
+
+        Without ``keep_inbox`` the pending items are discarded first (durable
+        ``canceled`` splices) and a latched wake is dropped.
+        """
+        if self._task is None:
+            return
+        if not keep_inbox:
+            self._inbox.clear()
+            self._latch = False
+        if not self._signal.aborted:
+            self._cause = cause
+            self._signal.abort(cause)
+
+    @property
+    def cancel_cause(self) -> CancelCause | None:
+        return self._cause
+
+    async def when_idle(self) -> None:
+        """Wait until no driver runs (looping: a settling driver may hand over to a new one)."""
+        while self._task is not None:
+            await asyncio.wait([self._task])
+
+    def take_latch(self) -> bool:
+        """Driver hook: consume a latched wake, arming a fresh signal. False when none or disposing."""
+        if not self._latch or self._disposing:
+            return False
+        self._signal, self._cause, self._latch = AbortSignal(), None, False
+        return True
+
+    def driver_done(self) -> None:
+        """Driver hook: the driver task is ending; the agent becomes idle."""
+        self._task = None
+        self._set_status("idle")
+
+    def _set_status(self, status: AgentStatus) -> None:
+        if status == self._status:
+            return
+        self._status = status
+        try:
+            self.runtime.hooks.status(self, status)
+        except Exception:
+            log.exception("agent status hook failed", agent=self.id, status=status)
+
+    # ------------------------------------------------------------ conversation
+
+    def messages(self) -> Sequence[Mapping[str, Any]]:
+        """The model conversation derived from the surface events (inherited prefix included).
+
+        Folded incrementally: each call only decodes events appended since the last one.
+        """
+        events = self._session.events
+        for index in range(self._folded, len(events)):
+            event = events[index]
+            if event.type == EventType.USER_MESSAGE:
+                self._messages.append(event.value())
+            elif event.type == EventType.ASSISTANT_MESSAGE:
+                value = event.value()
+                if value.get("content"):
+                    self._messages.append({"role": "assistant", **value})
+            elif event.type == EventType.TOOL_RESULT:
+                self._messages.append({"role": "tool", **event.value()})
+        self._folded = len(events)
+        return tuple(self._messages)
+
+    # ------------------------------------------------------------ disposal
+
+    async def dispose(self) -> None:
+        """Dispose through the registry (idempotent; see :meth:`AgentRegistry.dispose`)."""
+        await self._registry.dispose(self)
+
+    def mark_disposing(self) -> None:
+        self._disposing = True
+
+    def mark_disposed(self) -> None:
+        self._disposing = self._disposed = True

@@ -1,0 +1,160 @@
+"""The turn driver: turns of steps, each step one model call and its tool calls.
+
+One driver task runs per active agent (started by :meth:`Agent.wake`)::
+
+    while there is pending work (and the activity is not cancelled):
+        turn/start; claim next-step items + the first next-turn prompt
+        loop steps:
+            step/start; user/message per claimed item; checkpoint (flush)
+            model call -> assistant/message; tool calls -> tool/call, tool/result
+            step/end (always)
+            stop when the model called no tools and nothing was steered in meanwhile;
+            otherwise claim the next-step items and go on
+        turn/end {reason} (always)
+
+The checkpoint before each model call and each tool body makes everything the
+model or a tool could act on durable first, so a crash never loses an accepted
+message and crash repair can tell a started tool call from an unstarted one.
+Every loop append carries ``cause.agent_id`` (a context variable set for the task).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import structlog
+
+from host_spec.errors import DshError
+from host_spec.events import Cause, EventType, StepMark, TurnEnd, TurnStart
+from host_spec.messages import AssistantMessage, text_block
+from host_spec.records import AbortSignal
+
+from host_spec.host.store.context import current_cause
+from host_spec.host.models.adapter import ModelRequest, parse_reply
+from host_spec.host.agents.tool_step import run_tool_calls
+
+if TYPE_CHECKING:
+    from host_spec.host.agents.agent import Agent
+
+__all__ = ["drive", "run_turn", "race"]
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+
+async def race(awaitable: Awaitable[T], signal: AbortSignal) -> tuple[bool, T | None]:
+    """Await ``awaitable`` unless ``signal`` aborts first (then it is cancelled).
+
+    Returns ``(True, result)`` when it finished, ``(False, None)`` when aborted.
+    """
+    task = asyncio.ensure_future(awaitable)
+    waiter = asyncio.ensure_future(signal.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if task.cancelled():
+        return False, None
+    return True, task.result()
+
+
+async def drive(agent: Agent) -> None:
+    """Run turns while the agent has pending work; the agent goes idle when this returns."""
+    current_cause.set(Cause(agent_id=agent.id))
+    try:
+        while True:
+            if agent.signal.aborted and not agent.take_latch():
+                break
+            if not agent.inbox.has_pending():
+                break
+            await run_turn(agent)
+    except Exception:
+        # Only a failure to record the turn itself lands here (e.g. the session closed).
+        log.exception("agent driver failed", agent=agent.id)
+    finally:
+        agent.driver_done()
+
+
+def _error_reason(exc: BaseException) -> dict[str, Any]:
+    code = exc.code if isinstance(exc, DshError) else "UNKNOWN"
+    message = exc.message if isinstance(exc, DshError) else f"{type(exc).__name__}: {exc}"
+    return {"kind": "error", "error": {"message": message, "code": code}}
+
+
+def _aborted_reason(agent: Agent) -> dict[str, Any]:
+    cause = agent.cancel_cause
+    reason: dict[str, Any] = {"kind": cause.kind if cause is not None else "user"}
+    if cause is not None and cause.detail is not None:
+        reason["detail"] = cause.detail
+    return {"kind": "aborted", "reason": reason}
+
+
+async def run_turn(agent: Agent) -> None:
+    """One turn, always closed with ``turn/end`` (completed, aborted or error)."""
+    session, signal = agent.session, agent.signal
+    agent.turn += 1
+    turn = agent.turn
+    session.append(EventType.TURN_START, TurnStart(turn=turn))
+    reason: dict[str, Any] = {"kind": "completed"}
+    step = 0
+    try:
+        while True:
+            claimed = agent.inbox.claim_step()
+            if step == 0:
+                prompt = agent.inbox.claim_turn()
+                if prompt is not None:
+                    claimed.append(prompt)
+                if not claimed:  # pragma: no cover - drive() only starts turns with pending work
+                    break
+            step += 1
+            session.append(EventType.STEP_START, StepMark(turn=turn, step=step))
+            try:
+                for message in claimed:
+                    session.append(EventType.USER_MESSAGE, message)
+                ends = await _run_step(agent, turn, step, signal)
+            finally:
+                session.append(EventType.STEP_END, StepMark(turn=turn, step=step))
+            if signal.aborted or (ends and not agent.inbox.next_step):
+                break
+    except Exception as exc:
+        if not signal.aborted:
+            log.warning("turn failed", agent=agent.id, turn=turn, error=str(exc))
+            reason = _error_reason(exc)
+    if signal.aborted:
+        reason = _aborted_reason(agent)
+    session.append(EventType.TURN_END, TurnEnd(turn=turn, reason=reason))
+    try:
+        agent.runtime.hooks.turn_end(agent, turn, reason)
+    except Exception:
+        log.exception("turn_end hook failed", agent=agent.id, turn=turn)
+
+
+async def _run_step(agent: Agent, turn: int, step: int, signal: AbortSignal) -> bool:
+    """One model call and its tool calls. Returns whether the turn may end after it."""
+    runtime, session = agent.runtime, agent.session
+    await session.flush()  # checkpoint: the claimed messages are durable before the model sees them
+    if signal.aborted:
+        return True
+    request = ModelRequest(
+        agent=agent,
+        system=runtime.prompts.render(agent),
+        messages=agent.messages(),
+        tools=runtime.tools.visible(agent),
+        signal=signal,
+    )
+    finished, raw = await race(runtime.model.complete(request), signal)
+    if not finished:
+        return True
+    reply = parse_reply(raw)
+    content = [text_block(reply.text)] if reply.text else []
+    content += [{"type": "tool-call", "id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls]
+    session.append(EventType.ASSISTANT_MESSAGE, AssistantMessage(turn=turn, step=step, content=content))
+    if not reply.tool_calls:
+        return True
+    await run_tool_calls(agent, reply.tool_calls, turn=turn, step=step, signal=signal)
+    return False

@@ -1,0 +1,163 @@
+"""The agent registry and the seam through which the app observes agents.
+
+Agents never import pluggy: the app implements :class:`AgentHooks` (turning each
+call into a ``dsh_agent_*`` hook) and tests use a recording stub. The registry is
+the identity authority: ``registry.get(id) is agent`` tells a live agent from a
+stale reference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+import attrs
+import structlog
+
+from host_spec.errors import DshError
+from host_spec.records import CancelCause
+
+from host_spec.host.agents.agent import Agent
+from host_spec.host.agents.scope import Scope
+
+if TYPE_CHECKING:
+    from host_spec.protocols import ModelAdapter, Session
+
+    from host_spec.host.agents.prompt import PromptRegistry
+    from host_spec.host.store.sessions import SessionStore
+    from host_spec.host.agents.tools import ToolRegistry
+
+__all__ = ["AgentHooks", "NullHooks", "AgentRuntime", "AgentRegistry", "AgentExistsError"]
+
+log = structlog.get_logger(__name__)
+
+
+class AgentExistsError(DshError):
+    """A live agent already drives this session."""
+
+    code = "AGENT_EXISTS"
+
+
+class AgentHooks(Protocol):
+    """What the app learns about agents (``app.Host`` implements it)."""
+
+    def created(self, agent: Agent) -> None:
+        """The agent is built and registered; raise to veto (creation is rolled back)."""
+
+    def session_start(self, agent: Agent, source: str) -> None:
+        """The agent may now be driven (``source`` is ``startup`` or ``resume``)."""
+
+    def status(self, agent: Agent, status: str) -> None:
+        """The live status changed (never repeats)."""
+
+    def turn_end(self, agent: Agent, turn: int, reason: dict) -> None:
+        """A turn was closed with ``reason``."""
+
+    def disposed(self, agent: Agent) -> None:
+        """The agent is quiescent and its scope unwound."""
+
+
+class NullHooks:
+    """Hooks that do nothing (tests and benchmarks)."""
+
+    def created(self, agent: Agent) -> None:
+        pass
+
+    def session_start(self, agent: Agent, source: str) -> None:
+        pass
+
+    def status(self, agent: Agent, status: str) -> None:
+        pass
+
+    def turn_end(self, agent: Agent, turn: int, reason: dict) -> None:
+        pass
+
+    def disposed(self, agent: Agent) -> None:
+        pass
+
+
+@attrs.define
+class AgentRuntime:
+    """The services every agent of one host shares."""
+
+    sessions: SessionStore | None
+    tools: ToolRegistry
+    prompts: PromptRegistry
+    model: ModelAdapter
+    hooks: AgentHooks = attrs.Factory(NullHooks)
+
+
+class AgentRegistry:
+    """Live agents by id (implements ``protocols.AgentRegistry``)."""
+
+    def __init__(self, runtime: AgentRuntime) -> None:
+        self.runtime = runtime
+        self._agents: dict[str, Agent] = {}
+
+    def create(self, session: Session, *, name: str, model: str | None = None, source: str = "startup") -> Agent:
+        """Build, publish and (if it has pending work) wake an agent for ``session``.
+
+        Construction closes a crash-interrupted turn and rebuilds the inbox. The agent
+        is registered before ``hooks.created`` so plugins may already look it up; a veto
+        unregisters it, disposes its scope and propagates. A resumed agent with
+        pending inbox items starts working at once (cold resume continues work).
+
+        Raises:
+            AgentExistsError: a live agent already drives this session.
+        """
+        if session.id in self._agents:
+            raise AgentExistsError(f"agent {session.id} is already live", agent_id=session.id)
+        scope = Scope(label=f"agent:{session.id}")
+        agent = Agent(self.runtime, self, session, scope, name=name, model=model)
+        self._agents[agent.id] = agent
+        try:
+            self.runtime.hooks.created(agent)
+        except BaseException:
+            del self._agents[agent.id]
+            scope.dispose()
+            agent.mark_disposed()
+            raise
+        try:
+            self.runtime.hooks.session_start(agent, source)
+        except Exception:
+            log.exception("session_start hook failed", agent=agent.id)
+        if agent.inbox.has_pending():
+            agent.wake()
+        return agent
+
+    def get(self, agent_id: str) -> Agent | None:
+        return self._agents.get(agent_id)
+
+    def list(self) -> Sequence[Agent]:
+        """Live agents in creation order."""
+        return list(self._agents.values())
+
+    def roots(self) -> Sequence[Agent]:
+        """Live agents whose session has no parent."""
+        return [agent for agent in self._agents.values() if agent.parent_id is None]
+
+    async def dispose(self, agent: Agent) -> None:
+        """Stop ``agent`` and unwind it; idempotent (concurrent callers share one disposal).
+
+        Order: ``cancel(disposed)`` keeping the inbox (pending work stays durable for a
+        later resume) -> ``when_idle`` -> scope disposal (LIFO) -> ``hooks.disposed`` ->
+        unregister. The session is the caller's to flush and detach.
+        """
+        if agent._disposal is None:
+            # Synchronous start: from here on sends are recorded but never wake the agent.
+            agent.mark_disposing()
+            agent.cancel(CancelCause("disposed"))
+            agent._disposal = asyncio.ensure_future(self._finish_disposal(agent))
+        await asyncio.shield(agent._disposal)
+
+    async def _finish_disposal(self, agent: Agent) -> None:
+        await agent.when_idle()
+        agent.scope.dispose()
+        try:
+            self.runtime.hooks.disposed(agent)
+        except Exception:
+            log.exception("disposed hook failed", agent=agent.id)
+        if self._agents.get(agent.id) is agent:
+            del self._agents[agent.id]
+        agent.mark_disposed()

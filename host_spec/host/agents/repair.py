@@ -1,0 +1,103 @@
+"""Crash repair: close a turn the previous process left open.
+
+A crash can stop the loop anywhere inside a turn. Before a resumed agent does
+anything else it appends closers so the log is balanced again and the model never
+sees a tool call without a result: one error ``tool/result`` per unanswered call
+(``TOOL_OUTCOME_UNKNOWN`` when its ``tool/call`` was recorded, so it may have run;
+``TOOL_NOT_STARTED`` otherwise), ``step/end`` if a step is open, then
+``turn/end {reason: {kind: interrupted}}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
+
+import attrs
+
+from host_spec.events import Cause, Event, EventType, StepMark, TurnEnd, TurnStart
+
+from host_spec.host.agents.tools import error_result
+
+if TYPE_CHECKING:
+    from host_spec.protocols import Session
+
+__all__ = ["LogState", "fold_tail", "append_closers", "OUTCOME_UNKNOWN_TEXT", "NOT_STARTED_TEXT"]
+
+OUTCOME_UNKNOWN_TEXT: Final = (
+    "tool call outcome unknown: the host stopped while it ran; retry only read-only or "
+    "idempotent work, otherwise verify its effect first"
+)
+NOT_STARTED_TEXT: Final = "tool call was not started before the host stopped; it may be retried"
+
+_BOUNDARIES: Final = frozenset({EventType.TURN_START, EventType.TURN_END})
+
+
+@attrs.define
+class LogState:
+    """Where a log stands: the last turn number and, if a turn is open, what is unanswered.
+
+    Attributes:
+        last_turn: Number of the newest ``turn/start`` (0 for none); new turns continue from it.
+        open_turn: The open turn's number, or ``None`` for a balanced log.
+        open_step: The open step's number, or ``None``.
+        unanswered: ``(call_id, name, started)`` for each tool call of the open turn without
+            a result, in model order; ``started`` means its ``tool/call`` was recorded.
+    """
+
+    last_turn: int = 0
+    open_turn: int | None = None
+    open_step: int | None = None
+    step: int = 0
+    unanswered: list[tuple[str, str, bool]] = attrs.Factory(list)
+
+
+def fold_tail(events: Sequence[Event]) -> LogState:
+    """Fold only the tail from the newest turn boundary: O(events since the last turn/start)."""
+    index = len(events) - 1
+    while index >= 0 and events[index].type not in _BOUNDARIES:
+        index -= 1
+    if index < 0:
+        return LogState()
+    boundary = events[index]
+    if boundary.type == EventType.TURN_END:
+        return LogState(last_turn=boundary.decode(TurnEnd).turn)
+    turn = boundary.decode(TurnStart).turn
+    state = LogState(last_turn=turn, open_turn=turn)
+    calls: dict[str, str] = {}
+    started: set[str] = set()
+    for event in events[index + 1 :]:
+        if event.type == EventType.STEP_START:
+            state.open_step = state.step = event.decode(StepMark).step
+        elif event.type == EventType.STEP_END:
+            state.open_step = None
+        elif event.type == EventType.ASSISTANT_MESSAGE:
+            for block in event.value().get("content", ()):
+                if block.get("type") == "tool-call":
+                    calls[block["id"]] = block["name"]
+        elif event.type == EventType.TOOL_CALL:
+            started.add(event.value()["call_id"])
+        elif event.type == EventType.TOOL_RESULT:
+            calls.pop(event.value()["call_id"], None)
+    state.unanswered = [(call_id, name, call_id in started) for call_id, name in calls.items()]
+    return state
+
+
+def append_closers(session: Session, state: LogState, *, agent_id: str) -> int:
+    """Append the closers for ``state``'s open turn; returns how many events were appended."""
+    if state.open_turn is None:
+        return 0
+    cause = Cause(agent_id=agent_id)
+    turn, count = state.open_turn, 0
+    for call_id, name, started in state.unanswered:
+        code, text = ("TOOL_OUTCOME_UNKNOWN", OUTCOME_UNKNOWN_TEXT) if started else ("TOOL_NOT_STARTED", NOT_STARTED_TEXT)
+        result = error_result(call_id, name, code, text, turn=turn, step=state.step)
+        session.append(EventType.TOOL_RESULT, result, cause=cause)
+        count += 1
+    if state.open_step is not None:
+        session.append(EventType.STEP_END, StepMark(turn=turn, step=state.open_step), cause=cause)
+        count += 1
+    session.append(EventType.TURN_END, TurnEnd(turn=turn, reason={"kind": "interrupted"}), cause=cause)
+    state.open_turn = state.open_step = None
+    state.unanswered = []
+    return count + 1

@@ -1,0 +1,97 @@
+"""Executing one step's tool calls: scheduling, checkpoints and model-ordered results.
+
+Consecutive calls of tools marked ``concurrency_safe`` run together; any other
+call runs alone (a barrier). For each batch the ``tool/call`` records are
+appended, the session is flushed (so a crash mid-body is reported as
+``TOOL_OUTCOME_UNKNOWN``, not silently re-run), the bodies run, and the
+``tool/result`` events are appended in model order. Once the turn is cancelled,
+calls that have not started get a synthetic ``tool/call`` + ``tool/result`` with
+``ABORTED_BEFORE_DISPATCH``; started calls drain (they see ``call.signal``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
+
+from host_spec.events import EventType, ToolCallRecord
+from host_spec.messages import ToolResultMessage
+from host_spec.records import AbortSignal
+
+from host_spec.host.models.adapter import ModelToolCall
+from host_spec.host.agents.tools import error_result
+
+if TYPE_CHECKING:
+    from host_spec.host.agents.agent import Agent
+
+__all__ = ["run_tool_calls", "batches", "ABORTED_BEFORE_DISPATCH_TEXT"]
+
+ABORTED_BEFORE_DISPATCH_TEXT: Final = "tool call aborted before dispatch"
+
+
+def batches(agent: Agent, calls: Sequence[ModelToolCall]) -> list[list[ModelToolCall]]:
+    """Group consecutive concurrency-safe calls; every other call is a batch of one."""
+    groups: list[list[ModelToolCall]] = []
+    tools = agent.runtime.tools
+    safe_run = False
+    for call in calls:
+        spec = tools.get(agent, call.name)
+        safe = spec is not None and spec.concurrency_safe
+        if safe and safe_run:
+            groups[-1].append(call)
+        else:
+            groups.append([call])
+        safe_run = safe
+    return groups
+
+
+async def run_tool_calls(
+    agent: Agent, calls: Sequence[ModelToolCall], *, turn: int, step: int, signal: AbortSignal
+) -> None:
+    """Run ``calls`` and append their records and results (see the module docstring).
+
+    If recording or the checkpoint fails, every call of the step still gets a
+    result (``TOOL_NOT_STARTED``) before the error propagates, so the model never
+    sees a tool call without one.
+    """
+    session = agent.session
+    answered: set[str] = set()
+    started: set[str] = set()
+
+    def record(call: ModelToolCall) -> None:
+        record_ = ToolCallRecord(turn=turn, step=step, call_id=call.id, name=call.name, arguments=call.arguments)
+        session.append(EventType.TOOL_CALL, record_)
+
+    def result(message: ToolResultMessage) -> None:
+        session.append(EventType.TOOL_RESULT, message)
+        answered.add(message.call_id)
+
+    try:
+        for batch in batches(agent, calls):
+            if signal.aborted:
+                for call in batch:
+                    record(call)
+                    code = "ABORTED_BEFORE_DISPATCH"
+                    result(error_result(call.id, call.name, code, ABORTED_BEFORE_DISPATCH_TEXT, turn=turn, step=step))
+                continue
+            for call in batch:
+                record(call)
+            await session.flush()  # checkpoint: the calls are on record before any body runs
+            started.update(c.id for c in batch)
+            runs = [
+                agent.runtime.tools.execute(agent, c.id, c.name, c.arguments, signal, turn=turn, step=step)
+                for c in batch
+            ]
+            messages = [await runs[0]] if len(runs) == 1 else await asyncio.gather(*runs)
+            for message in messages:
+                result(message)
+    except Exception as exc:
+        for call in calls:
+            if call.id not in answered:
+                code = "TOOL_OUTCOME_UNKNOWN" if call.id in started else "TOOL_NOT_STARTED"
+                try:
+                    result(error_result(call.id, call.name, code, f"tool call failed: {exc}", turn=turn, step=step))
+                except Exception:
+                    break  # the session refuses appends; crash repair closes it on resume
+        raise

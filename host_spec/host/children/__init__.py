@@ -1,0 +1,2 @@
+"""Continuable children: providers, the continuation manager, residency and who may reach a child.
+"""

@@ -1,0 +1,2 @@
+"""The ``dsh`` command line: run, resume, log, and CLI extensions of plugins.
+"""

@@ -1,0 +1,144 @@
+"""CLI extensions of the ``dsh`` command: discovery and the environment they get.
+
+Plugin distributions add subcommands through entry-point group ``dsh.cli`` (see
+:mod:`host_spec.cli`). This module finds them and hands each one a
+:class:`CliEnvironment`: the shared ``--data-dir`` option and a read-only
+:class:`StoreReader`, so an extension reads session logs exactly as the host
+does (same torn-tail rule, same errors) without importing the host.
+
+A broken extension must not take the built-in commands down with it: one that
+fails to import or register is reported on stderr and skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Iterable
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from host_spec.cli import CLI_ENTRY_POINT_GROUP, StoredLog
+from host_spec.errors import SessionCorruptError, SessionNotFoundError
+from host_spec.events import SessionHeader
+
+from host_spec.host.store.jsonl_format import parse_header, parse_log
+from host_spec.host.store.jsonl import JsonlStore
+
+__all__ = ["StoreReader", "CliEnvironment", "discover_extensions", "register_extensions"]
+
+#: ``(name, register)`` pairs; ``register(subparsers, env)`` adds commands.
+Extension = tuple[str, Callable[[Any, Any], None]]
+
+
+def _line_offset(data: bytes, lineno: int) -> int:
+    """Byte offset where 1-based line ``lineno`` starts."""
+    offset = 0
+    for _ in range(lineno - 1):
+        offset = data.index(b"\n", offset) + 1
+    return offset
+
+
+@attrs.define(eq=False)
+class StoreReader:
+    """Read-only view of a data directory (implements ``host_spec.cli.SessionReader``)."""
+
+    store: JsonlStore
+
+    @property
+    def root(self) -> Path:
+        return self.store.root
+
+    def list_ids(self) -> list[str]:
+        return self.store.list_ids()
+
+    def header(self, session_id: str) -> SessionHeader:
+        path = self.store.path(session_id)
+        try:
+            with path.open("rb") as handle:
+                line = handle.readline().rstrip(b"\n")
+        except FileNotFoundError:
+            raise SessionNotFoundError(f"session {session_id} not found in {self.root}", session=session_id) from None
+        return parse_header(line, path)
+
+    def roots(self) -> list[str]:
+        return [sid for sid in self.list_ids() if self.header(sid).parent_session is None]
+
+    def latest_root(self) -> str:
+        found = self.roots()
+        if not found:
+            raise SessionNotFoundError(f"no root session stored in {self.root}")
+        return found[-1]
+
+    def read(self, session_id: str, *, salvage: bool = False) -> StoredLog:
+        if not self.store.exists(session_id):
+            raise SessionNotFoundError(f"session {session_id} not found in {self.root}", session=session_id)
+        try:
+            header, events = self.store.read(session_id)
+        except SessionCorruptError as exc:
+            line = exc.details.get("line")
+            if not salvage or not isinstance(line, int):
+                raise
+            path = self.store.path(session_id)
+            data = path.read_bytes()
+            scan = parse_log(path, data[: _line_offset(data, line)])
+            return StoredLog(scan.header, scan.events, exc)
+        return StoredLog(header, events)
+
+
+@attrs.define(eq=False)
+class CliEnvironment:
+    """What an extension's ``register`` gets (implements ``host_spec.cli.CliEnv``).
+
+    Args:
+        default_data_dir: ``() -> str``, the ``--data-dir`` default (read per parser build).
+        check_data_dir: ``(path, create=False) -> path``; raises the host's data-dir errors.
+    """
+
+    default_data_dir: Callable[[], str]
+    check_data_dir: Callable[..., Path]
+
+    def add_data_dir(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--data-dir", default=self.default_data_dir(), type=Path,
+                            help="session store root (default: $DSH_DATA_DIR or ./.dsh-data)")
+
+    def open_store(self, data_dir: Path) -> StoreReader:
+        return StoreReader(JsonlStore(self.check_data_dir(Path(data_dir), create=False)))
+
+
+def discover_extensions() -> list[Extension]:
+    """Installed ``dsh.cli`` entry points, loaded, by name.
+
+    A failing import is reported and skipped. A name declared twice with the same
+    target (one distribution seen twice on the path) loads once; with different
+    targets the later declaration is reported and skipped.
+    """
+    found: list[Extension] = []
+    seen: dict[str, str] = {}
+    for ep in sorted(entry_points(group=CLI_ENTRY_POINT_GROUP), key=lambda ep: ep.name):
+        first = seen.get(ep.name)
+        if first is not None:
+            if first != ep.value:
+                print(f'dsh: warning: CLI extension "{ep.name}" is declared twice ({first}, {ep.value}); '
+                      f"using {first}", file=sys.stderr)
+            continue
+        seen[ep.name] = ep.value
+        try:
+            found.append((ep.name, ep.load()))
+        except Exception as exc:
+            print(f'dsh: warning: CLI extension "{ep.name}" failed to import: {type(exc).__name__}: {exc}',
+                  file=sys.stderr)
+    return found
+
+
+def register_extensions(commands: Any, env: CliEnvironment, extensions: Iterable[Extension]) -> None:
+    """Let each extension add its commands; one that fails is reported and skipped."""
+    for name, register in extensions:
+        try:
+            register(commands, env)
+        except Exception as exc:
+            print(f'dsh: warning: CLI extension "{name}" failed to register: {type(exc).__name__}: {exc}',
+                  file=sys.stderr)

@@ -1,0 +1,70 @@
+"""Remember how a root session was started, so ``dsh resume`` needs no flags.
+
+A crashed run is resumed with the profile and model it started with; asking the
+user to repeat them (and to get them right) is how peer tools end up resuming a
+team with the wrong tools. One small JSON file per root lives beside the logs at
+``<data_dir>/runs/<encoded-id>.json``, written atomically (temp, fsync, rename)
+before the root does anything, so even a run killed at its first step can resume.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+import msgspec
+
+from host_spec.host.store.jsonl_format import encode_id
+
+__all__ = ["RunSettings", "record", "lookup", "absolute_spec"]
+
+_RUNS = "runs"
+
+
+class RunSettings(msgspec.Struct, frozen=True):
+    """The profile and model spec a root session was started with."""
+
+    profile: str
+    model: str
+
+
+_decoder = msgspec.json.Decoder(RunSettings)
+_encoder = msgspec.json.Encoder()
+
+
+def absolute_spec(spec: str, *, prefix: str = "") -> str:
+    """Make the file part of a spec absolute (``scripted:x.json``, ``my.toml``); names pass through."""
+    path = spec[len(prefix):] if prefix and spec.startswith(prefix) else None
+    if path is not None:
+        return prefix + str(Path(path).resolve())
+    if spec.endswith(".toml") or os.sep in spec:
+        return str(Path(spec).resolve())
+    return spec
+
+
+def _path(data_dir: Path, session_id: str) -> Path:
+    return data_dir / _RUNS / f"{encode_id(session_id)}.json"
+
+
+def record(data_dir: Path, session_id: str, settings: RunSettings) -> None:
+    """Durably store ``settings`` for ``session_id`` (replacing an older record)."""
+    target = _path(data_dir, session_id)
+    target.parent.mkdir(exist_ok=True)
+    temp = target.with_suffix(".tmp")
+    with open(temp, "wb") as handle:
+        handle.write(_encoder.encode(settings))
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, target)
+    directory = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def lookup(data_dir: Path, session_id: str) -> RunSettings | None:
+    """The recorded settings of ``session_id``, or ``None`` (never recorded, or unreadable)."""
+    try:
+        return _decoder.decode(_path(data_dir, session_id).read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return None

@@ -1,0 +1,2 @@
+"""Model adapters of the reference host: the model seam and the keyless scripted model.
+"""

@@ -1,0 +1,92 @@
+"""The model seam the turn loop talks to: one request in, one assistant step out.
+
+Adapters implement ``protocols.ModelAdapter``: ``await complete(request)`` returns
+``{"text": str, "tool_calls": [{"id", "name", "arguments"}]}``. The loop checks
+that shape here, once, so an adapter bug becomes a typed ``ModelError`` (a turn
+ending ``error``) rather than a crash deep inside tool dispatch.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from host_spec.errors import ModelError
+from host_spec.events import json_encode
+from host_spec.records import AbortSignal, ToolSpec
+
+from host_spec.host.agents.tools import schema
+
+if TYPE_CHECKING:
+    from host_spec.protocols import Agent
+
+__all__ = ["ModelRequest", "ModelReply", "ModelToolCall", "parse_reply", "tool_definitions"]
+
+
+@attrs.frozen
+class ModelRequest:
+    """One model call (implements ``protocols.ModelRequest``).
+
+    Attributes:
+        agent: The calling agent (the scripted model keys its script by ``agent.name``).
+        system: The rendered system prompt.
+        messages: The derived conversation: user, assistant and tool-result messages as
+            dicts with a ``role`` (``user`` | ``assistant`` | ``tool``).
+        tools: Tools the agent may call in this step.
+        signal: Aborted when the turn is cancelled; adapters may stop early.
+    """
+
+    agent: Agent
+    system: str
+    messages: Sequence[Mapping[str, Any]]
+    tools: Sequence[ToolSpec]
+    signal: AbortSignal | None = None
+
+
+@attrs.frozen
+class ModelToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text, as the model produced it
+
+
+@attrs.frozen
+class ModelReply:
+    text: str
+    tool_calls: tuple[ModelToolCall, ...] = ()
+
+
+def tool_definitions(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """``[{"name", "description", "parameters"}]`` for a provider API."""
+    return [{"name": t.name, "description": t.description, "parameters": schema(t)} for t in tools]
+
+
+def parse_reply(reply: Any) -> ModelReply:
+    """Check an adapter's reply and normalise it (``arguments`` objects become JSON text).
+
+    Raises:
+        ModelError: (code ``MODEL_BAD_REPLY``) the reply does not have the documented shape.
+    """
+    if not isinstance(reply, Mapping):
+        raise ModelError(f"model reply must be an object, got {type(reply).__name__}", code="MODEL_BAD_REPLY")
+    text = reply.get("text") or ""
+    if not isinstance(text, str):
+        raise ModelError("model reply text must be a string", code="MODEL_BAD_REPLY")
+    raw_calls = reply.get("tool_calls") or []
+    if not isinstance(raw_calls, Sequence) or isinstance(raw_calls, str):
+        raise ModelError("model reply tool_calls must be a list", code="MODEL_BAD_REPLY")
+    calls = []
+    for index, call in enumerate(raw_calls):
+        if not isinstance(call, Mapping) or not isinstance(call.get("name"), str) or not call["name"]:
+            raise ModelError(f"model reply tool_calls[{index}] needs a name", code="MODEL_BAD_REPLY")
+        arguments = call.get("arguments", "")
+        if isinstance(arguments, Mapping):
+            arguments = json_encode(arguments).decode()
+        elif not isinstance(arguments, str):
+            raise ModelError(f"model reply tool_calls[{index}].arguments must be JSON text", code="MODEL_BAD_REPLY")
+        call_id = call.get("id") or f"call-{uuid.uuid4().hex[:12]}"
+        calls.append(ModelToolCall(id=str(call_id), name=call["name"], arguments=arguments))
+    return ModelReply(text=text, tool_calls=tuple(calls))

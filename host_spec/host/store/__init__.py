@@ -1,0 +1,2 @@
+"""Durable sessions of the reference host: the JSONL log format, group commit, and the live session store.
+"""

@@ -1,0 +1,255 @@
+"""Group commit: turns concurrent ``flush`` calls on one session into few write+fsyncs.
+
+A flusher joins the *forming* batch; the forming batch is submitted once the
+tasks already scheduled had their turn (so flushers woken together share it) and
+no write is running. A backend that declares ``inline = True`` (a local file) is
+written on the loop thread while its writes stay fast: handing a 300 µs fsync to a
+thread and waking the loop afterwards costs a third of the fsync again, and no
+flusher could join the batch during the write anyway. While the moving average of
+recent write times exceeds :data:`INLINE_MAX_SECONDS`, writes go to the worker
+thread (:mod:`.iothread`) instead, so a slow or stalled disk does not stall the
+loop; they come back inline once writes are fast again. The worker does the bookkeeping (``durable_seq``, next batch) under a lock, so a
+write's outcome is never lost even if the loop that started it has closed.
+Waiters are woken on their own loops. A failed write leaves its events pending
+and raises to every waiter of that batch; the next batch retries them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import structlog
+
+from host_spec.errors import SessionNotLiveError
+from host_spec.events import Event
+
+from host_spec.host.store.iothread import submit
+
+__all__ = ["Backend", "GroupCommit", "INLINE_MAX_SECONDS"]
+
+#: Writes run inline while their moving average stays at or below this.
+INLINE_MAX_SECONDS = 0.005
+#: Weight of the newest write in the moving average of write times.
+_EWMA_WEIGHT = 0.25
+
+log = structlog.get_logger(__name__)
+
+
+class Backend(Protocol):
+    """Where batches go (``store_jsonl.SessionBackend``): blocking write + fsync, then release."""
+
+    def write(self, events: Sequence[Event]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread, if any (``None`` in a worker thread)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+class _Batch:
+    """One write: the events up to ``end`` and the flushers waiting for it."""
+
+    __slots__ = ("end", "loop", "waiters")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.end = 0  # set on submission
+        self.loop = loop  # where the flushed notification goes
+        self.waiters: list[asyncio.Future[None]] = []
+
+
+def _wake(waiters: list[asyncio.Future[None]], error: BaseException | None, notify: Callable[[], None] | None) -> None:
+    if notify is not None:
+        notify()
+    for waiter in waiters:
+        if not waiter.done():
+            if error is None:
+                waiter.set_result(None)
+            else:
+                waiter.set_exception(error)
+
+
+class GroupCommit:
+    """The durability state of one session's event list.
+
+    Args:
+        name: Session id, for messages and logs.
+        events: The session's event list (appended to by the session, only read here).
+        backend: The sink; ``None`` makes every flush succeed at once (in-memory sessions).
+        durable_seq: How many leading events are already stored.
+        on_flushed: Called on the loop thread with the new ``durable_seq`` after each commit.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        events: list[Event],
+        backend: Backend | None,
+        durable_seq: int,
+        on_flushed: Callable[[int], None],
+    ) -> None:
+        self._name = name
+        self._events = events
+        self._backend = backend
+        self._durable = durable_seq
+        self._on_flushed = on_flushed
+        self._lock = threading.Lock()
+        self._inflight: _Batch | None = None  # submitted, being written
+        self._forming: _Batch | None = None  # next batch, gathering flushers
+        self._open = True
+        self._released = backend is None
+        self._write_seconds = 0.0  # moving average of write durations (inline-capable backends)
+
+    @property
+    def durable_seq(self) -> int:
+        return self._durable
+
+    @property
+    def backend(self) -> Backend | None:
+        return self._backend
+
+    def _not_live(self) -> SessionNotLiveError:
+        return SessionNotLiveError(f"session {self._name} is not live; {len(self._events) - self._durable} unflushed")
+
+    async def flush(self) -> None:
+        """Return once every event present at the call is durable (see the module doc)."""
+        target = len(self._events)
+        if self._durable >= target:
+            return
+        if self._backend is None:
+            if not self._open:
+                raise self._not_live()
+            self._durable = target
+            self._on_flushed(target)
+            return
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        with self._lock:
+            batch = self._forming
+            if batch is None:
+                inflight = self._inflight
+                if inflight is not None and inflight.end >= target:
+                    batch = inflight
+                elif not self._open:
+                    raise self._not_live()
+                elif self._durable >= target:  # pragma: no cover - a worker finished between our checks
+                    return
+                else:
+                    batch = self._forming = _Batch(loop)
+                    if inflight is None:
+                        # Submit after the tasks already scheduled ran: they join this batch.
+                        loop.call_soon(self._submit)
+            batch.waiters.append(waiter)
+        await waiter  # raises the batch's write error; cancelling us leaves the write alone
+
+    def _submit(self) -> None:
+        """Start the forming batch (always on its loop's thread, or after that loop closed)."""
+        with self._lock:
+            batch, self._forming = self._forming, None
+            if batch is None:  # close() already failed it
+                return
+            started = self._open
+            if started:
+                batch.end = end = len(self._events)
+                self._inflight = batch
+                pending = self._events[self._durable : end]
+        if started:
+            backend = self._backend
+            write = backend.write  # type: ignore[union-attr]
+            if not getattr(backend, "inline", False):
+                submit(write, pending, lambda error, _: self._finished(batch, error))
+            elif self._write_seconds <= INLINE_MAX_SECONDS and _running_loop() is batch.loop:
+                self._finished(batch, self._timed((write, pending)))
+            else:
+                submit(self._timed, (write, pending), lambda _, error: self._finished(batch, error))
+        else:
+            self._release_if_idle()  # before waking anyone: a woken waiter may reopen the session
+            self._deliver(batch, self._not_live())
+
+    def _timed(self, job: tuple[Callable[[Sequence[Event]], None], Sequence[Event]]) -> BaseException | None:
+        """Run one write ``(write, pending)``, fold its duration into the moving average.
+
+        Returns the write's error instead of raising it, so the inline and the
+        threaded path hand it to :meth:`_finished` alike.
+        """
+        write, pending = job
+        error: BaseException | None = None
+        start = time.perf_counter()
+        try:
+            write(pending)
+        except BaseException as exc:  # raised to the batch's waiters, never lost
+            error = exc
+        self._write_seconds += (time.perf_counter() - start - self._write_seconds) * _EWMA_WEIGHT
+        return error
+
+    def _finished(self, batch: _Batch, error: BaseException | None) -> None:
+        """Bookkeeping of a write (in the worker thread, or on the loop for an inline write)."""
+        with self._lock:
+            self._inflight = None
+            if error is None:
+                self._durable = batch.end
+            following = self._forming
+        if error is not None:
+            log.warning("session.flush_failed", session=self._name, end=batch.end, error=repr(error))
+        if following is None:
+            self._release_if_idle()  # before waking anyone: a woken waiter may reopen the session
+        self._deliver(batch, error)
+        if following is not None:
+            self._submit_on(following.loop)  # the next batch (it retries a failed one's events too)
+
+    def _submit_on(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start the forming batch from ``loop``'s thread.
+
+        A batch ends at ``len(events)`` when it starts. Taken from a worker thread,
+        that boundary could fall between two appends the loop makes in one
+        synchronous step (an inbox claim and the user message it claims), and a
+        crash between the two batches would lose the message. On the loop, a batch
+        always ends between synchronous steps.
+        """
+        try:
+            loop.call_soon_threadsafe(self._submit)
+        except RuntimeError:  # that loop closed: nothing appends there any more
+            self._submit()
+
+    def _deliver(self, batch: _Batch, error: BaseException | None) -> None:
+        """Wake each waiter on its own loop; notify the observer on the batch's loop."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {batch.loop: []}
+        for waiter in batch.waiters:
+            by_loop.setdefault(waiter.get_loop(), []).append(waiter)
+        end = batch.end
+        current = _running_loop()
+        for loop, waiters in by_loop.items():
+            notify = (lambda: self._on_flushed(end)) if error is None and loop is batch.loop else None
+            if loop is current:  # an inline write: no need to wake the loop through its self-pipe
+                loop.call_soon(_wake, waiters, error, notify)
+                continue
+            try:
+                loop.call_soon_threadsafe(_wake, waiters, error, notify)
+            except RuntimeError:  # that loop closed: nobody there waits any more
+                pass
+
+    def close(self) -> None:
+        """Refuse new batches; release the backend once no write is running. Idempotent."""
+        with self._lock:
+            self._open = False
+            forming = self._forming if self._inflight is None else None
+            if forming is not None:
+                self._forming = None  # not started yet: it never will be
+        self._release_if_idle()
+        if forming is not None:
+            self._deliver(forming, self._not_live())
+
+    def _release_if_idle(self) -> None:
+        with self._lock:
+            release = not self._open and self._inflight is None and self._forming is None and not self._released
+            self._released = self._released or release
+        if release:
+            self._backend.close()  # type: ignore[union-attr]

@@ -1,0 +1,177 @@
+"""The on-disk format of a JSONL session log: path segments, header line, tolerant scan.
+
+Kept apart from the writer (:mod:`host_spec.host.store.jsonl`) because readers
+(``inspect``, ``team show --at``, tests) need only this half.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+import msgspec
+import structlog
+
+from host_spec.errors import SessionCorruptError, SessionError, SessionFormatError
+from host_spec.events import (
+    SESSION_FORMAT_VERSION,
+    Event,
+    SessionHeader,
+    decode_event,
+    decode_header,
+    encode_event,
+    json_decode,
+    json_encode,
+)
+
+__all__ = [
+    "LOCK_NAME",
+    "LOG_NAME",
+    "TEMP_NAME",
+    "Scan",
+    "decode_id",
+    "encode_batch",
+    "encode_id",
+    "header_line",
+    "parse_header",
+    "parse_log",
+]
+
+log = structlog.get_logger(__name__)
+
+LOG_NAME: Final = "session.jsonl"
+LOCK_NAME: Final = "session.jsonl.lock"
+TEMP_NAME: Final = "session.jsonl.tmp"
+_SAFE: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def encode_id(session_id: str) -> str:
+    """A reversible single path segment: safe characters literal, every other UTF-16 unit ``~XXXX``.
+
+    ``.`` and ``..`` (and the empty id) would not name a directory of their own, so
+    they are escaped in full.
+    """
+    if session_id in ("", ".", ".."):
+        if not session_id:
+            raise SessionError("session id must be a non-empty string", code="SESSION_INVALID_ID")
+        return "~002E" * len(session_id)
+    parts = []
+    for char in session_id:
+        if char in _SAFE:
+            parts.append(char)
+        else:
+            units = char.encode("utf-16-be", "surrogatepass")
+            parts.extend(f"~{units[i]:02X}{units[i + 1]:02X}" for i in range(0, len(units), 2))
+    return "".join(parts)
+
+
+def decode_id(segment: str) -> str:
+    """Inverse of :func:`encode_id`."""
+    units = bytearray()
+    index = 0
+    while index < len(segment):
+        char = segment[index]
+        if char == "~":
+            units += bytes.fromhex(segment[index + 1 : index + 5])
+            index += 5
+        else:
+            units += char.encode("utf-16-be")
+            index += 1
+    return units.decode("utf-16-be", "surrogatepass")
+
+
+def header_line(header: SessionHeader) -> bytes:
+    """Line 1 of a log, newline included.
+
+    ``SessionHeader`` omits default fields when encoded; on disk ``type``,
+    ``version`` and ``delegation_depth`` are always written, so a reader can tell a
+    header from an event and a foreign version from damage without guessing.
+    """
+    fields = {"type": header.type, "version": header.version, "delegation_depth": header.delegation_depth}
+    fields.update((k, v) for k, v in msgspec.structs.asdict(header).items() if v is not None and k not in fields)
+    return json_encode(fields) + b"\n"
+
+
+def encode_batch(events: Sequence[Event]) -> bytes:
+    if len(events) == 1:
+        return encode_event(events[0]) + b"\n"
+    return b"\n".join([encode_event(event) for event in events]) + b"\n"
+
+
+class Scan:
+    """What a full read of a log found: header, events, committed size and file size."""
+
+    __slots__ = ("header", "events", "good_size", "size")
+
+    def __init__(self, header: SessionHeader, events: list[Event], good_size: int, size: int) -> None:
+        self.header, self.events, self.good_size, self.size = header, events, good_size, size
+
+
+def parse_header(line: bytes, path: Path) -> SessionHeader:
+    try:
+        raw = json_decode(line)
+    except msgspec.DecodeError:
+        raw = None
+    # ``type`` may be absent in headers written with ``events.encode_header`` (omit_defaults).
+    if not isinstance(raw, dict) or raw.get("type", "session") != "session" or "seq" in raw:
+        raise SessionCorruptError(f"{path}: line 1 is not a session header", path=str(path))
+    # A foreign version is refused before shape checks: the user must see "upgrade", not "corrupt".
+    if raw.get("version", SESSION_FORMAT_VERSION) != SESSION_FORMAT_VERSION:
+        raise SessionFormatError(
+            f"{path}: session format version {raw.get('version')!r} is not supported "
+            f"(this host reads version {SESSION_FORMAT_VERSION}); it was written by another harness version",
+            path=str(path),
+        )
+    try:
+        return decode_header(line)
+    except msgspec.ValidationError as exc:
+        raise SessionCorruptError(f"{path}: invalid session header: {exc}", path=str(path)) from exc
+
+
+def parse_log(path: Path, data: bytes) -> Scan:
+    """Parse a whole log; drop a torn tail; raise for damage in the committed region."""
+    end = data.find(b"\n")
+    if end < 0:
+        raise SessionCorruptError(f"{path}: missing session header", path=str(path))
+    header = parse_header(data[:end], path)
+    events: list[Event] = []
+    start, lineno, size = end + 1, 1, len(data)
+    while start < size:
+        lineno += 1
+        end = data.find(b"\n", start)
+        last = end < 0 or end + 1 == size
+        if end < 0:
+            reason = "no trailing newline"
+        else:
+            try:
+                event = decode_event(data[start:end])
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                if not last:
+                    raise SessionCorruptError(
+                        f"{path}: unparsable committed event at line {lineno}: {exc}", path=str(path), line=lineno
+                    ) from exc
+                reason = f"unparsable: {exc}"
+            else:
+                if event.seq != len(events) + 1:
+                    raise SessionCorruptError(
+                        f"{path}: seq gap in committed region at line {lineno}: "
+                        f"expected seq {len(events) + 1}, found {event.seq}",
+                        path=str(path),
+                        line=lineno,
+                    )
+                events.append(event)
+                start = end + 1
+                continue
+        log.warning(
+            "session.torn_tail",
+            session=header.id,
+            path=str(path),
+            line=lineno,
+            dropped_bytes=size - start,
+            reason=reason,
+        )
+        return Scan(header, events, start, size)
+    return Scan(header, events, size, size)
+
+

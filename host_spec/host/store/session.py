@@ -1,0 +1,253 @@
+"""The live session: a synchronous append log with a group-committed durability barrier.
+
+``append`` never waits for I/O: it encodes the payload once, asks the observer
+(the host's ``dsh_pre_append`` dispatch) for a veto, makes the event visible and
+tells the observer it committed. ``flush`` is the only place that touches the
+disk, and it is a *group commit*: while one write+fsync runs in a worker thread,
+every other flusher joins the next batch, so K concurrent flushers cost far
+fewer than K fsyncs. A failed write leaves its events pending (``durable_seq``
+does not move), raises to every waiter of that batch, and a later flush retries.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol, overload
+
+import structlog
+
+from host_spec.errors import InvalidEventError, ReentrantAppendError, SessionNotLiveError
+from host_spec.events import Cause, Event, SessionHeader, encode_data
+
+from host_spec.host.store.commit import Backend, GroupCommit
+from host_spec.host.store.context import current_cause
+
+__all__ = ["Backend", "NullObserver", "Session", "SessionObserver", "time_ms"]
+
+log = structlog.get_logger(__name__)
+
+
+def time_ms() -> int:
+    """Wall-clock epoch milliseconds: the default ``Session`` clock."""
+    return time.time_ns() // 1_000_000
+
+
+class SessionObserver(Protocol):
+    """What the host learns about a session's appends and flushes (``app.Host`` implements it)."""
+
+    def pre_append(self, session: Session, event: Event) -> None:
+        """Veto window: raise (``InvariantError``) and the append leaves no trace."""
+
+    def committed(self, session: Session, event: Event) -> None:
+        """The event is visible; the host contains observer failures itself."""
+
+    def flushed(self, session: Session, durable_seq: int) -> None:
+        """One group commit finished; every event up to ``durable_seq`` is durable."""
+
+
+class NullObserver:
+    """An observer that does nothing: for tests, benchmarks and host-less tools."""
+
+    def pre_append(self, session: Session, event: Event) -> None:
+        return None
+
+    def committed(self, session: Session, event: Event) -> None:
+        return None
+
+    def flushed(self, session: Session, durable_seq: int) -> None:
+        return None
+
+
+class _EventsView(Sequence[Event]):
+    """A read-only, allocation-free view of a session's event list from ``start`` on.
+
+    Handing out the list itself would let callers mutate the log; copying it on
+    every ``session.events`` read would make hot readers O(n). Slices are copies.
+    """
+
+    __slots__ = ("_items", "_start")
+
+    def __init__(self, items: list[Event], start: int = 0) -> None:
+        self._items = items
+        self._start = start
+
+    def __len__(self) -> int:
+        return max(0, len(self._items) - self._start)
+
+    @overload
+    def __getitem__(self, index: int) -> Event: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Event, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Event | tuple[Event, ...]:
+        if isinstance(index, slice):
+            return tuple(self._items[self._start :][index] if self._start else self._items[index])
+        if not self._start:
+            return self._items[index]
+        if index < 0:
+            index += len(self)
+        if index < 0 or index >= len(self):
+            raise IndexError("event index out of range")
+        return self._items[self._start + index]
+
+    def __iter__(self) -> Iterator[Event]:
+        items, index = self._items, self._start
+        while index < len(items):
+            yield items[index]
+            index += 1
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (_EventsView, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<events {len(self)} from {self._start}>"
+
+
+class Session:
+    """A live session (implements :class:`host_spec.protocols.Session`).
+
+    Args:
+        header: The immutable log header; ``header.id`` is the session id.
+        events: Events already in the log (a seed or a loaded log); seqs must be 1..n.
+        backend: Durable sink; ``None`` keeps the session in memory (flush only reports).
+        observer: Veto and notification seam; defaults to :class:`NullObserver`.
+        clock: Epoch-milliseconds source for ``Event.time``.
+        durable_seq: How many of ``events`` are already stored (``len(events)`` on resume).
+    """
+
+    def __init__(
+        self,
+        header: SessionHeader,
+        *,
+        events: Sequence[Event] = (),
+        backend: Backend | None = None,
+        observer: SessionObserver | None = None,
+        clock: Callable[[], int] = time_ms,
+        durable_seq: int = 0,
+    ) -> None:
+        items = list(events)
+        for index, event in enumerate(items, 1):
+            if event.seq != index:
+                raise InvalidEventError(
+                    f"session {header.id}: event #{index} has seq {event.seq}, expected {index}"
+                )
+        if not 0 <= durable_seq <= len(items):
+            raise ValueError(f"durable_seq {durable_seq} outside 0..{len(items)}")
+        self._header = header
+        self._events = items
+        self._view = _EventsView(items)
+        self._own = _EventsView(items, header.seed_length)
+        self._observer: SessionObserver = observer if observer is not None else NullObserver()
+        self._clock = clock
+        self._live = True
+        self._publishing = False
+        self._commit = GroupCommit(header.id, items, backend, durable_seq, self._notify_flushed)
+
+    def __repr__(self) -> str:
+        return f"<Session {self._header.id} seq={len(self._events)} durable={self._commit.durable_seq}>"
+
+    @property
+    def id(self) -> str:
+        return self._header.id
+
+    @property
+    def header(self) -> SessionHeader:
+        return self._header
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """Every event in order (``events[i].seq == i + 1``); a live read-only view."""
+        return self._view
+
+    @property
+    def last_seq(self) -> int:
+        return len(self._events)
+
+    @property
+    def durable_seq(self) -> int:
+        return self._commit.durable_seq
+
+    @property
+    def live(self) -> bool:
+        return self._live
+
+    @property
+    def backend(self) -> Backend | None:
+        return self._commit.backend
+
+    def own_events(self) -> Sequence[Event]:
+        """Events after the inherited prefix (``events[header.seed_length:]``)."""
+        return self._own
+
+    def append(self, type: str, data: Any, *, cause: Cause | None = None) -> Event:
+        """Commit one event synchronously and return it.
+
+        Raises:
+            SessionNotLiveError: the session was closed.
+            ReentrantAppendError: called from this session's own observer callback.
+            InvalidEventError: ``type`` is empty or ``data`` is not lossless JSON.
+            InvariantError: (or anything else) raised by ``observer.pre_append``; nothing is written.
+        """
+        if self._publishing:
+            raise ReentrantAppendError(
+                f"session {self._header.id}: cannot re-enter append while another append is being "
+                "published; schedule the append instead (host.call_soon)"
+            )
+        if not self._live:
+            raise SessionNotLiveError(f"session {self._header.id} is not live")
+        if not type or not isinstance(type, str):
+            raise InvalidEventError(f"event type must be a non-empty string, got {type!r}")
+        raw = encode_data(data)
+        if cause is None:
+            cause = current_cause.get()
+        event = Event(len(self._events) + 1, self._clock(), type, raw, cause)
+        self._publishing = True
+        try:
+            self._observer.pre_append(self, event)
+            self._events.append(event)
+            try:
+                self._observer.committed(self, event)
+            except Exception:
+                # The event is committed; the host normally contains observer errors.
+                log.exception("session.observer_failed", session=self._header.id, seq=event.seq)
+        finally:
+            self._publishing = False
+        return event
+
+    async def flush(self) -> None:
+        """Return once every event appended before the call is durable.
+
+        Callers that arrive while a write runs join the next batch, so concurrent
+        flushers share one write + fsync (:class:`~.commit.GroupCommit`).
+        Cancelling a caller never cancels the write it waits for.
+
+        Raises:
+            SessionNotLiveError: events are pending but the session was closed.
+            Exception: the backend write of the batch holding this caller's events failed.
+        """
+        await self._commit.flush()
+
+    def _notify_flushed(self, durable_seq: int) -> None:
+        try:
+            self._observer.flushed(self, durable_seq)
+        except Exception:
+            log.exception("session.observer_failed", session=self._header.id, durable_seq=durable_seq)
+
+    def close(self) -> None:
+        """Stop accepting appends and release the backend (its lock) once no write runs. Idempotent.
+
+        The owner flushes first; events still pending at close are not written.
+        """
+        if not self._live:
+            return
+        self._live = False
+        pending = len(self._events) - self._commit.durable_seq
+        if pending:
+            log.warning("session.closed_with_pending", session=self._header.id, pending=pending)
+        self._commit.close()

@@ -1,0 +1,225 @@
+"""The live session store: creates, resumes, flushes and disposes sessions.
+
+It owns the bookkeeping the ``Session`` itself should not know about: which ids
+are live, where their logs live (a :class:`JsonlStore`, or nowhere), and how a
+seed becomes the inherited prefix of a new log. With ``store=None`` everything
+stays in memory — disposed sessions are kept as snapshots so ``resume`` and
+``inspect`` still work — which is what unit tests of the upper layers want.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+from collections.abc import Callable, Sequence
+
+import attrs
+import msgspec
+import structlog
+
+from host_spec.errors import SessionError, SessionExistsError, SessionNotFoundError, SessionNotLiveError
+from host_spec.events import Event, SessionHeader
+
+from host_spec.host.store.session import Session, SessionObserver, time_ms
+from host_spec.host.store.jsonl import JsonlStore
+
+__all__ = ["PersistedSession", "SessionStore"]
+
+log = structlog.get_logger(__name__)
+
+
+@attrs.frozen
+class PersistedSession:
+    """A read-only snapshot of a session (implements ``protocols.PersistedSession``)."""
+
+    header: SessionHeader
+    events: tuple[Event, ...]
+
+    def own_events(self) -> tuple[Event, ...]:
+        """Events after the inherited prefix (``events[header.seed_length:]``)."""
+        return self.events[self.header.seed_length :]
+
+
+class SessionStore:
+    """Live sessions over an optional :class:`JsonlStore` (implements ``protocols.SessionStore``).
+
+    Args:
+        store: Where logs are persisted; ``None`` keeps sessions in memory only.
+        observer: Receives every session's veto, commit and flush callbacks
+            (``None``: a no-op observer).
+        clock: Epoch-milliseconds source for headers and events.
+    """
+
+    def __init__(
+        self, store: JsonlStore | None, observer: SessionObserver | None, *, clock: Callable[[], int] = time_ms
+    ) -> None:
+        self.store = store
+        self._observer = observer
+        self._clock = clock
+        self._live: dict[str, Session] = {}
+        self._memory: dict[str, PersistedSession] = {}  # disposed sessions when store is None
+        self._counter = itertools.count(1)
+
+    def __repr__(self) -> str:
+        return f"<SessionStore live={len(self._live)} store={self.store!r}>"
+
+    def create(
+        self,
+        session_id: str | None = None,
+        *,
+        parent_session: str | None = None,
+        seed: Sequence[Event] = (),
+        origin: str | None = None,
+        cwd: str | None = None,
+        delegation_depth: int = 0,
+    ) -> Session:
+        """Create a live session; nothing is written until its first flush with events.
+
+        ``seed`` events are copied with seqs ``1..n`` and become the inherited prefix
+        (``header.seed_length == n``); they are not shown to the observer.
+
+        Raises:
+            SessionExistsError: the id is live or stored.
+            SessionLockedError: another process is writing a session with this id.
+            SessionError: an invalid id, ``cwd`` or ``delegation_depth``.
+        """
+        if session_id is None:
+            session_id = self.new_id()
+        elif not isinstance(session_id, str) or not session_id:
+            raise SessionError(f"session id must be a non-empty string, got {session_id!r}", code="SESSION_INVALID_ID")
+        if cwd is not None and not os.path.isabs(cwd):
+            raise SessionError(f"session cwd must be absolute, got {cwd!r}", code="SESSION_INVALID_HEADER")
+        if delegation_depth < 0:
+            raise SessionError(f"delegation_depth must be >= 0, got {delegation_depth}", code="SESSION_INVALID_HEADER")
+        if session_id in self._live or session_id in self._memory:
+            raise SessionExistsError(f"session {session_id} already exists", session=session_id)
+        header = SessionHeader(
+            id=session_id,
+            created_at=self._clock(),
+            cwd=cwd,
+            parent_session=parent_session,
+            seed_length=len(seed),
+            origin=origin,
+            delegation_depth=delegation_depth,
+        )
+        events = [msgspec.structs.replace(event, seq=seq) for seq, event in enumerate(seed, 1)]
+        backend = self.store.open_writer(header, create=True) if self.store is not None else None
+        session = Session(header, events=events, backend=backend, observer=self._observer, clock=self._clock)
+        self._live[session_id] = session
+        return session
+
+    def new_id(self) -> str:
+        """A session id that is neither live nor stored (``session-<n>``)."""
+        while True:
+            candidate = f"session-{next(self._counter)}"
+            if not self.exists(candidate):
+                return candidate
+
+    def resume(self, session_id: str) -> Session:
+        """Activate a stored session (its torn tail repaired on disk); it is live again.
+
+        Raises:
+            SessionExistsError: the session is already live here.
+            SessionNotFoundError: nothing is stored under this id.
+            SessionLockedError: another process holds its log.
+            SessionCorruptError / SessionFormatError: the log cannot be read.
+        """
+        if session_id in self._live:
+            raise SessionExistsError(f"session {session_id} is already live", session=session_id)
+        if self.store is not None:
+            if not self.store.exists(session_id):
+                raise SessionNotFoundError(f"session {session_id} not found", session=session_id)
+            backend, events = self.store.resume(session_id)
+            header = backend.header
+        else:
+            stored = self._memory.pop(session_id, None)
+            if stored is None:
+                raise SessionNotFoundError(f"session {session_id} not found", session=session_id)
+            backend, header, events = None, stored.header, list(stored.events)
+        session = Session(
+            header, events=events, backend=backend, observer=self._observer, clock=self._clock, durable_seq=len(events)
+        )
+        self._live[session_id] = session
+        return session
+
+    def get(self, session_id: str) -> Session | None:
+        return self._live.get(session_id)
+
+    def list(self) -> Sequence[Session]:
+        """Live sessions in creation (or resume) order."""
+        return tuple(self._live.values())
+
+    def exists(self, session_id: str) -> bool:
+        """Whether the id is live, stored on disk, or kept in memory."""
+        if session_id in self._live or session_id in self._memory:
+            return True
+        return self.store is not None and self.store.exists(session_id)
+
+    async def flush(self, session: Session) -> None:
+        """The durability barrier for ``session``.
+
+        Raises:
+            SessionNotLiveError: ``session`` is not a live session of this store.
+        """
+        if self._live.get(session.id) is not session:
+            raise SessionNotLiveError(f"session {session.id} is not live in this store", session=session.id)
+        await session.flush()
+
+    async def inspect(self, session_id: str) -> PersistedSession:
+        """A read-only snapshot: the live session's events, or the stored log (not repaired).
+
+        Raises:
+            SessionNotFoundError: nothing is live or stored under this id.
+            SessionCorruptError / SessionFormatError: the stored log cannot be read.
+        """
+        live = self._live.get(session_id)
+        if live is not None:
+            return PersistedSession(live.header, tuple(live.events))
+        if self.store is None:
+            stored = self._memory.get(session_id)
+            if stored is None:
+                raise SessionNotFoundError(f"session {session_id} not found", session=session_id)
+            return stored
+        header, events = await asyncio.to_thread(self.store.read, session_id)
+        return PersistedSession(header, tuple(events))
+
+    async def dispose(self, session: Session) -> None:
+        """Final flush, close the log (releasing its lock), leave the live set. Idempotent.
+
+        The session is closed and removed even when the final flush fails; the
+        failure is raised afterwards, since the unflushed tail is then lost.
+        """
+        if self._live.get(session.id) is not session:
+            return
+        try:
+            await session.flush()
+        finally:
+            del self._live[session.id]
+            session.close()
+            if self.store is None:
+                self._memory[session.id] = PersistedSession(session.header, tuple(session.events))
+
+    def discard(self, session: Session) -> None:
+        """Close ``session`` without a final flush and leave the live set. Idempotent.
+
+        For a creation that is rolled back before anything was made durable: the
+        pending events are dropped, so no half-written log (nor, in memory mode, a
+        snapshot) remains to be resumed.
+        """
+        if self._live.get(session.id) is not session:
+            return
+        del self._live[session.id]
+        session.close()
+
+    async def close(self) -> None:
+        """Dispose every live session, newest first (every one is attempted)."""
+        errors: list[BaseException] = []
+        for session in reversed(self.list()):
+            try:
+                await self.dispose(session)
+            except Exception as exc:
+                log.error("session.dispose_failed", session=session.id, error=repr(exc))
+                errors.append(exc)
+        if errors:
+            raise errors[0]
