@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from host_spec.errors import ConfigError, DshError
 
-__all__ = ["TeamCode", "TeamError", "TeamConfigError", "render_reason"]
+__all__ = ["TeamCode", "TeamError", "TeamConfigError", "UnconfirmedError", "render_reason"]
 
 
 class TeamCode:
@@ -73,6 +73,26 @@ class TeamError(DshError):
 
     def __init__(self, message: str, code: str, **details: Any) -> None:
         super().__init__(message, code=code, **details)
+
+
+class UnconfirmedError(TeamError):
+    """``TEAM_TASK_PERSISTENCE_UNCONFIRMED``: the change was appended and is visible, its flush failed.
+
+    Not a rejection: the record stays in the log and the session retries it on its
+    next flush, so a caller that simply retries would duplicate it. ``value`` holds
+    what the operation would have returned (the new task view, the send receipt),
+    so a caller can show it and read before retrying.
+
+    Args:
+        message: What is visible and why durability is unknown.
+        value: The operation's result as rendered right after the append (``None``
+            until the journal attaches it).
+        **details: Structured facts for logs and tests.
+    """
+
+    def __init__(self, message: str, *, value: Any = None, **details: Any) -> None:
+        super().__init__(message, TeamCode.TASK_PERSISTENCE_UNCONFIRMED, **details)
+        self.value = value
 
 
 class TeamConfigError(TeamError, ConfigError):

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from dsh_team.errors import TeamCode, TeamError
+from dsh_team.errors import TeamCode, TeamError, UnconfirmedError
 from dsh_team.core.fold import evolve
 from dsh_team.core.state import TeamState, initial_state
 
@@ -176,21 +176,24 @@ class Journal:
             if record is not None:
                 self.session.append(record.type, record.payload)
             result = render(self.catch_up()) if render is not None else None
-        await self.flush(what)
+        try:
+            await self.flush(what)
+        except UnconfirmedError as error:
+            error.value = result  # visible: the caller can show it instead of retrying
+            raise
         return result
 
     async def flush(self, what: str) -> None:
         """Make every appended record durable, then announce the change.
 
         Raises:
-            TeamError: ``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` wrapping the flush failure.
+            UnconfirmedError: ``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` wrapping the flush failure.
         """
         try:
             await self.session.flush()
         except Exception as exc:
-            raise TeamError(
+            raise UnconfirmedError(
                 f"{what} is visible but its persistence is unconfirmed ({exc}); read it before retrying",
-                TeamCode.TASK_PERSISTENCE_UNCONFIRMED,
                 team_id=self.team_id,
             ) from exc
         self.flushed(self.session.durable_seq)

@@ -9,6 +9,10 @@ is published once and never again.
 Remote operations return domain rejections *inside* a successful result
 (``{"ok": false, "error": {"code": "team-task-conflict" | "team-rejected", ...}}``)
 so a browser can show them; any other error propagates as a transport failure.
+A change whose flush failed is neither: it was appended and is visible, so it
+comes back as ``{"ok": true, "value": task, "unconfirmed": {"code":
+"team-persistence-unconfirmed", ...}}`` -- a client that retried it would create
+it twice; it should read the board instead.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import structlog
 from host_spec.events import json_decode, json_encode
 from host_spec.records import Handle
 
-from dsh_team.errors import TeamCode, TeamError
+from dsh_team.errors import TeamCode, TeamError, UnconfirmedError
 from dsh_team.core.records import MemberPhase
 from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import LEAD_NAME, TaskView, list_views
@@ -30,12 +34,13 @@ from dsh_team.core.task_view import LEAD_NAME, TaskView, list_views
 if TYPE_CHECKING:
     from dsh_team.service import TeamService
 
-__all__ = ["MemberRow", "TeamView", "build_view", "Publisher", "RemoteTeam", "CONFLICT", "REJECTED"]
+__all__ = ["MemberRow", "TeamView", "build_view", "Publisher", "RemoteTeam", "CONFLICT", "REJECTED", "UNCONFIRMED"]
 
 log = structlog.get_logger(__name__)
 
 CONFLICT: Final = "team-task-conflict"
 REJECTED: Final = "team-rejected"
+UNCONFIRMED: Final = "team-persistence-unconfirmed"
 
 _CREATE_KEYS: Final = frozenset({"subject", "description", "blocked_by", "write_scopes"})
 _UPDATE_KEYS: Final = frozenset(
@@ -144,6 +149,9 @@ def _request(request: Any, allowed: frozenset[str], required: tuple[str, ...]) -
 async def _result(work: Callable[[], Awaitable[TaskView]]) -> dict[str, Any]:
     try:
         view = await work()
+    except UnconfirmedError as error:
+        unconfirmed = {"code": UNCONFIRMED, "message": error.message}
+        return {"ok": True, "value": _plain(error.value), "unconfirmed": unconfirmed}
     except TeamError as error:
         code = CONFLICT if error.code == TeamCode.TASK_STALE_REVISION else REJECTED
         return {"ok": False, "error": {"code": code, "message": error.message}}
@@ -157,17 +165,29 @@ class RemoteTeam:
         self.service = service
 
     def view(self, agent: Any) -> dict[str, Any]:
-        """``{"members": [...], "tasks": [...]}`` of the caller's Team.
+        """``{"enabled", "members", "tasks", "failure"}`` of the caller's Team.
+
+        Carries exactly what the projection holds: Team mode, and for a corrupt
+        stream the failure text next to the last valid roster and board, so a browser
+        can tell a broken Team from a quiet one (``failure`` is ``null`` otherwise).
 
         Raises:
-            TeamError: ``TEAM_NOT_MEMBER`` or ``TEAM_STREAM_FAILED`` (not a rejection:
-                the caller cannot act on it).
+            TeamError: ``TEAM_NOT_MEMBER`` (not a rejection: the caller cannot act on it).
         """
         view = self.service.view(agent)
-        return {"members": _plain(view.members), "tasks": _plain(view.tasks)}
+        return {
+            "enabled": view.enabled,
+            "members": _plain(view.members),
+            "tasks": _plain(view.tasks),
+            "failure": view.failure,
+        }
 
     async def create_task(self, agent: Any, request: Any) -> dict[str, Any]:
-        """``{"ok": true, "value": task}`` or ``{"ok": false, "error": {code, message}}``."""
+        """``{"ok": true, "value": task}``, ``{"ok": false, "error": {code, message}}``, or unconfirmed.
+
+        Unconfirmed is ``{"ok": true, "value": task, "unconfirmed": {code, message}}``:
+        the task is on the board, its durability unknown; never retry it blindly.
+        """
         return await _result(
             lambda: self.service.create_task(agent, **_request(request, _CREATE_KEYS, ("subject", "description")))
         )

@@ -12,7 +12,7 @@ from dsh_team.errors import TeamCode, TeamError
 from dsh_team.views.projection import MemberRow, Publisher, RemoteTeam, TeamView, build_view
 
 from team_builders import Log
-from team_host import add_member, child, lead, open_host, run, service, team
+from team_host import Gate, add_member, child, lead, open_host, run, service, team
 
 
 class TestView:
@@ -138,8 +138,10 @@ class TestRemote:
             root = await lead(host)
             remote = service(host).remote
             assert remote.view(root) == {
+                "enabled": True,
                 "members": [{"id": "lead", "name": "lead", "role": "lead", "phase": "active"}],
                 "tasks": [],
+                "failure": None,
             }
             created = await remote.create_task(root, {"subject": "s", "description": "d"})
             assert created["ok"] is True and created["value"]["revision"] == 1
@@ -155,6 +157,48 @@ class TestRemote:
                 call = remote.create_task if "task_id" not in request else remote.update_task
                 rejected = await call(root, request)
                 assert rejected["ok"] is False and rejected["error"]["code"] == "team-rejected"
+            await host.close()
+
+        run(body())
+
+    def test_remote_view_carries_mode_and_failure_like_the_projection(self, tmp_path: Path) -> None:
+        """A record the fold rejects shows as ``failure`` next to the last valid board; mode off shows."""
+
+        async def body() -> None:
+            host = await open_host(tmp_path)
+            root = await lead(host)
+            teams = service(host)
+            await teams.create_task(root, subject="s", description="d")
+            await teams.set_enabled(root, False)
+            assert service(host).remote.view(root)["enabled"] is False
+            task = {"id": "task-1", "subject": "s", "description": "d", "status": "pending", "revision": 9,
+                    "blocked_by": [], "write_scopes": []}
+            root.session.append("team/task", {"version": 2, "team_id": "lead", "task": task})
+            projected = teams.view(root)
+            remote = service(host).remote.view(root)
+            assert projected.failure is not None and "not contiguous" in projected.failure
+            assert remote["failure"] == projected.failure and remote["enabled"] is projected.enabled is False
+            assert [t["id"] for t in remote["tasks"]] == ["task-1"] and remote["tasks"][0]["revision"] == 1
+            await host.close()
+
+        run(body())
+
+    def test_unconfirmed_create_is_its_own_kind_not_a_rejection(self, tmp_path: Path) -> None:
+        """A failed flush answers ok with the visible task and ``unconfirmed``; a client that reads sees one task."""
+
+        async def body() -> None:
+            host = await open_host(tmp_path)
+            root = await lead(host)
+            remote = service(host).remote
+            Gate(root.session).fail_next()
+            answer = await remote.create_task(root, {"subject": "s", "description": "d"})
+            assert answer["ok"] is True and answer["value"]["id"] == "task-1" and answer["value"]["revision"] == 1
+            assert answer["unconfirmed"]["code"] == "team-persistence-unconfirmed"
+            assert "read it before retrying" in answer["unconfirmed"]["message"]
+            assert "error" not in answer
+            confirmed = await remote.create_task(root, {"subject": "t", "description": "d"})
+            assert confirmed["ok"] is True and "unconfirmed" not in confirmed
+            assert [t["id"] for t in remote.view(root)["tasks"]] == ["task-1", "task-2"]
             await host.close()
 
         run(body())
