@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench install clean
+.PHONY: demo check test bench install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -17,7 +17,11 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python examples/run_demo.py
 
-test: $(STAMP)
+# Static types: strict on the plugin packages, default on host_spec (see [tool.mypy]).
+check: $(STAMP)
+	$(BIN)/python -m mypy
+
+test: check
 	$(BIN)/python -m pytest -q -p no:cacheprovider --cov --cov-report=term --cov-config=pyproject.toml tests
 
 bench: $(STAMP)

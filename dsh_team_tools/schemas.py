@@ -74,7 +74,7 @@ class _Result(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 # ---------------------------------------------------------------- arguments
 
 
-class SpawnTeammateArgs(_Args):
+class SpawnTeammateArgs(_Args, frozen=True):
     """``spawn_teammate``: the Lead creates one named teammate with a first task."""
 
     name: Annotated[str, Meta(description="Unique lower-kebab-case name")]
@@ -83,30 +83,30 @@ class SpawnTeammateArgs(_Args):
     context: Annotated[Literal["fresh", "fork"], Meta(description="fork copies your conversation")] = "fresh"
 
 
-class SendMessageArgs(_Args):
+class SendMessageArgs(_Args, frozen=True):
     """``send_message``: one text message to one member."""
 
     target: _Target
     message: str
 
 
-class ListAgentsArgs(_Args):
+class ListAgentsArgs(_Args, frozen=True):
     """``list_agents`` takes no arguments."""
 
 
-class WaitAgentArgs(_Args):
+class WaitAgentArgs(_Args, frozen=True):
     """``wait_agent``: the range is checked by the service (``TEAM_INVALID_TIMEOUT``)."""
 
     timeout_ms: Annotated[int, Meta(extra_json_schema={"minimum": WAIT_MIN_MS, "maximum": WAIT_MAX_MS})] = WAIT_DEFAULT_MS
 
 
-class InterruptAgentArgs(_Args):
+class InterruptAgentArgs(_Args, frozen=True):
     """``interrupt_agent``: stop one teammate's current turn."""
 
     target: _Target
 
 
-class TeamTaskCreateArgs(_Args):
+class TeamTaskCreateArgs(_Args, frozen=True):
     """``team_task_create``: omitted lists are not sent to the service."""
 
     subject: str
@@ -115,7 +115,7 @@ class TeamTaskCreateArgs(_Args):
     write_scopes: _Scopes | UnsetType = UNSET
 
 
-class TeamTaskListArgs(_Args):
+class TeamTaskListArgs(_Args, frozen=True):
     """``team_task_list``: filters plus cursor paging; cursor/limit are range-checked by the tool."""
 
     status: ListableStatus | UnsetType = UNSET
@@ -125,13 +125,13 @@ class TeamTaskListArgs(_Args):
     limit: Annotated[int, Meta(extra_json_schema={"minimum": 1, "maximum": LIST_MAX_LIMIT})] = LIST_DEFAULT_LIMIT
 
 
-class TeamTaskGetArgs(_Args):
+class TeamTaskGetArgs(_Args, frozen=True):
     """``team_task_get``: one task, deleted tombstones included."""
 
     task_id: _TaskId
 
 
-class TeamTaskUpdateArgs(_Args):
+class TeamTaskUpdateArgs(_Args, frozen=True):
     """``team_task_update``: compare-and-set on ``expected_revision``; only sent fields are forwarded."""
 
     task_id: _TaskId
@@ -147,7 +147,7 @@ class TeamTaskUpdateArgs(_Args):
 # ---------------------------------------------------------------- results
 
 
-class MemberRow(_Result, kw_only=True):
+class MemberRow(_Result, frozen=True, kw_only=True):
     """One roster row as the model sees it: ``target`` is the member name, never a session id."""
 
     target: str
@@ -160,25 +160,25 @@ class MemberRow(_Result, kw_only=True):
     diagnostics: list[str]
 
 
-class SpawnResult(_Result):
+class SpawnResult(_Result, frozen=True):
     member: MemberRow
 
 
-class SendResult(_Result):
+class SendResult(_Result, frozen=True):
     """``queued`` is as durable as ``accepted``: the message must not be resent."""
 
     message_id: str
     status: Literal["accepted", "queued"]
 
 
-class NoProgress(_Result):
+class NoProgress(_Result, frozen=True):
     """Why ``wait_agent`` returned at once: no other member can change anything."""
 
     reason: Literal["no-active-peer"]
     message: str
 
 
-class WaitResult(_Result):
+class WaitResult(_Result, frozen=True):
     """``position`` is the Team log position the wait observed (absent for ``no_progress``)."""
 
     timed_out: bool
@@ -186,11 +186,11 @@ class WaitResult(_Result):
     position: int | UnsetType = UNSET
 
 
-class InterruptResult(_Result):
+class InterruptResult(_Result, frozen=True):
     previous_status: Literal["running", "inactive"]
 
 
-class TaskRow(_Result, kw_only=True):
+class TaskRow(_Result, frozen=True, kw_only=True):
     """A task as the model sees it: owner by name (``owner_name``), never by session id."""
 
     id: str
@@ -205,7 +205,7 @@ class TaskRow(_Result, kw_only=True):
     write_scope_warnings: list[str]
 
 
-class TaskListResult(_Result):
+class TaskListResult(_Result, frozen=True):
     """``next_cursor`` is present only when more rows remain."""
 
     tasks: list[TaskRow]

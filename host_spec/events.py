@@ -10,6 +10,7 @@ byte-for-byte. Encoders and decoders are built once at import.
 
 from __future__ import annotations
 
+import builtins
 import math
 from typing import Any, Final, Literal, TypeVar
 
@@ -92,7 +93,7 @@ class Event(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
         """Decode ``data`` into builtin Python objects (dict, list, str ...)."""
         return _builtin_decoder.decode(self.data)
 
-    def decode(self, typ: type[T]) -> T:
+    def decode(self, typ: builtins.type[T]) -> T:
         """Decode ``data`` strictly into ``typ`` (raises ``msgspec.ValidationError``)."""
         return decode_data(self.data, typ)
 

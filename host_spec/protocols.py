@@ -226,10 +226,19 @@ class PromptRegistry(Protocol):
 
 
 class ModelRequest(Protocol):
-    agent: Agent
-    system: str
-    messages: Sequence[Mapping[str, Any]]
-    tools: Sequence[ToolSpec]
+    """One step's input to a model adapter (read-only: an adapter never edits the request)."""
+
+    @property
+    def agent(self) -> Agent: ...
+
+    @property
+    def system(self) -> str: ...
+
+    @property
+    def messages(self) -> Sequence[Mapping[str, Any]]: ...
+
+    @property
+    def tools(self) -> Sequence[ToolSpec]: ...
 
 
 class ModelAdapter(Protocol):
@@ -241,7 +250,8 @@ class ModelAdapter(Protocol):
 class ContinuableProvider(Protocol):
     """Prepares a continuable child's creation data; never sees the child agent."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def prepare(self, parent: Agent) -> Sequence[Event]:
         """The inherited seed for the child (empty for a fresh child)."""

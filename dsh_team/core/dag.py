@@ -138,4 +138,5 @@ def relink(
         for blocker in new:
             if blocker not in old:
                 edit[blocker] = edit.get(blocker, EMPTY).set(task_id, None)
-        return edit.finish()
+        relinked = edit.finish()
+    return relinked

@@ -36,7 +36,7 @@ EMPTY: Final[immutables.Map[Any, Any]] = immutables.Map()
 _BY_INDEX: Final = itemgetter(1)
 
 
-class Memo(dict):  # type: ignore[type-arg]
+class Memo(dict[str, Any]):
     """A per-object cache that never takes part in equality.
 
     Collections are immutable, so anything derived from one (a sorted listing) is
@@ -49,7 +49,8 @@ class Memo(dict):  # type: ignore[type-arg]
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Memo)
 
-    def __hash__(self) -> int:
+    # typeshed declares ``dict.__hash__`` as ``None``; a Memo must hash so the Structs holding it do.
+    def __hash__(self) -> int:  # type: ignore[override]
         return 0
 
     def __repr__(self) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import attrs
 
@@ -143,6 +143,26 @@ class Journal:
         self._announced = latest
         return True
 
+    @overload
+    async def transact(
+        self,
+        decide: Callable[[TeamState], Append | None],
+        render: None = None,
+        *,
+        what: str,
+        check: Callable[[TeamState], None] | None = None,
+    ) -> None: ...
+
+    @overload
+    async def transact(
+        self,
+        decide: Callable[[TeamState], Append | None],
+        render: Callable[[TeamState], T],
+        *,
+        what: str,
+        check: Callable[[TeamState], None] | None = None,
+    ) -> T: ...
+
     async def transact(
         self,
         decide: Callable[[TeamState], Append | None],
@@ -150,7 +170,7 @@ class Journal:
         *,
         what: str,
         check: Callable[[TeamState], None] | None = None,
-    ) -> T:
+    ) -> T | None:
         """Run one read-check-append in the serialized section, then flush outside it.
 
         Args:

@@ -21,6 +21,7 @@ session is folded once per read. Decoders are built once and skip message conten
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -181,7 +182,8 @@ class SessionMessages:
         """Something was appended to ``session``: wake whoever waits on it."""
         if self._waiters:
             for waiter in self._waiters.pop(session.id, ()):
-                waiter.done() or waiter.set_result(None)
+                with contextlib.suppress(asyncio.InvalidStateError):  # already settled: nothing to wake
+                    waiter.set_result(None)
 
     def forget(self, session: Session) -> None:
         """``session`` left the live store: drop its index and wake its waiters."""
@@ -200,7 +202,8 @@ class SessionMessages:
         self._waiters.setdefault(session.id, []).append(waiter)
 
         def aborted(reason: Any) -> None:
-            waiter.done() or waiter.set_exception(creation_aborted(reason))
+            with contextlib.suppress(asyncio.InvalidStateError):  # already woken: the change won
+                waiter.set_exception(creation_aborted(reason))
 
         remove = signal.on_abort(aborted) if signal is not None else None
         try:

@@ -16,6 +16,7 @@ the same section, so concurrent senders line up per target in durable log order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -177,9 +178,15 @@ async def _unless_aborted(delivery: asyncio.Future[bool], signal: AbortSignal | 
     if signal is None:
         return await delivery
     stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    remove = signal.on_abort(lambda reason: stop.done() or stop.set_result(None))
+
+    def aborted(reason: object) -> None:
+        with contextlib.suppress(asyncio.InvalidStateError):  # a repeated abort changes nothing
+            stop.set_result(None)
+
+    remove = signal.on_abort(aborted)
+    racing: list[asyncio.Future[Any]] = [delivery, stop]
     try:
-        await asyncio.wait([delivery, stop], return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
     finally:
         remove()
         stop.cancel()

@@ -7,6 +7,7 @@ Nothing here decides anything: every value comes from the view.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from dsh_team.views.show import TeamShow
@@ -17,7 +18,7 @@ _PREVIEW: Final = 72
 _LISTED: Final = ("pending", "in_progress", "completed")
 
 
-def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+def _table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
     widths = [max(len(row[i]) for row in (headers, *rows)) for i in range(len(headers))]
     return ["  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in (headers, *rows)]
 

@@ -228,18 +228,21 @@ class Host:
         try:
             await self.sessions.dispose(session)
         finally:
-            if self._announced.get(session.id) is session:
-                del self._announced[session.id]
-                self.plugins.notify("dsh_session_disposed", host=self, session=session)
+            self._unannounce(session)
 
     async def discard_session(self, session: Any) -> None:
         """Release a session that must leave no trace (a rolled-back child): no final flush."""
         try:
             self.sessions.discard(session)
         finally:
-            if self._announced.get(session.id) is session:
-                del self._announced[session.id]
-                self.plugins.notify("dsh_session_disposed", host=self, session=session)
+            self._unannounce(session)
+
+    def _unannounce(self, session: Any) -> None:
+        """``dsh_session_disposed``, once per announced activation of ``session``."""
+        session_id: str = session.id
+        if self._announced.get(session_id) is session:
+            del self._announced[session_id]
+            self.plugins.notify("dsh_session_disposed", host=self, session=session)
 
     # ------------------------------------------------------------ agents
 

@@ -21,7 +21,7 @@ from host_spec.events import Event, EventType, SubagentDescriptor
 from host_spec.messages import message_text
 
 if TYPE_CHECKING:
-    from host_spec.protocols import Agent
+    from host_spec.host.agents.agent import Agent
 
 __all__ = [
     "DESCRIPTOR_VERSION",

@@ -38,6 +38,7 @@ from host_spec.host.children.directory import ChildInfo
 from host_spec.host.children.providers import ForkProvider, ProviderRegistry, SpawnProvider
 
 if TYPE_CHECKING:
+    from host_spec.host.agents.agent import Agent as LiveAgent
     from host_spec.protocols import Agent, ContinuableProvider
 
 __all__ = ["ContinuationManager", "fold_descriptor"]
@@ -204,7 +205,7 @@ class ContinuationManager(Lineage):
         self._accepted(agent, parent, provider.name, label, name, notify)
         return child_id, message.id
 
-    def _accepted(self, agent: Agent, parent: Agent, provider: str, label: str, name: str | None, notify: bool) -> None:
+    def _accepted(self, agent: LiveAgent, parent: Agent, provider: str, label: str, name: str | None, notify: bool) -> None:
         """The prompt is durable: make the child resident and let it start working."""
         self._activate(agent, parent.id, provider, label, agent.session.header.seed_length, notify)
         self.directory.note(ChildInfo(agent.id, parent.id, label, name or label, provider))

@@ -30,6 +30,7 @@ from host_spec.host.children.activation import Activation, epoch_outcome, settle
 from host_spec.host.store.context import current_cause
 
 if TYPE_CHECKING:
+    from host_spec.host.agents.agent import Agent as LiveAgent
     from host_spec.protocols import Agent
 
 __all__ = ["Residency", "aggregate"]
@@ -93,7 +94,7 @@ class Residency:
     # ------------------------------------------------------------ activations
 
     def _activate(
-        self, agent: Agent, parent_id: str, provider: str, label: str, epoch_start: int, notify: bool
+        self, agent: LiveAgent, parent_id: str, provider: str, label: str, epoch_start: int, notify: bool
     ) -> Activation:
         act = Activation(agent.id, parent_id, agent, provider, label, epoch_start, notify=notify)
         self._activations[agent.id] = act

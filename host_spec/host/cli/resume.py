@@ -36,7 +36,7 @@ from host_spec.host.agents.repair import fold_tail
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from host_spec.protocols import Agent
+    from host_spec.host.agents.agent import Agent
 
 __all__ = ["RESUME_NOTICE", "RESUME_SOURCE", "StoredWork", "stored_work", "continue_run"]
 
