@@ -9,8 +9,7 @@ replaced.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 
@@ -18,14 +17,7 @@ from host_spec import hookimpl
 from host_spec.host.agents.loop import race
 from host_spec.records import ToolSpec
 
-T = TypeVar("T")
-
 BLOCK = {"name": "block", "arguments": {}}
-
-
-def run(coro: Awaitable[T], timeout: float = 30.0) -> T:
-    """Run one async test body with a safety timeout against hangs (no pytest-asyncio)."""
-    return asyncio.run(asyncio.wait_for(coro, timeout))  # type: ignore[arg-type]
 
 
 class BlockArgs(msgspec.Struct, forbid_unknown_fields=True):

@@ -2,47 +2,37 @@
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
 
 
-def registered(profile: str) -> tuple[list[str], list[str]]:
+async def registered(profile: str) -> tuple[list[str], list[str]]:
     """(load order, pluggy registrations) of a host opened with ``profile``."""
-
-    async def scenario() -> tuple[list[str], list[str]]:
-        host = await Host.open(None, profile, ScriptedModel.from_mapping({}))
-        try:
-            return host.plugins.names(), sorted(name for name, _ in host.plugins.pm.list_name_plugin())
-        finally:
-            await host.close()
-
-    return asyncio.run(scenario())
+    host = await Host.open(None, profile, ScriptedModel.from_mapping({}))
+    try:
+        return host.plugins.names(), sorted(name for name, _ in host.plugins.pm.list_name_plugin())
+    finally:
+        await host.close()
 
 
 class TestProfileLoading:
-    def test_headless(self) -> None:
+    async def test_headless(self) -> None:
         """headless registers the three legacy delegation plugins and nothing else."""
-        order, names = registered("headless")
+        order, names = await registered("headless")
         assert order == ["subagent", "subagent-fork", "subagent-control"]
         assert names == sorted(order)
 
-    def test_agent_teams(self) -> None:
+    async def test_agent_teams(self) -> None:
         """agent-teams registers the three Team plugins and none of the legacy ones."""
-        order, names = registered("agent-teams")
+        order, names = await registered("agent-teams")
         assert order == ["dsh-team", "dsh-team-tools", "dsh-team-invariant"]
         assert names == sorted(order)
 
-    def test_agent_teams_shadows_no_legacy_tool(self) -> None:
+    async def test_agent_teams_shadows_no_legacy_tool(self) -> None:
         """No legacy global delegation tool is visible under agent-teams."""
-
-        async def scenario() -> Any:
-            host = await Host.open(None, "agent-teams", ScriptedModel.from_mapping({}))
-            try:
-                return {spec.name for spec in host.tools.visible(None)}
-            finally:
-                await host.close()
-
-        assert not {"subagent", "subagent_fork", "send_message", "interrupt_agent", "list_agents"} & asyncio.run(scenario())
+        host = await Host.open(None, "agent-teams", ScriptedModel.from_mapping({}))
+        try:
+            visible = {spec.name for spec in host.tools.visible(None)}
+        finally:
+            await host.close()
+        assert not {"subagent", "subagent_fork", "send_message", "interrupt_agent", "list_agents"} & visible

@@ -8,7 +8,6 @@ scope (through its ledger), like the Team tools plugin does.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import textwrap
 from pathlib import Path
@@ -118,112 +117,92 @@ def tool_names(host: Host, agent: Any) -> list[str]:
     return [spec.name for spec in host.tools.visible(agent)]
 
 
-def run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, 30))
-
-
 class TestReload:
-    def test_new_code_is_live_without_duplicates(self, site: Path, tmp_path: Path) -> None:
+    async def test_new_code_is_live_without_duplicates(self, site: Path, tmp_path: Path) -> None:
         """After an edit and a reload both tools answer with the new code, registered once each."""
+        host = await open_host(tmp_path)
+        try:
+            agent = await host.run("hello")
+            assert await call(host, agent, "scoped_version") == "v1"
+            old = host.plugins.get("reload-plug")
+            write_package(site, "v2")
+            new = await host.plugins.reload("reload-plug")
+            assert new is host.plugins.get("reload-plug") and new.plugin is not old.plugin
+            assert old.ctx.closed and not new.ctx.closed
+            assert await call(host, agent, "plugin_version") == "v2"
+            assert await call(host, agent, "scoped_version") == "v2"
+            assert tool_names(host, agent) == ["plugin_version", "scoped_version"]
+            assert host.service("reload-plug") == {"version": "v2"}
+            assert host.plugins.names() == ["reload-plug"]
+            # the live agent kept running and still works
+            assert host.agents.get(agent.id) is agent and not agent.disposed
+            agent.followup(user_message("again"))
+            await host.quiesce()
+            assert agent.status == "idle"
+            # reload is repeatable: one more version, still one registration each
+            write_package(site, "v3")
+            await reload_plugin(host.plugins, "reload-plug")
+            assert tool_names(host, agent) == ["plugin_version", "scoped_version"]
+            assert await call(host, agent, "scoped_version") == "v3"
+        finally:
+            await host.close()
 
-        async def scenario() -> None:
-            host = await open_host(tmp_path)
-            try:
-                agent = await host.run("hello")
-                assert await call(host, agent, "scoped_version") == "v1"
-                old = host.plugins.get("reload-plug")
-                write_package(site, "v2")
-                new = await host.plugins.reload("reload-plug")
-                assert new is host.plugins.get("reload-plug") and new.plugin is not old.plugin
-                assert old.ctx.closed and not new.ctx.closed
-                assert await call(host, agent, "plugin_version") == "v2"
-                assert await call(host, agent, "scoped_version") == "v2"
-                assert tool_names(host, agent) == ["plugin_version", "scoped_version"]
-                assert host.service("reload-plug") == {"version": "v2"}
-                assert host.plugins.names() == ["reload-plug"]
-                # the live agent kept running and still works
-                assert host.agents.get(agent.id) is agent and not agent.disposed
-                agent.followup(user_message("again"))
-                await host.quiesce()
-                assert agent.status == "idle"
-                # reload is repeatable: one more version, still one registration each
-                write_package(site, "v3")
-                await reload_plugin(host.plugins, "reload-plug")
-                assert tool_names(host, agent) == ["plugin_version", "scoped_version"]
-                assert await call(host, agent, "scoped_version") == "v3"
-            finally:
-                await host.close()
-
-        run(scenario())
-
-    def test_broken_edit_keeps_the_old_version_then_a_fix_loads(self, site: Path, tmp_path: Path) -> None:
+    async def test_broken_edit_keeps_the_old_version_then_a_fix_loads(self, site: Path, tmp_path: Path) -> None:
         """A syntax error is rejected before teardown (nothing freed); the fixed edit then loads."""
-
-        async def scenario() -> None:
-            host = await open_host(tmp_path)
-            try:
-                agent = await host.run("hello")
-                old = host.plugins.get("reload-plug")
-                old_modules = {name: sys.modules[name] for name in ("reloadplug", "reloadplug.plugin", "reloadplug.tools")}
-                (site / "reloadplug" / "tools.py").write_text("VERSION = = 'broken'\n")
-                with pytest.raises(PluginError, match="the loaded version is kept") as info:
-                    await host.plugins.reload("reload-plug")
-                assert "SyntaxError" in repr(info.value.__cause__)
-                assert host.plugins.get("reload-plug") is old and not old.ctx.closed
-                assert all(sys.modules[name] is module for name, module in old_modules.items())
-                assert await call(host, agent, "scoped_version") == "v1"
-                write_package(site, "v4")
+        host = await open_host(tmp_path)
+        try:
+            agent = await host.run("hello")
+            old = host.plugins.get("reload-plug")
+            old_modules = {name: sys.modules[name] for name in ("reloadplug", "reloadplug.plugin", "reloadplug.tools")}
+            (site / "reloadplug" / "tools.py").write_text("VERSION = = 'broken'\n")
+            with pytest.raises(PluginError, match="the loaded version is kept") as info:
                 await host.plugins.reload("reload-plug")
-                assert await call(host, agent, "scoped_version") == "v4"
-                assert tool_names(host, agent) == ["plugin_version", "scoped_version"]
-            finally:
-                await host.close()
+            assert "SyntaxError" in repr(info.value.__cause__)
+            assert host.plugins.get("reload-plug") is old and not old.ctx.closed
+            assert all(sys.modules[name] is module for name, module in old_modules.items())
+            assert await call(host, agent, "scoped_version") == "v1"
+            write_package(site, "v4")
+            await host.plugins.reload("reload-plug")
+            assert await call(host, agent, "scoped_version") == "v4"
+            assert tool_names(host, agent) == ["plugin_version", "scoped_version"]
+        finally:
+            await host.close()
 
-        run(scenario())
-
-    def test_invalid_hooks_are_rejected_on_a_scratch_manager(self, site: Path, tmp_path: Path) -> None:
+    async def test_invalid_hooks_are_rejected_on_a_scratch_manager(self, site: Path, tmp_path: Path) -> None:
         """A new version with an unknown hook fails validation; the live plugin is untouched."""
         bad = PLUGIN + "\n@hookimpl\ndef dsh_no_such_hook(host):\n    pass\n"
+        host = await open_host(tmp_path)
+        try:
+            old = host.plugins.get("reload-plug")
+            write_package(site, "v2", plugin=bad)
+            with pytest.raises(PluginError, match="dsh_no_such_hook"):
+                await host.plugins.reload("reload-plug")
+            assert host.plugins.get("reload-plug") is old and not old.ctx.closed
+            assert sys.modules["reloadplug.plugin"] is old.plugin
+            assert await call(host, None, "plugin_version") == "v1"
+        finally:
+            await host.close()
 
-        async def scenario() -> None:
-            host = await open_host(tmp_path)
-            try:
-                old = host.plugins.get("reload-plug")
-                write_package(site, "v2", plugin=bad)
-                with pytest.raises(PluginError, match="dsh_no_such_hook"):
-                    await host.plugins.reload("reload-plug")
-                assert host.plugins.get("reload-plug") is old and not old.ctx.closed
-                assert sys.modules["reloadplug.plugin"] is old.plugin
-                assert await call(host, None, "plugin_version") == "v1"
-            finally:
-                await host.close()
-
-        run(scenario())
-
-    def test_failing_load_restores_the_previous_version(self, site: Path, tmp_path: Path) -> None:
+    async def test_failing_load_restores_the_previous_version(self, site: Path, tmp_path: Path) -> None:
         """A new version whose ``dsh_plugin_loaded`` fails is unloaded and the old one re-loaded."""
         failing = PLUGIN.replace("    LOADS.append(ctx.name)\n", "    LOADS.append(ctx.name)\n    raise RuntimeError('new version broke')\n")
+        host = await open_host(tmp_path)
+        try:
+            agent = await host.run("hello")
+            old = host.plugins.get("reload-plug")
+            write_package(site, "v2", plugin=failing)
+            with pytest.raises(PluginError, match="previous version was restored: .*new version broke"):
+                await host.plugins.reload("reload-plug")
+            restored = host.plugins.get("reload-plug")
+            assert restored is not None and restored.plugin is old.plugin and restored.ctx is not old.ctx
+            assert sys.modules["reloadplug.plugin"] is old.plugin
+            assert old.plugin.LOADS == ["reload-plug", "reload-plug"]
+            assert await call(host, agent, "scoped_version") == "v1"
+            assert tool_names(host, agent) == ["plugin_version", "scoped_version"]
+        finally:
+            await host.close()
 
-        async def scenario() -> None:
-            host = await open_host(tmp_path)
-            try:
-                agent = await host.run("hello")
-                old = host.plugins.get("reload-plug")
-                write_package(site, "v2", plugin=failing)
-                with pytest.raises(PluginError, match="previous version was restored: .*new version broke"):
-                    await host.plugins.reload("reload-plug")
-                restored = host.plugins.get("reload-plug")
-                assert restored is not None and restored.plugin is old.plugin and restored.ctx is not old.ctx
-                assert sys.modules["reloadplug.plugin"] is old.plugin
-                assert old.plugin.LOADS == ["reload-plug", "reload-plug"]
-                assert await call(host, agent, "scoped_version") == "v1"
-                assert tool_names(host, agent) == ["plugin_version", "scoped_version"]
-            finally:
-                await host.close()
-
-        run(scenario())
-
-    def test_previous_version_that_cannot_come_back(self, site: Path, tmp_path: Path) -> None:
+    async def test_previous_version_that_cannot_come_back(self, site: Path, tmp_path: Path) -> None:
         """If the restored version fails to load too, the error says so and the plugin is gone."""
         fragile = PLUGIN.replace(
             "    LOADS.append(ctx.name)\n",
@@ -231,54 +210,42 @@ class TestReload:
         )
         failing = PLUGIN.replace("    LOADS.append(ctx.name)\n", "    raise RuntimeError('new version broke')\n")
         write_package(site, "v1", plugin=fragile)
+        host = await open_host(tmp_path)
+        try:
+            write_package(site, "v2", plugin=failing)
+            with pytest.raises(PluginError, match="did not load again: .*loads once"):
+                await host.plugins.reload("reload-plug")
+            assert host.plugins.get("reload-plug") is None
+            assert host.tools.visible(None) == []
+        finally:
+            await host.close()
 
-        async def scenario() -> None:
-            host = await open_host(tmp_path)
-            try:
-                write_package(site, "v2", plugin=failing)
-                with pytest.raises(PluginError, match="did not load again: .*loads once"):
-                    await host.plugins.reload("reload-plug")
-                assert host.plugins.get("reload-plug") is None
-                assert host.tools.visible(None) == []
-            finally:
-                await host.close()
-
-        run(scenario())
-
-    def test_entry_points_naming_an_attribute(self, site: Path, tmp_path: Path) -> None:
+    async def test_entry_points_naming_an_attribute(self, site: Path, tmp_path: Path) -> None:
         """A plugin given as ``module:attr`` reloads as the new module's attribute."""
+        host = await Host.open(None, None, ScriptedModel.from_mapping({}))
+        try:
+            import reloadplug.plugin as first
 
-        async def scenario() -> None:
-            host = await Host.open(None, None, ScriptedModel.from_mapping({}))
-            try:
-                import reloadplug.plugin as first
+            host.plugins.load("reload-obj", plugin=first.PLUGIN_OBJ, module="reloadplug.plugin", attr="PLUGIN_OBJ")
+            write_package(site, "v2")
+            loaded = await host.plugins.reload("reload-obj")
+            assert loaded.plugin is sys.modules["reloadplug.plugin"].PLUGIN_OBJ
+            assert loaded.plugin is not first.PLUGIN_OBJ
+            assert await call(host, None, "plugin_version") == "v2"
+        finally:
+            await host.close()
 
-                host.plugins.load("reload-obj", plugin=first.PLUGIN_OBJ, module="reloadplug.plugin", attr="PLUGIN_OBJ")
-                write_package(site, "v2")
-                loaded = await host.plugins.reload("reload-obj")
-                assert loaded.plugin is sys.modules["reloadplug.plugin"].PLUGIN_OBJ
-                assert loaded.plugin is not first.PLUGIN_OBJ
-                assert await call(host, None, "plugin_version") == "v2"
-            finally:
-                await host.close()
-
-        run(scenario())
-
-    def test_only_loaded_module_plugins_reload(self, tmp_path: Path) -> None:
+    async def test_only_loaded_module_plugins_reload(self, tmp_path: Path) -> None:
         """Reloading an unknown name, or a plugin registered as an object, is refused."""
-
-        async def scenario() -> None:
-            host = await Host.open(None, None, ScriptedModel.from_mapping({}))
-            try:
-                with pytest.raises(PluginError, match="not loaded"):
-                    await host.plugins.reload("nope")
-                host.plugins.load("obj", plugin=object())
-                with pytest.raises(PluginError, match="cannot be reloaded"):
-                    await host.plugins.reload("obj")
-            finally:
-                await host.close()
-
-        run(scenario())
+        host = await Host.open(None, None, ScriptedModel.from_mapping({}))
+        try:
+            with pytest.raises(PluginError, match="not loaded"):
+                await host.plugins.reload("nope")
+            host.plugins.load("obj", plugin=object())
+            with pytest.raises(PluginError, match="cannot be reloaded"):
+                await host.plugins.reload("obj")
+        finally:
+            await host.close()
 
 
 class TestPackagePrefix:
@@ -291,7 +258,7 @@ class TestPackagePrefix:
         """Base plugins inside ``host_spec`` never re-import the host or the contract."""
         assert package_prefix("host_spec.host.base.subagent") == "host_spec.host.base.subagent"
 
-    def test_base_plugin_reload_keeps_the_host_modules(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def test_base_plugin_reload_keeps_the_host_modules(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Reloading a base plugin replaces only its module; the host's modules stay."""
         import host_spec.host.base
         import host_spec.host.base.control as control
@@ -300,17 +267,13 @@ class TestPackagePrefix:
         # put the original module back afterwards: other tests hold its classes
         monkeypatch.setitem(sys.modules, "host_spec.host.base.control", control)
         monkeypatch.setattr(host_spec.host.base, "control", control)
-
-        async def scenario() -> None:
-            host = await Host.open(None, "headless", ScriptedModel.from_mapping({}))
-            try:
-                before = host.plugins.get("subagent-control").plugin
-                await host.plugins.reload("subagent-control")
-                after = host.plugins.get("subagent-control").plugin
-                assert after is not before and after is sys.modules["host_spec.host.base.control"]
-                assert sys.modules["host_spec.host.plugins.manager"] is plugins_module
-                assert host.plugins.names() == ["subagent", "subagent-fork", "subagent-control"]
-            finally:
-                await host.close()
-
-        run(scenario())
+        host = await Host.open(None, "headless", ScriptedModel.from_mapping({}))
+        try:
+            before = host.plugins.get("subagent-control").plugin
+            await host.plugins.reload("subagent-control")
+            after = host.plugins.get("subagent-control").plugin
+            assert after is not before and after is sys.modules["host_spec.host.base.control"]
+            assert sys.modules["host_spec.host.plugins.manager"] is plugins_module
+            assert host.plugins.names() == ["subagent", "subagent-fork", "subagent-control"]
+        finally:
+            await host.close()

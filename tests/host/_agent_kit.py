@@ -20,11 +20,6 @@ from host_spec.host.agents.tools import ToolRegistry
 from host_spec.records import ToolSpec
 
 
-def run(coro: Any, timeout: float = 10.0) -> Any:
-    """Run one async test body (no pytest-asyncio) with a safety timeout against hangs."""
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
 @attrs.define
 class RecordingHooks:
     """An ``AgentHooks`` stub that records every call; ``veto`` makes ``created`` raise."""

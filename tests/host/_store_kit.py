@@ -4,18 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from host_spec.events import Event, SessionHeader
-
-T = TypeVar("T")
-
-
-def run(coro: Awaitable[T]) -> T:
-    """Run a coroutine to completion in a fresh loop (no pytest-asyncio)."""
-    return asyncio.run(coro)  # type: ignore[arg-type]
-
 
 def header(session_id: str = "s-1", **fields: Any) -> SessionHeader:
     return SessionHeader(id=session_id, created_at=fields.pop("created_at", 1_000), **fields)

@@ -19,7 +19,7 @@ from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.messages import message_text, text_block, user_message
-from kit_gates import BLOCK, BlockArgs, BlockResult, Gates, run  # noqa: F401 - re-exported to the suites
+from kit_gates import BLOCK, BlockArgs, BlockResult, Gates  # noqa: F401 - re-exported to the suites
 
 class Recorder:
     """Records agent lifecycle hooks in order: ``(hook, agent id, extra)``."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from _agent_kit import find, make_kit, run
+from _agent_kit import find, make_kit
 from host_spec.events import EventType
 from host_spec.host.store.sessions import SessionStore
 from host_spec.host.store.jsonl import JsonlStore
@@ -57,7 +57,7 @@ CHILD = textwrap.dedent(
 
 @pytest.mark.slow
 class TestSigkillMidTool:
-    def test_checkpoint_and_closers_after_sigkill(self, tmp_path: Path) -> None:
+    async def test_checkpoint_and_closers_after_sigkill(self, tmp_path: Path) -> None:
         """The prompt and the started call are durable before the body runs; resume closes the turn."""
         marker = tmp_path / "marker"
         child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), str(marker)])
@@ -75,22 +75,18 @@ class TestSigkillMidTool:
         _, on_disk = JsonlStore(tmp_path).read("crash-1")
         assert [e.type for e in on_disk][-3:] == ["user/message", "assistant/message", "tool/call"]
         assert on_disk[-1].value()["call_id"] == "lead-1.1"
-
-        async def resume() -> None:
-            store = SessionStore(JsonlStore(tmp_path), None)
-            session = store.resume("crash-1")
-            kit = make_kit()
-            agent = kit.registry.create(session, name="lead", source="resume")
-            results = find(session, EventType.TOOL_RESULT)
-            assert [(r["call_id"], r["error"]["code"]) for r in results] == [
-                ("lead-1.1", "TOOL_OUTCOME_UNKNOWN"),
-                ("lead-1.2", "TOOL_NOT_STARTED"),
-            ]
-            assert find(session, EventType.TURN_END) == [{"turn": 1, "reason": {"kind": "interrupted"}}]
-            assert agent.status == "idle"  # the prompt was claimed: nothing left to resume
-            await kit.registry.dispose(agent)
-            await store.dispose(session)
-
-        run(resume())
+        store = SessionStore(JsonlStore(tmp_path), None)
+        session = store.resume("crash-1")
+        kit = make_kit()
+        agent = kit.registry.create(session, name="lead", source="resume")
+        results = find(session, EventType.TOOL_RESULT)
+        assert [(r["call_id"], r["error"]["code"]) for r in results] == [
+            ("lead-1.1", "TOOL_OUTCOME_UNKNOWN"),
+            ("lead-1.2", "TOOL_NOT_STARTED"),
+        ]
+        assert find(session, EventType.TURN_END) == [{"turn": 1, "reason": {"kind": "interrupted"}}]
+        assert agent.status == "idle"  # the prompt was claimed: nothing left to resume
+        await kit.registry.dispose(agent)
+        await store.dispose(session)
         _, repaired = JsonlStore(tmp_path).read("crash-1")
         assert [e.type for e in repaired][-4:] == ["tool/result", "tool/result", "step/end", "turn/end"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from _agent_kit import echo_tool, find, gate_tool, make_kit, memory_session, run, types
+from _agent_kit import echo_tool, find, gate_tool, make_kit, memory_session, types
 from host_spec.errors import DshError
 from host_spec.events import EventType, StepMark, ToolCallRecord, TurnStart
 from host_spec.host.agents.agent import AgentDisposedError
@@ -74,59 +74,47 @@ class TestCreate:
 
 
 class TestDispose:
-    def test_dispose_order_and_identity(self) -> None:
+    async def test_dispose_order_and_identity(self) -> None:
         """cancel -> idle -> scope unwound -> disposed hook -> unregistered; sends then fail."""
+        kit = make_kit()
+        agent = kit.registry.create(memory_session("a"), name="x")
+        agent.scope.on_dispose(lambda: kit.hooks.calls.append(("scope-unwound", agent.id)))
+        await agent.dispose()
+        await kit.registry.dispose(agent)  # idempotent
+        assert kit.hooks.calls[-2:] == [("scope-unwound", "a"), ("disposed", "a")]
+        assert kit.registry.get("a") is None and agent.disposed and agent.scope.disposed
+        with pytest.raises(AgentDisposedError) as info:
+            agent.steer(user_message("late"))
+        assert info.value.code == "AGENT_DISPOSED"
 
-        async def body() -> None:
-            kit = make_kit()
-            agent = kit.registry.create(memory_session("a"), name="x")
-            agent.scope.on_dispose(lambda: kit.hooks.calls.append(("scope-unwound", agent.id)))
-            await agent.dispose()
-            await kit.registry.dispose(agent)  # idempotent
-            assert kit.hooks.calls[-2:] == [("scope-unwound", "a"), ("disposed", "a")]
-            assert kit.registry.get("a") is None and agent.disposed and agent.scope.disposed
-            with pytest.raises(AgentDisposedError) as info:
-                agent.steer(user_message("late"))
-            assert info.value.code == "AGENT_DISPOSED"
-
-        run(body())
-
-    def test_observer_hook_failures_are_contained(self) -> None:
+    async def test_observer_hook_failures_are_contained(self) -> None:
         """Raising session_start / disposed observers neither block creation nor disposal."""
+        kit = make_kit()
+        kit.hooks.fail = {"session_start", "disposed"}
+        agent = kit.registry.create(memory_session("a"), name="x")
+        assert kit.registry.get("a") is agent
+        await agent.dispose()
+        assert agent.disposed and kit.registry.get("a") is None
 
-        async def body() -> None:
-            kit = make_kit()
-            kit.hooks.fail = {"session_start", "disposed"}
-            agent = kit.registry.create(memory_session("a"), name="x")
-            assert kit.registry.get("a") is agent
-            await agent.dispose()
-            assert agent.disposed and kit.registry.get("a") is None
-
-        run(body())
-
-    def test_disposing_a_running_agent_aborts_its_turn_and_keeps_the_inbox(self) -> None:
+    async def test_disposing_a_running_agent_aborts_its_turn_and_keeps_the_inbox(self) -> None:
         """Disposal cancels with cause ``disposed``; pending work stays durable and never latches."""
-
-        async def body() -> None:
-            gate, started = asyncio.Event(), asyncio.Event()
-            kit = make_kit({"x": [{"tool_calls": [{"name": "wait"}]}]})
-            kit.tools.register(gate_tool("wait", gate, started=started))
-            agent = kit.registry.create(memory_session("a"), name="x")
-            agent.followup(user_message("go"))
-            await started.wait()
-            agent.followup(user_message("pending", id="p"))
-            disposal = asyncio.ensure_future(kit.registry.dispose(agent))
-            await asyncio.sleep(0)  # disposal starts synchronously inside dispose()
-            assert agent.disposing and not agent.disposed
-            agent.steer(user_message("during disposal", id="d"))  # recorded, no wake, no latch
-            await disposal
-            reason = find(agent.session, EventType.TURN_END)[-1]["reason"]
-            assert reason == {"kind": "aborted", "reason": {"kind": "disposed"}}
-            assert [m.id for m in agent.inbox.pending()] == ["p", "d"]
-            assert len(find(agent.session, EventType.TURN_START)) == 1
-            assert kit.hooks.statuses("a") == ["running", "idle"]
-
-        run(body())
+        gate, started = asyncio.Event(), asyncio.Event()
+        kit = make_kit({"x": [{"tool_calls": [{"name": "wait"}]}]})
+        kit.tools.register(gate_tool("wait", gate, started=started))
+        agent = kit.registry.create(memory_session("a"), name="x")
+        agent.followup(user_message("go"))
+        await started.wait()
+        agent.followup(user_message("pending", id="p"))
+        disposal = asyncio.ensure_future(kit.registry.dispose(agent))
+        await asyncio.sleep(0)  # disposal starts synchronously inside dispose()
+        assert agent.disposing and not agent.disposed
+        agent.steer(user_message("during disposal", id="d"))  # recorded, no wake, no latch
+        await disposal
+        reason = find(agent.session, EventType.TURN_END)[-1]["reason"]
+        assert reason == {"kind": "aborted", "reason": {"kind": "disposed"}}
+        assert [m.id for m in agent.inbox.pending()] == ["p", "d"]
+        assert len(find(agent.session, EventType.TURN_START)) == 1
+        assert kit.hooks.statuses("a") == ["running", "idle"]
 
 
 def _open_turn_log(session: Any) -> None:
@@ -172,39 +160,35 @@ class TestRepair:
         append_closers(session, fold_tail(session.events), agent_id="a")
         assert types(session, before) == ["turn/end"]
 
-    def test_resume_after_an_open_turn_appends_closers(self, tmp_path: Path) -> None:
+    async def test_resume_after_an_open_turn_appends_closers(self, tmp_path: Path) -> None:
         """Before anything else the resumed agent closes the crashed turn, durably; numbering continues."""
         from host_spec.host.store.sessions import SessionStore
         from host_spec.host.store.jsonl import JsonlStore
+        crashed = SessionStore(JsonlStore(tmp_path), None)
+        session = crashed.create("a")
+        _open_turn_log(session)
+        await crashed.dispose(session)  # the process "dies" with the turn open
 
-        async def body() -> None:
-            crashed = SessionStore(JsonlStore(tmp_path), None)
-            session = crashed.create("a")
-            _open_turn_log(session)
-            await crashed.dispose(session)  # the process "dies" with the turn open
-
-            store = SessionStore(JsonlStore(tmp_path), None)
-            session = store.resume("a")
-            before = session.last_seq
-            kit = make_kit({"x": [{"text": "resumed"}]})
-            agent = kit.registry.create(session, name="x", source="resume")
-            assert agent.repaired == 4
-            assert types(session, before) == ["tool/result", "tool/result", "step/end", "turn/end"]
-            c1, c2 = find(session, EventType.TOOL_RESULT)
-            assert c1["error"] == {"code": "TOOL_OUTCOME_UNKNOWN", "message": OUTCOME_UNKNOWN_TEXT}
-            assert c2["error"] == {"code": "TOOL_NOT_STARTED", "message": NOT_STARTED_TEXT}
-            assert find(session, EventType.TURN_END)[-1] == {"turn": 1, "reason": {"kind": "interrupted"}}
-            assert all(e.cause.agent_id == "a" for e in session.events[before:])
-            assert ("session_start", "a", "resume") in kit.hooks.calls
-            assert agent.status == "idle"
-            agent.followup(user_message("continue"))
-            await agent.when_idle()
-            assert [v["turn"] for v in find(session, EventType.TURN_START)] == [1, 2]
-            roles = [m["role"] for m in kit.model.requests[0].messages]
-            assert roles == ["user", "assistant", "tool", "tool", "user"]
-            await kit.registry.dispose(agent)
-            await store.dispose(session)
-
-        run(body())
+        store = SessionStore(JsonlStore(tmp_path), None)
+        session = store.resume("a")
+        before = session.last_seq
+        kit = make_kit({"x": [{"text": "resumed"}]})
+        agent = kit.registry.create(session, name="x", source="resume")
+        assert agent.repaired == 4
+        assert types(session, before) == ["tool/result", "tool/result", "step/end", "turn/end"]
+        c1, c2 = find(session, EventType.TOOL_RESULT)
+        assert c1["error"] == {"code": "TOOL_OUTCOME_UNKNOWN", "message": OUTCOME_UNKNOWN_TEXT}
+        assert c2["error"] == {"code": "TOOL_NOT_STARTED", "message": NOT_STARTED_TEXT}
+        assert find(session, EventType.TURN_END)[-1] == {"turn": 1, "reason": {"kind": "interrupted"}}
+        assert all(e.cause.agent_id == "a" for e in session.events[before:])
+        assert ("session_start", "a", "resume") in kit.hooks.calls
+        assert agent.status == "idle"
+        agent.followup(user_message("continue"))
+        await agent.when_idle()
+        assert [v["turn"] for v in find(session, EventType.TURN_START)] == [1, 2]
+        roles = [m["role"] for m in kit.model.requests[0].messages]
+        assert roles == ["user", "assistant", "tool", "tool", "user"]
+        await kit.registry.dispose(agent)
+        await store.dispose(session)
         _, events = JsonlStore(tmp_path).read("a")
         assert [e.type for e in events[5:9]] == ["tool/result", "tool/result", "step/end", "turn/end"]

@@ -19,10 +19,6 @@ from host_spec.host.store.jsonl import JsonlStore
 from host_spec.records import Violation
 
 
-def run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, 30))
-
-
 def model(steps: list[dict[str, Any]] | None = None) -> ScriptedModel:
     return ScriptedModel.from_mapping({"lead": steps or [{"text": "done"}]})
 
@@ -88,22 +84,17 @@ async def open_host(tmp_path: Path | None, recorder: Recorder, steps: list[dict[
 
 
 class TestLifecycle:
-    def test_hook_order_of_a_run(self, tmp_path: Path) -> None:
+    async def test_hook_order_of_a_run(self, tmp_path: Path) -> None:
         """A run announces the session, creates and drives the agent; close disposes both."""
         recorder = Recorder()
-
-        async def scenario() -> Any:
-            host = await open_host(tmp_path, recorder)
-            agent = await host.run("hello")
-            assert agent.status == "idle" and agent.name == "lead"
-            assert agent.session.durable_seq == agent.session.last_seq  # quiesce flushed
-            await host.dispose_agent(agent)
-            assert host.agents.list() == [] and host.sessions.list() == ()
-            await host.close()
-            await host.close()  # idempotent
-            return agent
-
-        agent = run(scenario())
+        host = await open_host(tmp_path, recorder)
+        agent = await host.run("hello")
+        assert agent.status == "idle" and agent.name == "lead"
+        assert agent.session.durable_seq == agent.session.last_seq  # quiesce flushed
+        await host.dispose_agent(agent)
+        assert host.agents.list() == [] and host.sessions.list() == ()
+        await host.close()
+        await host.close()  # idempotent
         lifecycle = recorder.kinds("session_created", "agent_created", "session_start", "status", "turn_end",
                                    "agent_disposed", "session_disposed")
         assert lifecycle == [
@@ -121,54 +112,41 @@ class TestLifecycle:
         assert recorder.kinds("flushed")[-1] == ("flushed", len(events))
         assert JsonlStore(tmp_path).exists(agent.id)
 
-    def test_session_veto_releases_the_session(self) -> None:
+    async def test_session_veto_releases_the_session(self) -> None:
         """A vetoed ``dsh_session_created`` aborts the run and still fires ``dsh_session_disposed``."""
         recorder = Recorder()
         recorder.veto_session = True
-
-        async def scenario() -> Host:
-            host = await open_host(None, recorder)
-            with pytest.raises(PluginError, match="no sessions today"):
-                await host.run("hello")
-            assert host.sessions.list() == () and host.agents.list() == []
-            await host.close()
-            return host
-
-        run(scenario())
+        host = await open_host(None, recorder)
+        with pytest.raises(PluginError, match="no sessions today"):
+            await host.run("hello")
+        assert host.sessions.list() == () and host.agents.list() == []
+        await host.close()
         assert [call[0] for call in recorder.calls] == ["session_created", "session_disposed"]
 
-    def test_agent_veto_releases_the_session(self) -> None:
+    async def test_agent_veto_releases_the_session(self) -> None:
         """A vetoed ``dsh_agent_created`` rolls the agent back and releases its session."""
         recorder = Recorder()
         recorder.veto_agent = True
-
-        async def scenario() -> None:
-            host = await open_host(None, recorder)
-            with pytest.raises(PluginError, match="no agents today"):
-                await host.run("hello")
-            assert host.sessions.list() == () and host.agents.list() == []
-            await host.close()
-
-        run(scenario())
+        host = await open_host(None, recorder)
+        with pytest.raises(PluginError, match="no agents today"):
+            await host.run("hello")
+        assert host.sessions.list() == () and host.agents.list() == []
+        await host.close()
         assert [call[0] for call in recorder.calls] == ["session_created", "agent_created", "session_disposed"]
 
-    def test_pre_append_veto_reaches_append(self) -> None:
+    async def test_pre_append_veto_reaches_append(self) -> None:
         """A plugin's violation makes ``append`` raise ``InvariantError`` and writes nothing."""
         recorder = Recorder()
         recorder.veto_type = "demo/forbidden"
+        host = await open_host(None, recorder)
+        session = await host.create_session("s1")
+        with pytest.raises(InvariantError, match='"recorder": demo/forbidden is forbidden'):
+            session.append("demo/forbidden", {})
+        session.append("demo/allowed", {"x": 1})
+        assert [event.type for event in session.events] == ["demo/allowed"]
+        await host.close()
 
-        async def scenario() -> None:
-            host = await open_host(None, recorder)
-            session = await host.create_session("s1")
-            with pytest.raises(InvariantError, match='"recorder": demo/forbidden is forbidden'):
-                session.append("demo/forbidden", {})
-            session.append("demo/allowed", {"x": 1})
-            assert [event.type for event in session.events] == ["demo/allowed"]
-            await host.close()
-
-        run(scenario())
-
-    def test_failed_open_unloads_what_was_loaded(self) -> None:
+    async def test_failed_open_unloads_what_was_loaded(self) -> None:
         """A plugin failing during ``open`` leaves nothing loaded and raises."""
         unloaded: list[str] = []
 
@@ -178,93 +156,74 @@ class TestLifecycle:
                 unloaded.append("tracks")
 
         profile = Profile(name="p", plugins=(PluginEntry("subagent", {"bogus": 1}),))
-
-        async def scenario() -> None:
-            with pytest.raises(Exception, match="bogus"):
-                await Host.open(None, profile, model(), extra_plugins=[("tracks", Tracks())])
-
-        run(scenario())
+        with pytest.raises(Exception, match="bogus"):
+            await Host.open(None, profile, model(), extra_plugins=[("tracks", Tracks())])
         assert unloaded == ["tracks"]
 
-    def test_unannounced_sessions_are_released_silently(self) -> None:
+    async def test_unannounced_sessions_are_released_silently(self) -> None:
         """A session created behind the host's back is flushed and closed, with no disposal hook."""
         recorder = Recorder()
 
-        async def scenario() -> Any:
-            host = await open_host(None, recorder)
-            session = host.sessions.create("raw")
-            await host.close()
-            return session
-
-        assert not run(scenario()).live
+        host = await open_host(None, recorder)
+        session = host.sessions.create("raw")
+        await host.close()
+        assert not session.live
         assert recorder.kinds("session_disposed") == []
 
-    def test_close_unloads_plugins_before_disposing_agents(self) -> None:
+    async def test_close_unloads_plugins_before_disposing_agents(self) -> None:
         """``async with`` closes the host: plugins unload first (teardown settles their work),
         then live agents and sessions are disposed without hooks."""
         recorder = Recorder()
-
-        async def scenario() -> None:
-            async with await open_host(None, recorder) as host:
-                agent = await host.run("hi")
-            assert host.agents.list() == [] and agent.disposed and not agent.session.live
-            assert host.plugins.names() == []
-
-        run(scenario())
+        async with await open_host(None, recorder) as host:
+            agent = await host.run("hi")
+        assert host.agents.list() == [] and agent.disposed and not agent.session.live
+        assert host.plugins.names() == []
         assert recorder.kinds("agent_disposed", "session_disposed") == []
 
 
-    def test_close_goes_on_after_a_failure_and_reports_it(self, tmp_path: Path) -> None:
+    async def test_close_goes_on_after_a_failure_and_reports_it(self, tmp_path: Path) -> None:
         """One failing release does not leave the other sessions unflushed and locked; the error surfaces."""
+        host = await Host.open(tmp_path, None, model())
+        first = host.start_agent(await host.create_session("one"), name="lead")
+        second = host.start_agent(await host.create_session("two"), name="lead")
+        first.session.append("note/x", {})
+        second.session.append("note/x", {})
+        real = host.sessions.dispose
 
-        async def scenario() -> None:
-            host = await Host.open(tmp_path, None, model())
-            first = host.start_agent(await host.create_session("one"), name="lead")
-            second = host.start_agent(await host.create_session("two"), name="lead")
-            first.session.append("note/x", {})
-            second.session.append("note/x", {})
-            real = host.sessions.dispose
+        async def failing(session: Any) -> None:
+            await real(session)  # released for real, then the failure is reported
+            if session.id == "two":
+                raise OSError(5, "I/O error")
 
-            async def failing(session: Any) -> None:
-                await real(session)  # released for real, then the failure is reported
-                if session.id == "two":
-                    raise OSError(5, "I/O error")
-
-            host.sessions.dispose = failing  # type: ignore[method-assign]
-            with pytest.raises(OSError, match="I/O error"):
-                await host.close()
-            assert not first.session.live and not second.session.live and host.agents.list() == []
-
-        run(scenario())
+        host.sessions.dispose = failing  # type: ignore[method-assign]
+        with pytest.raises(OSError, match="I/O error"):
+            await host.close()
+        assert not first.session.live and not second.session.live and host.agents.list() == []
         store = JsonlStore(tmp_path)
         for session_id in ("one", "two"):  # both flushed, both locks released
             store.open_writer(store.read(session_id)[0], create=False).close()
             assert [event.type for event in store.read(session_id)[1]][-1] == "note/x"
 
-    def test_unannounced_session_failure_is_reported_after_the_rest(self) -> None:
+    async def test_unannounced_session_failure_is_reported_after_the_rest(self) -> None:
         """A failing release of a bare session is raised once every other session was released."""
+        host = await Host.open(None, None, model())
+        bare = host.sessions.create("bare")
+        other = host.sessions.create("other")
+        real = host.sessions.dispose
 
-        async def scenario() -> None:
-            host = await Host.open(None, None, model())
-            bare = host.sessions.create("bare")
-            other = host.sessions.create("other")
-            real = host.sessions.dispose
+        async def failing(session: Any) -> None:
+            await real(session)
+            if session is bare:
+                raise RuntimeError("flush failed")
 
-            async def failing(session: Any) -> None:
-                await real(session)
-                if session is bare:
-                    raise RuntimeError("flush failed")
-
-            host.sessions.dispose = failing  # type: ignore[method-assign]
-            with pytest.raises(RuntimeError, match="flush failed"):
-                await host.close()
-            assert not other.live
-
-        run(scenario())
+        host.sessions.dispose = failing  # type: ignore[method-assign]
+        with pytest.raises(RuntimeError, match="flush failed"):
+            await host.close()
+        assert not other.live
 
 
 class TestServices:
-    def test_service_lookup(self) -> None:
+    async def test_service_lookup(self) -> None:
         """``service`` returns what a plugin provided, ``None`` otherwise."""
 
         class Provider:
@@ -272,15 +231,12 @@ class TestServices:
             def dsh_plugin_loaded(self, ctx: Any) -> None:
                 ctx.provide("thing", 42)
 
-        async def scenario() -> None:
-            host = await Host.open(None, None, model(), extra_plugins=[("p", Provider())])
-            assert host.service("thing") == 42 and host.service("other") is None
-            await host.close()
-            assert host.service("thing") is None
+        host = await Host.open(None, None, model(), extra_plugins=[("p", Provider())])
+        assert host.service("thing") == 42 and host.service("other") is None
+        await host.close()
+        assert host.service("thing") is None
 
-        run(scenario())
-
-    def test_call_soon_runs_later_and_quiescence_waits(self) -> None:
+    async def test_call_soon_runs_later_and_quiescence_waits(self) -> None:
         """``call_soon`` runs after the current call; awaitable results are awaited by quiesce."""
         order: list[str] = []
 
@@ -288,36 +244,30 @@ class TestServices:
             await asyncio.sleep(0.01)
             order.append("task done")
 
-        async def scenario() -> None:
-            host = await Host.open(None, None, model())
-            host.call_soon(lambda: order.append("soon"))
-            host.call_soon(later)
-            order.append("now")
-            await host.quiesce()
-            order.append("quiet")
-            await host.close()
-
-        run(scenario())
+        host = await Host.open(None, None, model())
+        host.call_soon(lambda: order.append("soon"))
+        host.call_soon(later)
+        order.append("now")
+        await host.quiesce()
+        order.append("quiet")
+        await host.close()
         assert order == ["now", "soon", "task done", "quiet"]
 
-    def test_call_soon_failures_are_logged(self) -> None:
+    async def test_call_soon_failures_are_logged(self) -> None:
         """A failing callback or task is logged, not raised."""
 
         async def broken() -> None:
             raise ValueError("task broke")
 
-        async def scenario() -> list[dict[str, Any]]:
-            host = await Host.open(None, None, model())
-            with structlog.testing.capture_logs() as logs:
-                host.call_soon(lambda: 1 / 0)
-                host.call_soon(broken)
-                await host.quiesce()
-            await host.close()
-            return logs
+        host = await Host.open(None, None, model())
+        with structlog.testing.capture_logs() as logs:
+            host.call_soon(lambda: 1 / 0)
+            host.call_soon(broken)
+            await host.quiesce()
+        await host.close()
+        assert [entry["event"] for entry in logs] == ["host.call_soon_failed", "host.call_soon_failed"]
 
-        assert [entry["event"] for entry in run(scenario())] == ["host.call_soon_failed", "host.call_soon_failed"]
-
-    def test_close_cancels_pending_callback_tasks(self) -> None:
+    async def test_close_cancels_pending_callback_tasks(self) -> None:
         """Tasks started by ``call_soon`` are cancelled on close."""
         state: dict[str, Any] = {}
 
@@ -325,74 +275,59 @@ class TestServices:
             state["started"] = True
             await asyncio.sleep(3600)
 
-        async def scenario() -> None:
-            host = await Host.open(None, None, model())
-            host.call_soon(forever)
-            await asyncio.sleep(0.01)
-            task = next(iter(host._soon_tasks))
-            await host.close()
-            assert task.cancelled()
-
-        run(scenario())
+        host = await Host.open(None, None, model())
+        host.call_soon(forever)
+        await asyncio.sleep(0.01)
+        task = next(iter(host._soon_tasks))
+        await host.close()
+        assert task.cancelled()
         assert state["started"]
 
 
 class TestResume:
-    def test_resume_continues_a_stored_root(self, tmp_path: Path) -> None:
+    async def test_resume_continues_a_stored_root(self, tmp_path: Path) -> None:
         """A stored root resumes as ``lead`` with source ``resume`` in a new host."""
         recorder = Recorder()
-
-        async def scenario() -> None:
-            host = await open_host(tmp_path, Recorder())
-            agent = await host.run("hi")
-            await host.close()
-            again = await open_host(tmp_path, recorder)
-            resumed = await again.resume(agent.id)
-            assert resumed.name == "lead" and resumed.session.last_seq == agent.session.last_seq
-            with pytest.raises(SessionNotFoundError):
-                await again.resume("nope")
-            await again.close()
-
-        run(scenario())
+        host = await open_host(tmp_path, Recorder())
+        agent = await host.run("hi")
+        await host.close()
+        again = await open_host(tmp_path, recorder)
+        resumed = await again.resume(agent.id)
+        assert resumed.name == "lead" and resumed.session.last_seq == agent.session.last_seq
+        with pytest.raises(SessionNotFoundError):
+            await again.resume("nope")
+        await again.close()
         assert ("session_start", "resume") in recorder.calls
 
-    def test_resume_veto_releases(self, tmp_path: Path) -> None:
+    async def test_resume_veto_releases(self, tmp_path: Path) -> None:
         """A vetoed resumed agent releases its session again."""
         recorder = Recorder()
-
-        async def scenario() -> None:
-            host = await open_host(tmp_path, Recorder())
-            agent = await host.run("hi")
-            await host.close()
-            recorder.veto_agent = True
-            again = await open_host(tmp_path, recorder)
-            with pytest.raises(PluginError):
-                await again.resume(agent.id)
-            assert again.sessions.list() == ()
-            await again.close()
-
-        run(scenario())
+        host = await open_host(tmp_path, Recorder())
+        agent = await host.run("hi")
+        await host.close()
+        recorder.veto_agent = True
+        again = await open_host(tmp_path, recorder)
+        with pytest.raises(PluginError):
+            await again.resume(agent.id)
+        assert again.sessions.list() == ()
+        await again.close()
         assert recorder.calls[-1][0] == "session_disposed"
 
-    def test_agent_names(self) -> None:
+    async def test_agent_names(self) -> None:
         """Roots are ``lead``; children use their descriptor label, else their id."""
-
-        async def scenario() -> None:
-            host = await Host.open(None, None, model())
-            root = await host.create_session("root")
-            child = await host.create_session("child", parent_session="root")
-            assert agent_name(root) == "lead" and agent_name(child) == "child"
-            child.append(EventType.SUBAGENT_DESCRIPTOR, SubagentDescriptor(version=2, mode="continuable", provider="spawn"))
-            assert agent_name(child) == "child"
-            labelled = await host.create_session("c2", parent_session="root")
-            labelled.append(
-                EventType.SUBAGENT_DESCRIPTOR,
-                SubagentDescriptor(version=2, mode="continuable", provider="spawn", label="alice"),
-            )
-            assert agent_name(labelled) == "alice"
-            await host.close()
-
-        run(scenario())
+        host = await Host.open(None, None, model())
+        root = await host.create_session("root")
+        child = await host.create_session("child", parent_session="root")
+        assert agent_name(root) == "lead" and agent_name(child) == "child"
+        child.append(EventType.SUBAGENT_DESCRIPTOR, SubagentDescriptor(version=2, mode="continuable", provider="spawn"))
+        assert agent_name(child) == "child"
+        labelled = await host.create_session("c2", parent_session="root")
+        labelled.append(
+            EventType.SUBAGENT_DESCRIPTOR,
+            SubagentDescriptor(version=2, mode="continuable", provider="spawn", label="alice"),
+        )
+        assert agent_name(labelled) == "alice"
+        await host.close()
 
 
 class TestModels:

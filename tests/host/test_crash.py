@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-from _store_kit import run
 
 from host_spec.host.store.sessions import SessionStore
 from host_spec.host.store.jsonl import JsonlStore
@@ -117,7 +116,7 @@ class TestSigkill:
         survived = ticks(tmp_path)
         assert len(survived) in (second, second + 1) and survived == list(range(1, len(survived) + 1))
 
-    def test_a_killed_writer_releases_its_lock(self, tmp_path: Path) -> None:
+    async def test_a_killed_writer_releases_its_lock(self, tmp_path: Path) -> None:
         """The flock dies with the process: the session can be resumed right after a SIGKILL."""
         child = Child(tmp_path, "create")
         try:
@@ -127,5 +126,5 @@ class TestSigkill:
         store = SessionStore(JsonlStore(tmp_path), None)
         session = store.resume("crash")
         n = session.append("crash/tick", {"n": session.last_seq + 1, "pad": ""}).seq
-        run(store.dispose(session))
+        await store.dispose(session)
         assert ticks(tmp_path)[-1] == n

@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 
 import pytest
-from _store_kit import MemoryBackend, Recorder, header, run, until
+from _store_kit import MemoryBackend, Recorder, header, until
 from structlog.testing import capture_logs
 
 from host_spec.errors import SessionNotLiveError
@@ -23,39 +23,35 @@ def seeded(n: int, **fields: object) -> list[Event]:
 
 
 class TestFlush:
-    def test_nothing_pending_means_no_write(self) -> None:
+    async def test_nothing_pending_means_no_write(self) -> None:
         """flush with every event durable returns at once without touching the backend."""
         backend = MemoryBackend()
         session = Session(header(), events=seeded(2), backend=backend, durable_seq=2)
-        run(session.flush())
+        await session.flush()
         assert backend.batches == [] and session.durable_seq == 2
 
-    def test_flush_writes_in_append_order(self) -> None:
+    async def test_flush_writes_in_append_order(self) -> None:
         """Each flush writes exactly the events appended since the last one, in order."""
         backend, observer = MemoryBackend(), Recorder()
         session = Session(header(), backend=backend, observer=observer)
-
-        async def body() -> None:
-            session.append("a/b", {})
-            session.append("a/b", {})
-            await session.flush()
-            assert session.durable_seq == 2
-            session.append("a/b", {})
-            await session.flush()
-
-        run(body())
+        session.append("a/b", {})
+        session.append("a/b", {})
+        await session.flush()
+        assert session.durable_seq == 2
+        session.append("a/b", {})
+        await session.flush()
         assert backend.batches == [[1, 2], [3]]
         assert observer.kinds("flushed") == [2, 3]
 
-    def test_seed_events_are_written_by_the_first_flush(self) -> None:
+    async def test_seed_events_are_written_by_the_first_flush(self) -> None:
         """A fresh session with a seed writes the seed then its own events."""
         backend = MemoryBackend()
         session = Session(header(seed_length=2), events=seeded(2), backend=backend)
         session.append("a/b", {})
-        run(session.flush())
+        await session.flush()
         assert backend.batches == [[1, 2, 3]]
 
-    def test_concurrent_flushers_share_a_batch(self) -> None:
+    async def test_concurrent_flushers_share_a_batch(self) -> None:
         """Sixteen tasks that append then flush together cause a single write holding all their events."""
         backend, observer = MemoryBackend(), Recorder()
         session = Session(header(), backend=backend, observer=observer)
@@ -66,57 +62,46 @@ class TestFlush:
             assert session.durable_seq >= event.seq
             return event.seq
 
-        async def body() -> list[int]:
-            return await asyncio.gather(*[writer(i) for i in range(16)])
-
-        seqs = run(body())
+        seqs = await asyncio.gather(*[writer(i) for i in range(16)])
         assert sorted(seqs) == list(range(1, 17))
         assert backend.batches == [list(range(1, 17))]
         assert observer.kinds("flushed") == [16]
 
-    def test_flushers_arriving_during_a_write_join_the_next_batch(self) -> None:
+    async def test_flushers_arriving_during_a_write_join_the_next_batch(self) -> None:
         """While one write runs, later flushers wait and then share exactly one more write."""
         backend = MemoryBackend()
         backend.gate = threading.Event()
         session = Session(header(), backend=backend)
-
-        async def body() -> None:
+        session.append("a/b", {})
+        first = asyncio.ensure_future(session.flush())
+        await until(backend.entered.is_set)
+        session.append("a/b", {})
+        early = asyncio.ensure_future(session.flush())  # event 2 is not in the running write
+        later = []
+        for _ in range(5):
             session.append("a/b", {})
-            first = asyncio.ensure_future(session.flush())
-            await until(backend.entered.is_set)
-            session.append("a/b", {})
-            early = asyncio.ensure_future(session.flush())  # event 2 is not in the running write
-            later = []
-            for _ in range(5):
-                session.append("a/b", {})
-                later.append(asyncio.ensure_future(session.flush()))
-            await asyncio.sleep(0.01)
-            assert not first.done() and not early.done() and session.durable_seq == 0
-            backend.gate.set()
-            await asyncio.gather(first, early, *later)
-
-        run(body())
+            later.append(asyncio.ensure_future(session.flush()))
+        await asyncio.sleep(0.01)
+        assert not first.done() and not early.done() and session.durable_seq == 0
+        backend.gate.set()
+        await asyncio.gather(first, early, *later)
         assert backend.batches == [[1], [2, 3, 4, 5, 6, 7]]
 
-    def test_a_flusher_already_covered_by_the_running_write_waits_for_it(self) -> None:
+    async def test_a_flusher_already_covered_by_the_running_write_waits_for_it(self) -> None:
         """A flush whose events are all in the running write resolves with that write, not a new one."""
         backend = MemoryBackend()
         backend.gate = threading.Event()
         session = Session(header(), backend=backend)
-
-        async def body() -> None:
-            session.append("a/b", {})
-            first = asyncio.ensure_future(session.flush())
-            await until(backend.entered.is_set)
-            second = asyncio.ensure_future(session.flush())
-            await asyncio.sleep(0)
-            backend.gate.set()
-            await asyncio.gather(first, second)
-
-        run(body())
+        session.append("a/b", {})
+        first = asyncio.ensure_future(session.flush())
+        await until(backend.entered.is_set)
+        second = asyncio.ensure_future(session.flush())
+        await asyncio.sleep(0)
+        backend.gate.set()
+        await asyncio.gather(first, second)
         assert backend.batches == [[1]]
 
-    def test_failed_write_raises_to_its_waiters_and_keeps_events_pending(self) -> None:
+    async def test_failed_write_raises_to_its_waiters_and_keeps_events_pending(self) -> None:
         """Every waiter of a failed batch gets the error; durable_seq stays; the next flush retries the same events."""
         backend, observer = MemoryBackend(), Recorder()
         backend.fail = [OSError("disk full")]
@@ -126,71 +111,59 @@ class TestFlush:
             session.append("a/b", {})
             await session.flush()
 
-        async def body() -> list[object]:
-            with capture_logs() as logs:
-                results = await asyncio.gather(writer(), writer(), writer(), return_exceptions=True)
-            assert [entry["event"] for entry in logs] == ["session.flush_failed"]
-            assert session.durable_seq == 0 and session.last_seq == 3
-            await session.flush()
-            return results
-
-        results = run(body())
+        with capture_logs() as logs:
+            results = await asyncio.gather(writer(), writer(), writer(), return_exceptions=True)
+        assert [entry["event"] for entry in logs] == ["session.flush_failed"]
+        assert session.durable_seq == 0 and session.last_seq == 3
+        await session.flush()
         assert [type(r) for r in results] == [OSError] * 3
         assert backend.batches == [[1, 2, 3]] and session.durable_seq == 3
         assert observer.kinds("flushed") == [3]
 
-    def test_the_next_batch_retries_after_a_failed_one(self) -> None:
+    async def test_the_next_batch_retries_after_a_failed_one(self) -> None:
         """Flushers queued behind a failing write succeed with the retry, which includes the failed events."""
         backend = MemoryBackend()
         backend.gate = threading.Event()
         backend.fail = [OSError("transient")]
         session = Session(header(), backend=backend)
 
-        async def body() -> tuple[object, object]:
-            session.append("a/b", {})
-            first = asyncio.ensure_future(session.flush())
-            await until(backend.entered.is_set)
-            session.append("a/b", {})
-            second = asyncio.ensure_future(session.flush())
-            await asyncio.sleep(0)
-            backend.gate.set()
-            results = await asyncio.gather(first, second, return_exceptions=True)
-            return results[0], results[1]
-
-        first, second = run(body())
-        assert isinstance(first, OSError) and second is None
+        session.append("a/b", {})
+        first = asyncio.ensure_future(session.flush())
+        await until(backend.entered.is_set)
+        session.append("a/b", {})
+        second = asyncio.ensure_future(session.flush())
+        await asyncio.sleep(0)
+        backend.gate.set()
+        results = await asyncio.gather(first, second, return_exceptions=True)
+        assert isinstance(results[0], OSError) and results[1] is None
         assert backend.batches == [[1, 2]]
 
-    def test_cancelling_a_flusher_does_not_cancel_the_write(self) -> None:
+    async def test_cancelling_a_flusher_does_not_cancel_the_write(self) -> None:
         """A cancelled waiter stops waiting; the write completes and the other waiters see it."""
         backend = MemoryBackend()
         backend.gate = threading.Event()
         session = Session(header(), backend=backend)
-
-        async def body() -> None:
-            session.append("a/b", {})
-            doomed = asyncio.ensure_future(session.flush())
-            survivor = asyncio.ensure_future(session.flush())
-            await until(backend.entered.is_set)
-            doomed.cancel()
-            await asyncio.sleep(0)
-            assert doomed.cancelled()
-            backend.gate.set()
-            await survivor
-
-        run(body())
+        session.append("a/b", {})
+        doomed = asyncio.ensure_future(session.flush())
+        survivor = asyncio.ensure_future(session.flush())
+        await until(backend.entered.is_set)
+        doomed.cancel()
+        await asyncio.sleep(0)
+        assert doomed.cancelled()
+        backend.gate.set()
+        await survivor
         assert backend.batches == [[1]] and session.durable_seq == 1
 
-    def test_in_memory_flush_only_reports(self) -> None:
+    async def test_in_memory_flush_only_reports(self) -> None:
         """Without a backend, flush marks everything durable and tells the observer once per barrier."""
         observer = Recorder()
         session = Session(header(), observer=observer)
         session.append("a/b", {})
-        run(session.flush())
-        run(session.flush())
+        await session.flush()
+        await session.flush()
         assert session.durable_seq == 1 and observer.kinds("flushed") == [1]
 
-    def test_a_failing_flushed_observer_is_contained(self) -> None:
+    async def test_a_failing_flushed_observer_is_contained(self) -> None:
         """An observer raising in flushed() does not fail the flush."""
 
         class Bad(NullObserver):
@@ -200,7 +173,7 @@ class TestFlush:
         session = Session(header(), backend=MemoryBackend(), observer=Bad())
         session.append("a/b", {})
         with capture_logs() as logs:
-            run(session.flush())
+            await session.flush()
         assert session.durable_seq == 1 and logs[0]["event"] == "session.observer_failed"
 
 
@@ -213,7 +186,7 @@ class TestClose:
         session.close()
         assert backend.closed and not session.live and "s-1" in repr(session)
 
-    def test_flush_after_close_with_pending_events_raises(self) -> None:
+    async def test_flush_after_close_with_pending_events_raises(self) -> None:
         """Pending events of a closed session cannot be made durable; the loss is logged at close."""
         session = Session(header(), backend=MemoryBackend())
         session.append("a/b", {})
@@ -221,77 +194,65 @@ class TestClose:
             session.close()
         assert logs[0]["event"] == "session.closed_with_pending"
         with pytest.raises(SessionNotLiveError):
-            run(session.flush())
+            await session.flush()
 
-    def test_in_memory_flush_after_close_with_pending_events_raises(self) -> None:
+    async def test_in_memory_flush_after_close_with_pending_events_raises(self) -> None:
         """A closed in-memory session cannot report its unflushed events as durable."""
         session = Session(header())
         session.append("a/b", {})
         session.close()
         with pytest.raises(SessionNotLiveError):
-            run(session.flush())
+            await session.flush()
         assert session.durable_seq == 0
 
-    def test_close_during_a_write_defers_the_backend_close(self) -> None:
+    async def test_close_during_a_write_defers_the_backend_close(self) -> None:
         """The backend is closed only after the running write returned; its waiters still succeed."""
         backend = MemoryBackend()
         backend.gate = threading.Event()
         session = Session(header(), backend=backend)
-
-        async def body() -> None:
-            session.append("a/b", {})
-            first = asyncio.ensure_future(session.flush())
-            await until(backend.entered.is_set)
-            session.append("a/b", {})
-            queued = asyncio.ensure_future(session.flush())
-            await asyncio.sleep(0)
-            session.close()
-            assert not backend.closed
-            late = asyncio.ensure_future(session.flush())  # joins the queued batch, which will never run
-            backend.gate.set()
-            await first
-            with pytest.raises(SessionNotLiveError):
-                await queued
-            with pytest.raises(SessionNotLiveError):
-                await late
-
-        run(body())
+        session.append("a/b", {})
+        first = asyncio.ensure_future(session.flush())
+        await until(backend.entered.is_set)
+        session.append("a/b", {})
+        queued = asyncio.ensure_future(session.flush())
+        await asyncio.sleep(0)
+        session.close()
+        assert not backend.closed
+        late = asyncio.ensure_future(session.flush())  # joins the queued batch, which will never run
+        backend.gate.set()
+        await first
+        with pytest.raises(SessionNotLiveError):
+            await queued
+        with pytest.raises(SessionNotLiveError):
+            await late
         assert backend.closed and backend.batches == [[1]]
 
-    def test_close_before_a_forming_batch_is_submitted_fails_its_waiters(self) -> None:
+    async def test_close_before_a_forming_batch_is_submitted_fails_its_waiters(self) -> None:
         """A flush that had not started writing when the session closed raises SessionNotLiveError."""
         backend = MemoryBackend()
         session = Session(header(), backend=backend)
-
-        async def body() -> None:
-            session.append("a/b", {})
-            waiter = asyncio.ensure_future(session.flush())
-            await asyncio.sleep(0)  # the waiter joined the forming batch
-            session.close()
-            with pytest.raises(SessionNotLiveError):
-                await waiter
-
-        run(body())
+        session.append("a/b", {})
+        waiter = asyncio.ensure_future(session.flush())
+        await asyncio.sleep(0)  # the waiter joined the forming batch
+        session.close()
+        with pytest.raises(SessionNotLiveError):
+            await waiter
         assert backend.batches == [] and backend.closed
 
-    def test_flush_after_close_during_a_write_raises_for_uncovered_events(self) -> None:
+    async def test_flush_after_close_during_a_write_raises_for_uncovered_events(self) -> None:
         """Events appended after the running write began cannot be flushed once the session closed."""
         backend = MemoryBackend()
         backend.gate = threading.Event()
         session = Session(header(), backend=backend)
-
-        async def body() -> None:
-            session.append("a/b", {})
-            first = asyncio.ensure_future(session.flush())
-            await until(backend.entered.is_set)
-            session.append("a/b", {})
-            session.close()
-            with pytest.raises(SessionNotLiveError):
-                await session.flush()
-            backend.gate.set()
-            await first
-
-        run(body())
+        session.append("a/b", {})
+        first = asyncio.ensure_future(session.flush())
+        await until(backend.entered.is_set)
+        session.append("a/b", {})
+        session.close()
+        with pytest.raises(SessionNotLiveError):
+            await session.flush()
+        backend.gate.set()
+        await first
         assert backend.batches == [[1]] and backend.closed
 
 
@@ -320,10 +281,10 @@ class TestLoops:
             session.append("a/b", {})
             await session.flush()
 
-        run(later())
+        asyncio.run(later())  # a second loop: the one that started the write is closed
         assert backend.batches == [[1], [2]]
 
-    def test_waiters_on_another_loop_are_woken_there(self) -> None:
+    async def test_waiters_on_another_loop_are_woken_there(self) -> None:
         """A flusher on a second loop (another thread) that joins a running write is woken on its own loop."""
         backend = MemoryBackend()
         backend.gate = threading.Event()
@@ -341,18 +302,15 @@ class TestLoops:
 
             asyncio.run(wait())
 
-        async def body() -> None:
-            session.append("a/b", {})
-            first = asyncio.ensure_future(session.flush())
-            await until(backend.entered.is_set)
-            thread = threading.Thread(target=other_thread)
-            thread.start()
-            await until(joined.is_set)
-            backend.gate.set()
-            await first
-            await asyncio.to_thread(thread.join, 10)
-
-        run(body())
+        session.append("a/b", {})
+        first = asyncio.ensure_future(session.flush())
+        await until(backend.entered.is_set)
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        await until(joined.is_set)
+        backend.gate.set()
+        await first
+        await asyncio.to_thread(thread.join, 10)
         assert outcome == [1] and backend.batches == [[1]]
 
 
@@ -373,20 +331,16 @@ class InlineBackend(MemoryBackend):
 
 
 class TestInlineWrites:
-    def test_fast_writes_run_on_the_loop_thread(self) -> None:
+    async def test_fast_writes_run_on_the_loop_thread(self) -> None:
         """An inline-capable backend is written on the loop thread: no thread hand-off per fsync."""
         backend = InlineBackend()
         session = Session(header(), backend=backend)
-
-        async def body() -> None:
-            for _ in range(3):
-                session.append("a/b", {})
-                await session.flush()
-
-        run(body())
+        for _ in range(3):
+            session.append("a/b", {})
+            await session.flush()
         assert backend.threads == ["loop", "loop", "loop"] and backend.written == [1, 2, 3]
 
-    def test_slow_writes_move_to_a_worker_and_come_back_when_fast(self) -> None:
+    async def test_slow_writes_move_to_a_worker_and_come_back_when_fast(self) -> None:
         """Once the average write is slow the loop is not blocked; fast writes bring it back inline."""
         backend = InlineBackend()
         session = Session(header(), backend=backend)
@@ -395,32 +349,25 @@ class TestInlineWrites:
             session.append("a/b", {})
             await session.flush()
 
-        async def body() -> None:
-            backend.delay = 4 * INLINE_MAX_SECONDS
-            await write_one()  # the average was fast: inline, and now it is slow
-            await write_one()  # slow average: a worker writes
-            backend.delay = 0.0
-            for _ in range(12):  # fast worker writes pull the average down again
-                await write_one()
-
-        run(body())
+        backend.delay = 4 * INLINE_MAX_SECONDS
+        await write_one()  # the average was fast: inline, and now it is slow
+        await write_one()  # slow average: a worker writes
+        backend.delay = 0.0
+        for _ in range(12):  # fast worker writes pull the average down again
+            await write_one()
         assert backend.threads[:2] == ["loop", "worker"]
         assert backend.threads[-1] == "loop" and backend.written == list(range(1, 15))
 
-    def test_inline_write_failure_reaches_the_waiter_and_keeps_events_pending(self) -> None:
+    async def test_inline_write_failure_reaches_the_waiter_and_keeps_events_pending(self) -> None:
         """A failed inline write raises to its flusher; the next flush retries the same events."""
         backend = InlineBackend()
         backend.fail.append(OSError(28, "No space left on device"))
         session = Session(header(), backend=backend)
-
-        async def body() -> None:
-            session.append("a/b", {})
-            with pytest.raises(OSError):
-                await session.flush()
-            assert session.durable_seq == 0
+        session.append("a/b", {})
+        with pytest.raises(OSError):
             await session.flush()
-
-        run(body())
+        assert session.durable_seq == 0
+        await session.flush()
         assert backend.written == [1] and session.durable_seq == 1
 
 
@@ -433,7 +380,7 @@ class SlowBackend(MemoryBackend):
 
 
 class TestBatchBoundaries:
-    def test_a_batch_never_ends_inside_a_synchronous_run_of_appends(self) -> None:
+    async def test_a_batch_never_ends_inside_a_synchronous_run_of_appends(self) -> None:
         """Appends made in one synchronous step (claim + message) are durable together or not at all."""
         backend = SlowBackend()
         session = Session(header(), backend=backend)
@@ -454,13 +401,10 @@ class TestBatchBoundaries:
                 await asyncio.sleep(0)
             await asyncio.gather(*flushes)
 
-        async def body() -> None:
-            await asyncio.gather(keep_writing(), pairs())
-
         interval = sys.getswitchinterval()
         sys.setswitchinterval(1e-6)  # let the worker thread run between any two bytecodes
         try:
-            run(body())
+            await asyncio.gather(keep_writing(), pairs())
         finally:
             sys.setswitchinterval(interval)
         types = {event.seq: event.type for event in session.events}

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from _agent_kit import memory_session, run
+from _agent_kit import memory_session
 from host_spec.errors import InvariantError
 from host_spec.events import EventType, InboxSplice, SessionHeader
 from host_spec.host.agents.inbox import NEXT_STEP, NEXT_TURN, Inbox
@@ -133,26 +133,22 @@ class TestRebuild:
         child = Session(SessionHeader(id="c", created_at=0, seed_length=len(seed)), events=seed)
         assert Inbox(child).pending() == ()
 
-    def test_pending_items_survive_a_restart_on_disk(self, tmp_path: Path) -> None:
+    async def test_pending_items_survive_a_restart_on_disk(self, tmp_path: Path) -> None:
         """After flush, a fresh process rebuilds the same queues from the JSONL log."""
         from host_spec.host.store.sessions import SessionStore
         from host_spec.host.store.jsonl import JsonlStore
+        store = SessionStore(JsonlStore(tmp_path), None)
+        session = store.create("agent-1")
+        inbox = Inbox(session)
+        inbox.insert(user_message("keep me", id="k"), NEXT_TURN)
+        inbox.insert(user_message("steer", id="s"), NEXT_STEP)
+        inbox.claim_step()
+        await store.flush(session)
+        await store.dispose(session)
 
-        async def body() -> None:
-            store = SessionStore(JsonlStore(tmp_path), None)
-            session = store.create("agent-1")
-            inbox = Inbox(session)
-            inbox.insert(user_message("keep me", id="k"), NEXT_TURN)
-            inbox.insert(user_message("steer", id="s"), NEXT_STEP)
-            inbox.claim_step()
-            await store.flush(session)
-            await store.dispose(session)
-
-            again = SessionStore(JsonlStore(tmp_path), None)
-            resumed = again.resume("agent-1")
-            rebuilt = Inbox(resumed)
-            assert [m.id for m in rebuilt.pending()] == ["k"]
-            assert rebuilt.next_turn[0].content == [{"type": "text", "text": "keep me"}]
-            await again.dispose(resumed)
-
-        run(body())
+        again = SessionStore(JsonlStore(tmp_path), None)
+        resumed = again.resume("agent-1")
+        rebuilt = Inbox(resumed)
+        assert [m.id for m in rebuilt.pending()] == ["k"]
+        assert rebuilt.next_turn[0].content == [{"type": "text", "text": "keep me"}]
+        await again.dispose(resumed)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from _agent_kit import echo_tool, make_kit, memory_session, run
+from _agent_kit import echo_tool, make_kit, memory_session
 from host_spec.errors import ScriptError
 from host_spec.events import EventType
 from host_spec.host.models.adapter import ModelRequest
@@ -32,9 +32,9 @@ def _request(agent: Any, messages: Any = ()) -> ModelRequest:
     return ModelRequest(agent=agent, system="sys", messages=list(messages), tools=[echo_tool()])
 
 
-def _answer(model: ScriptedModel, agent: Any, messages: Any = ()) -> Any:
+async def _answer(model: ScriptedModel, agent: Any, messages: Any = ()) -> Any:
     """One model call, then record the answer the way the loop would (one assistant message)."""
-    reply = run(model.complete(_request(agent, messages)))
+    reply = await model.complete(_request(agent, messages))
     content = [text_block(reply["text"])] if reply["text"] else []
     content += [{"type": "tool-call", **call} for call in reply["tool_calls"]]
     agent.session.append(EventType.ASSISTANT_MESSAGE, AssistantMessage(turn=1, step=1, content=content))
@@ -42,38 +42,38 @@ def _answer(model: ScriptedModel, agent: Any, messages: Any = ()) -> Any:
 
 
 class TestSteps:
-    def test_each_call_consumes_the_next_step_of_that_agent_name(self) -> None:
+    async def test_each_call_consumes_the_next_step_of_that_agent_name(self) -> None:
         """Scripts are keyed by agent name and walked in order."""
         model = ScriptedModel.from_mapping(SCRIPT)
         lead, worker = _agent("lead"), _agent("worker")
-        first = _answer(model, lead)
+        first = await _answer(model, lead)
         assert first["text"] == "first"
         assert first["tool_calls"] == [
             {"id": "lead-1.1", "name": "echo", "arguments": '{"text":"a"}'},
             {"id": "lead-1.2", "name": "echo", "arguments": "{}"},
         ]
-        assert _answer(model, worker) == {"text": "w1", "tool_calls": []}
-        assert _answer(model, lead) == {"text": "second", "tool_calls": []}
+        assert (await _answer(model, worker)) == {"text": "w1", "tool_calls": []}
+        assert (await _answer(model, lead)) == {"text": "second", "tool_calls": []}
 
-    def test_exhausted_script_answers_plain_text(self) -> None:
+    async def test_exhausted_script_answers_plain_text(self) -> None:
         """After the last step (or for an unscripted name) the model ends turns with plain text."""
         model = ScriptedModel.from_mapping(SCRIPT)
         worker, stranger = _agent("worker"), _agent("stranger")
-        _answer(model, worker)
-        assert _answer(model, worker) == {"text": EXHAUSTED_TEXT, "tool_calls": []}
-        assert _answer(model, stranger) == {"text": EXHAUSTED_TEXT, "tool_calls": []}
+        await _answer(model, worker)
+        assert (await _answer(model, worker)) == {"text": EXHAUSTED_TEXT, "tool_calls": []}
+        assert (await _answer(model, stranger)) == {"text": EXHAUSTED_TEXT, "tool_calls": []}
         assert model.position(worker) == 1
 
-    def test_position_is_derived_from_the_agents_own_log(self) -> None:
+    async def test_position_is_derived_from_the_agents_own_log(self) -> None:
         """A fresh adapter (new process) continues a resumed agent where its log stopped."""
         lead = _agent("lead")
-        _answer(ScriptedModel.from_mapping(SCRIPT), lead)
-        assert _answer(ScriptedModel.from_mapping(SCRIPT), lead)["text"] == "second"
+        await _answer(ScriptedModel.from_mapping(SCRIPT), lead)
+        assert (await _answer(ScriptedModel.from_mapping(SCRIPT), lead))["text"] == "second"
 
-    def test_inherited_prefix_does_not_count(self) -> None:
+    async def test_inherited_prefix_does_not_count(self) -> None:
         """A fork child's inherited assistant messages are not its own script steps."""
         parent = _agent("lead", "p")
-        _answer(ScriptedModel.from_mapping(SCRIPT), parent)
+        await _answer(ScriptedModel.from_mapping(SCRIPT), parent)
         kit = make_kit()
         seed = list(parent.session.events)
         from host_spec.events import SessionHeader
@@ -83,63 +83,59 @@ class TestSteps:
         child = kit.registry.create(child_session, name="lead")
         assert ScriptedModel.from_mapping(SCRIPT).position(child) == 0
 
-    def test_requests_are_recorded(self) -> None:
+    async def test_requests_are_recorded(self) -> None:
         """Every call is recorded with what the model saw and answered."""
         model = ScriptedModel.from_mapping(SCRIPT)
         lead = _agent("lead")
         messages = [{"role": "user", "content": [text_block("hello")]}]
-        reply = run(model.complete(_request(lead, messages)))
+        reply = await model.complete(_request(lead, messages))
         (recorded,) = model.requests
         assert (recorded.agent_id, recorded.agent_name, recorded.system) == ("lead", "lead", "sys")
         assert recorded.messages == tuple(messages)
         assert recorded.tools == ("echo",)
         assert recorded.reply == reply
         quiet = ScriptedModel.from_mapping(SCRIPT, record=False)
-        run(quiet.complete(_request(lead)))
+        await quiet.complete(_request(lead))
         assert quiet.requests == []
 
 
 class TestWhen:
-    def test_gated_step_waits_without_being_consumed(self) -> None:
+    async def test_gated_step_waits_without_being_consumed(self) -> None:
         """Until the substring appears, the answer is a short text and the step stays next."""
         model = ScriptedModel.from_mapping({"w": [{"when": "GO", "text": "going"}, {"text": "after"}]})
         agent = _agent("w")
-        assert _answer(model, agent) == {"text": WAITING_TEXT, "tool_calls": []}
-        assert _answer(model, agent) == {"text": WAITING_TEXT, "tool_calls": []}
+        assert (await _answer(model, agent)) == {"text": WAITING_TEXT, "tool_calls": []}
+        assert (await _answer(model, agent)) == {"text": WAITING_TEXT, "tool_calls": []}
         assert model.position(agent) == 0
         said = [{"role": "user", "content": [text_block("please GO now")]}]
-        assert _answer(model, agent, said)["text"] == "going"
-        assert _answer(model, agent, said)["text"] == "after"
+        assert (await _answer(model, agent, said))["text"] == "going"
+        assert (await _answer(model, agent, said))["text"] == "after"
 
-    def test_gate_matches_tool_results(self) -> None:
+    async def test_gate_matches_tool_results(self) -> None:
         """Any message counts, tool results included."""
         model = ScriptedModel.from_mapping({"w": [{"when": "task-7", "text": "seen"}]})
         agent = _agent("w")
         result = {"role": "tool", "call_id": "x", "name": "t", "content": [text_block('{"id":"task-7"}')]}
-        assert _answer(model, agent, [result])["text"] == "seen"
+        assert (await _answer(model, agent, [result]))["text"] == "seen"
 
-    def test_gate_ignores_the_adapters_own_placeholder(self) -> None:
+    async def test_gate_ignores_the_adapters_own_placeholder(self) -> None:
         """A ``when`` that the waiting text itself contains is not opened by it."""
         model = ScriptedModel.from_mapping({"w": [{"when": "waiting", "text": "opened"}]})
         agent = _agent("w")
         placeholder = {"role": "assistant", "content": [text_block(WAITING_TEXT)]}
-        assert _answer(model, agent, [placeholder])["text"] == WAITING_TEXT
+        assert (await _answer(model, agent, [placeholder]))["text"] == WAITING_TEXT
         real = {"role": "user", "content": [text_block("stop waiting")]}
-        assert _answer(model, agent, [placeholder, real])["text"] == "opened"
+        assert (await _answer(model, agent, [placeholder, real]))["text"] == "opened"
 
-    def test_gated_worker_reacts_to_a_later_message_in_a_real_loop(self) -> None:
+    async def test_gated_worker_reacts_to_a_later_message_in_a_real_loop(self) -> None:
         """Driven by the loop: the first turn waits, a message with the substring opens the step."""
-
-        async def body() -> Any:
-            kit = make_kit({"w": [{"when": "deploy", "text": "deploying"}]})
-            agent = kit.registry.create(memory_session("w"), name="w")
-            agent.followup(user_message("hello"))
-            await agent.when_idle()
-            agent.followup(user_message("please deploy"))
-            await agent.when_idle()
-            return [r.reply["text"] for r in kit.model.requests]
-
-        assert run(body()) == [WAITING_TEXT, "deploying"]
+        kit = make_kit({"w": [{"when": "deploy", "text": "deploying"}]})
+        agent = kit.registry.create(memory_session("w"), name="w")
+        agent.followup(user_message("hello"))
+        await agent.when_idle()
+        agent.followup(user_message("please deploy"))
+        await agent.when_idle()
+        assert [r.reply["text"] for r in kit.model.requests] == [WAITING_TEXT, "deploying"]
 
 
 class TestScriptErrors:

@@ -17,10 +17,6 @@ from host_spec.host.agents.tools import ToolRegistry
 from host_spec.records import Handle, Violation
 
 
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
-
-
 def make_host(continuations: Any = None) -> Any:
     return types.SimpleNamespace(continuations=continuations, tools=ToolRegistry())
 
@@ -180,18 +176,14 @@ class TestLoading:
 
 
 class TestContext:
-    def test_unload_order(self) -> None:
+    async def test_unload_order(self) -> None:
         """Unload awaits teardown, then calls unload, then disposes the ledger LIFO."""
         events: list[str] = []
-
-        async def scenario() -> None:
-            pm = manager()
-            pm.load("a", plugin=Recorder("a", events))
-            pm.load("b", plugin=Recorder("b", events))
-            await pm.unload_all()
-            assert pm.names() == []
-
-        run(scenario())
+        pm = manager()
+        pm.load("a", plugin=Recorder("a", events))
+        pm.load("b", plugin=Recorder("b", events))
+        await pm.unload_all()
+        assert pm.names() == []
         assert events == [
             "a:loaded",
             "b:loaded",
@@ -205,7 +197,7 @@ class TestContext:
             "a:handle1",
         ]
 
-    def test_hook_failures_during_unload_are_contained(self) -> None:
+    async def test_hook_failures_during_unload_are_contained(self) -> None:
         """A failing teardown is logged and the unload still disposes everything."""
         disposed: list[str] = []
 
@@ -219,23 +211,20 @@ class TestContext:
             async def dsh_plugin_teardown(self) -> None:
                 raise RuntimeError("teardown broke")
 
-        async def scenario() -> None:
-            pm = manager()
-            pm.load("f", plugin=Failing())
-            with structlog.testing.capture_logs() as logs:
-                await pm.unload("f")
-            assert {entry["event"] for entry in logs} >= {"plugin.unload_hook_failed", "plugin.dispose_failed"}
-            assert pm.names() == []
-
-        run(scenario())
+        pm = manager()
+        pm.load("f", plugin=Failing())
+        with structlog.testing.capture_logs() as logs:
+            await pm.unload("f")
+        assert {entry["event"] for entry in logs} >= {"plugin.unload_hook_failed", "plugin.dispose_failed"}
+        assert pm.names() == []
         assert disposed == ["h"]
 
-    def test_unload_unknown_plugin(self) -> None:
+    async def test_unload_unknown_plugin(self) -> None:
         """Unloading a name that is not loaded is an error."""
         with pytest.raises(PluginError, match="not loaded"):
-            run(manager().unload("x"))
+            await manager().unload("x")
 
-    def test_spawned_tasks_are_supervised(self) -> None:
+    async def test_spawned_tasks_are_supervised(self) -> None:
         """``spawn`` tasks are cancelled on unload; a failing task is logged."""
         state: dict[str, Any] = {}
 
@@ -249,22 +238,19 @@ class TestContext:
             async def fail(self) -> None:
                 raise ValueError("task broke")
 
-        async def scenario() -> None:
-            pm = manager()
-            with structlog.testing.capture_logs() as logs:
-                pm.load("s", plugin=Spawner())
-                await asyncio.sleep(0.01)
-            assert any(e["event"] == "plugin.task_failed" and e["plugin"] == "s" for e in logs)
-            await pm.unload("s")
-            assert state["forever"].cancelled()
-            with pytest.raises(PluginError, match="unloaded"):
-                state["ctx"].spawn(asyncio.sleep(0))
-            with pytest.raises(PluginError, match="unloaded"):
-                state["ctx"].spawn(asyncio.get_running_loop().create_future())
+        pm = manager()
+        with structlog.testing.capture_logs() as logs:
+            pm.load("s", plugin=Spawner())
+            await asyncio.sleep(0.01)
+        assert any(e["event"] == "plugin.task_failed" and e["plugin"] == "s" for e in logs)
+        await pm.unload("s")
+        assert state["forever"].cancelled()
+        with pytest.raises(PluginError, match="unloaded"):
+            state["ctx"].spawn(asyncio.sleep(0))
+        with pytest.raises(PluginError, match="unloaded"):
+            state["ctx"].spawn(asyncio.get_running_loop().create_future())
 
-        run(scenario())
-
-    def test_finished_tasks_leave_the_supervisor(self) -> None:
+    async def test_finished_tasks_leave_the_supervisor(self) -> None:
         """A task that ends normally is forgotten and logs nothing."""
 
         class Quick:
@@ -272,17 +258,14 @@ class TestContext:
             def dsh_plugin_loaded(self, ctx: Any) -> None:
                 ctx.spawn(asyncio.sleep(0), name="quick")
 
-        async def scenario() -> None:
-            pm = manager()
-            with structlog.testing.capture_logs() as logs:
-                loaded = pm.load("q", plugin=Quick())
-                await asyncio.sleep(0.01)
-            assert loaded.ctx._tasks == set()
-            assert [entry["event"] for entry in logs] == ["plugin.loaded"]
+        pm = manager()
+        with structlog.testing.capture_logs() as logs:
+            loaded = pm.load("q", plugin=Quick())
+            await asyncio.sleep(0.01)
+        assert loaded.ctx._tasks == set()
+        assert [entry["event"] for entry in logs] == ["plugin.loaded"]
 
-        run(scenario())
-
-    def test_provide_publishes_until_unload(self) -> None:
+    async def test_provide_publishes_until_unload(self) -> None:
         """``provide`` publishes a service; unload removes it; a key is provided once."""
 
         class Provider:
@@ -290,34 +273,27 @@ class TestContext:
             def dsh_plugin_loaded(self, ctx: Any) -> None:
                 ctx.provide("svc", "service-object")
 
-        async def scenario() -> None:
-            pm = manager()
-            pm.load("p", plugin=Provider())
-            assert pm.services == {"svc": "service-object"}
-            with pytest.raises(RegistrationError, match='service "svc" is already provided'):
-                pm.load("q", plugin=Provider())
-            assert pm.names() == ["p"]
-            await pm.unload("p")
-            assert pm.services == {}
-            pm.load("p", plugin=Provider())
-            pm.services["svc"] = "replaced elsewhere"
-            await pm.unload("p")
-            assert pm.services == {"svc": "replaced elsewhere"}  # unload removes only its own object
+        pm = manager()
+        pm.load("p", plugin=Provider())
+        assert pm.services == {"svc": "service-object"}
+        with pytest.raises(RegistrationError, match='service "svc" is already provided'):
+            pm.load("q", plugin=Provider())
+        assert pm.names() == ["p"]
+        await pm.unload("p")
+        assert pm.services == {}
+        pm.load("p", plugin=Provider())
+        pm.services["svc"] = "replaced elsewhere"
+        await pm.unload("p")
+        assert pm.services == {"svc": "replaced elsewhere"}  # unload removes only its own object
 
-        run(scenario())
-
-    def test_closed_context_refuses_and_disposes(self) -> None:
+    async def test_closed_context_refuses_and_disposes(self) -> None:
         """A registration on a closed context is disposed at once and refused."""
         disposed: list[str] = []
-
-        async def scenario() -> None:
-            pm = manager()
-            loaded = pm.load("r", plugin=Recorder("r", []))
-            await pm.unload("r")
-            with pytest.raises(PluginError):
-                loaded.ctx.own(Handle(lambda: disposed.append("late")))
-
-        run(scenario())
+        pm = manager()
+        loaded = pm.load("r", plugin=Recorder("r", []))
+        await pm.unload("r")
+        with pytest.raises(PluginError):
+            loaded.ctx.own(Handle(lambda: disposed.append("late")))
         assert disposed == ["late"]
 
 
@@ -409,14 +385,14 @@ class TestHookCalling:
         pm.call_for("a", "dsh_plugin_unload", host=None, ctx=None)
         assert events[-1] == "a:unload" and "b:unload" not in events
 
-    def test_impl_cache_follows_registration(self) -> None:
+    async def test_impl_cache_follows_registration(self) -> None:
         """The per-hook cache is rebuilt after load and unload."""
         seen: list[str] = []
         pm = manager()
         pm.notify("dsh_session_event", host=None, session=None, event="before")
         pm.load("a", plugin=Observer("a", seen))
         pm.notify("dsh_session_event", host=None, session=None, event="during")
-        run(pm.unload("a"))
+        await pm.unload("a")
         pm.notify("dsh_session_event", host=None, session=None, event="after")
         assert seen == ["a:during"]
 
@@ -432,7 +408,7 @@ class TestBasePlugins:
             pm.load(name)
         assert host.tools.visible(None) == []
 
-    def test_tools_are_owned_by_the_plugin_ledgers(self) -> None:
+    async def test_tools_are_owned_by_the_plugin_ledgers(self) -> None:
         """With continuations the legacy tools are registered, and unloading removes every one."""
         host = make_host(continuations=types.SimpleNamespace())
         pm = manager(host)
@@ -440,5 +416,5 @@ class TestBasePlugins:
             pm.load(name)
         names = {spec.name for spec in host.tools.visible(None)}
         assert {"subagent", "subagent_fork", "send_message", "interrupt_agent"} <= names
-        run(pm.unload_all())
+        await pm.unload_all()
         assert host.tools.visible(None) == []

@@ -7,10 +7,9 @@ layer (a turn opened and never closed, an inbox item never claimed), then a new
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 import pytest
@@ -31,12 +30,7 @@ from host_spec.host.cli.resume import RESUME_NOTICE, StoredWork, continue_run, s
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.messages import AssistantMessage, message_text, user_message
 
-T = TypeVar("T")
 ROOT = "root-1"
-
-
-def run(coro: Awaitable[T]) -> T:
-    return asyncio.run(asyncio.wait_for(coro, 20))  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- writing crash leftovers
@@ -96,16 +90,13 @@ async def _nothing(host: Host, root: Any) -> None:
     return None
 
 
-def _resume(data: Path, script: dict[str, Any]) -> tuple[Host, Any]:
-    async def body() -> tuple[Host, Any]:
-        host = await Host.open(data, None, ScriptedModel.from_mapping(script))
-        try:
-            agent = await host.resume(ROOT)
-        finally:
-            await host.close()
-        return host, agent
-
-    return run(body())
+async def _resume(data: Path, script: dict[str, Any]) -> tuple[Host, Any]:
+    host = await Host.open(data, None, ScriptedModel.from_mapping(script))
+    try:
+        agent = await host.resume(ROOT)
+    finally:
+        await host.close()
+    return host, agent
 
 
 def _user(store: JsonlStore, session_id: str) -> list[tuple[str, str]]:
@@ -125,59 +116,55 @@ def _replies(host: Host, name: str) -> list[str]:
 
 
 class TestStoredWork:
-    def test_folds_open_turns_and_unclaimed_items(self, tmp_path: Path) -> None:
+    async def test_folds_open_turns_and_unclaimed_items(self, tmp_path: Path) -> None:
         """An open last turn is ``interrupted``; inserted-minus-removed inbox items are ``pending``."""
-
-        async def body() -> None:
-            host = await Host.open(None, None, ScriptedModel.from_mapping({}))
-            try:
-                plain = await host.create_session("plain")
-                assert stored_work(plain.own_events()) == StoredWork(interrupted=False, pending=0)
-                assert not stored_work(plain.own_events()).any
-                open_ = await host.create_session("open")
-                _open_turn(open_, "go")
-                assert stored_work(open_.own_events()) == StoredWork(interrupted=True, pending=0)
-                _pending(open_, "later")
-                work = stored_work(open_.own_events())
-                assert work == StoredWork(interrupted=True, pending=1) and work.any
-            finally:
-                await host.close()
-
-        run(body())
+        host = await Host.open(None, None, ScriptedModel.from_mapping({}))
+        try:
+            plain = await host.create_session("plain")
+            assert stored_work(plain.own_events()) == StoredWork(interrupted=False, pending=0)
+            assert not stored_work(plain.own_events()).any
+            open_ = await host.create_session("open")
+            _open_turn(open_, "go")
+            assert stored_work(open_.own_events()) == StoredWork(interrupted=True, pending=0)
+            _pending(open_, "later")
+            work = stored_work(open_.own_events())
+            assert work == StoredWork(interrupted=True, pending=1) and work.any
+        finally:
+            await host.close()
 
 
 class TestRoot:
-    def test_an_interrupted_root_with_an_empty_inbox_continues(self, tmp_path: Path) -> None:
+    async def test_an_interrupted_root_with_an_empty_inbox_continues(self, tmp_path: Path) -> None:
         """Resume closes the crashed turn, then a ``resume`` notice starts a turn that takes the next step."""
-        run(_write(tmp_path, _nothing))
-        host, agent = _resume(tmp_path, {"lead": [{"text": "crashed step"}, {"text": "carried on"}]})
+        await _write(tmp_path, _nothing)
+        host, agent = await _resume(tmp_path, {"lead": [{"text": "crashed step"}, {"text": "carried on"}]})
         store = JsonlStore(tmp_path)
         assert _user(store, ROOT) == [("user", "start the job"), ("resume", RESUME_NOTICE)]
         assert _replies(host, "lead") == ["carried on"]  # the crashed step was recorded: not replayed
         codes = [(e.value().get("error") or {}).get("code") for e in store.read(ROOT)[1] if e.type == EventType.TOOL_RESULT]
         assert codes == ["TOOL_OUTCOME_UNKNOWN"]
 
-    def test_an_interrupted_root_with_pending_mail_gets_no_notice(self, tmp_path: Path) -> None:
+    async def test_an_interrupted_root_with_pending_mail_gets_no_notice(self, tmp_path: Path) -> None:
         """Pending inbox items restart the root by themselves; no notice is added."""
 
         async def build(host: Host, root: Any) -> None:
             _pending(root, "queued before the crash")
 
-        run(_write(tmp_path, build))
-        _resume(tmp_path, {"lead": [{"text": "step one"}, {"text": "step two"}]})
+        await _write(tmp_path, build)
+        await _resume(tmp_path, {"lead": [{"text": "step one"}, {"text": "step two"}]})
         assert [kind for kind, _ in _user(JsonlStore(tmp_path), ROOT)] == ["user", "user"]
 
-    def test_a_finished_root_stays_finished(self, tmp_path: Path) -> None:
+    async def test_a_finished_root_stays_finished(self, tmp_path: Path) -> None:
         """A balanced log with an empty inbox: resume runs no turn and adds nothing."""
-        run(_write(tmp_path, _nothing, root_turn="done"))
+        await _write(tmp_path, _nothing, root_turn="done")
         before = JsonlStore(tmp_path).read(ROOT)[1]
-        host, _ = _resume(tmp_path, {"lead": [{"text": "never"}]})
+        host, _ = await _resume(tmp_path, {"lead": [{"text": "never"}]})
         assert host.model.requests == []
         assert len(JsonlStore(tmp_path).read(ROOT)[1]) == len(before)
 
 
 class TestChildren:
-    def test_children_with_work_wake_and_idle_ones_stay_on_disk(self, tmp_path: Path) -> None:
+    async def test_children_with_work_wake_and_idle_ones_stay_on_disk(self, tmp_path: Path) -> None:
         """A child with a pending prompt starts on it (no notice); an interrupted one gets a notice; others sleep."""
 
         async def build(host: Host, root: Any) -> None:
@@ -190,7 +177,7 @@ class TestChildren:
             one_shot = await _child(host, "oneshot", mode="one-shot")
             _pending(one_shot, "not continuable")
 
-        run(_write(tmp_path, build, root_turn="done"))
+        await _write(tmp_path, build, root_turn="done")
         script = {
             "lead": [],
             "pending": [{"text": "did the first job"}],
@@ -198,7 +185,7 @@ class TestChildren:
             "idle": [{"text": "never"}],
             "oneshot": [{"text": "never"}],
         }
-        host, _ = _resume(tmp_path, script)
+        host, _ = await _resume(tmp_path, script)
         store = JsonlStore(tmp_path)
         assert _user(store, "child-pending") == [("user", "your first job")]
         assert _replies(host, "pending") == ["did the first job"]
@@ -206,7 +193,7 @@ class TestChildren:
         assert _replies(host, "interrupted") == ["finished after restart"]
         assert _replies(host, "idle") == [] and _replies(host, "oneshot") == []
 
-    def test_a_child_that_cannot_be_resumed_is_skipped(self, tmp_path: Path) -> None:
+    async def test_a_child_that_cannot_be_resumed_is_skipped(self, tmp_path: Path) -> None:
         """A child whose log another writer holds is logged and skipped; the others still continue."""
 
         async def build(host: Host, root: Any) -> None:
@@ -215,61 +202,53 @@ class TestChildren:
             bad = await _child(host, "bad")
             _pending(bad, "work too")
 
-        run(_write(tmp_path, build, root_turn="done"))
+        await _write(tmp_path, build, root_turn="done")
         backend, _ = JsonlStore(tmp_path).resume("child-bad")  # another writer holds the lock
         try:
-            host, _ = _resume(tmp_path, {"lead": [], "good": [{"text": "done"}], "bad": [{"text": "never"}]})
+            host, _ = await _resume(tmp_path, {"lead": [], "good": [{"text": "done"}], "bad": [{"text": "never"}]})
         finally:
             backend.close()
         assert _replies(host, "good") == ["done"] and _replies(host, "bad") == []
         assert _user(JsonlStore(tmp_path), "child-bad") == []  # still pending, untouched
 
-    def test_resident_children_and_hosts_without_continuations(self, tmp_path: Path) -> None:
+    async def test_resident_children_and_hosts_without_continuations(self, tmp_path: Path) -> None:
         """A child that is already resident is left alone; without continuations only the root continues."""
 
         async def build(host: Host, root: Any) -> None:
             child = await _child(host, "worker")
             _pending(child, "job")
 
-        run(_write(tmp_path, build, root_turn="done"))
+        await _write(tmp_path, build, root_turn="done")
+        host = await Host.open(tmp_path, None, ScriptedModel.from_mapping({"worker": [{"tool_calls": []}]}))
+        try:
+            root = host.start_agent(await host.resume_session(ROOT), name="lead", source="resume")
+            woken = await host.continuations.wake(root, "child-worker")
+            assert woken is host.agents.get("child-worker")
+            assert await host.continuations.wake(root, "child-worker") is woken  # resident: as is
+            assert await continue_run(host, root, interrupted=False) == []
+            await host.quiesce()
+            host.continuations = None
+            assert await continue_run(host, root, interrupted=False) == []
+        finally:
+            await host.close()
 
-        async def body() -> None:
-            host = await Host.open(tmp_path, None, ScriptedModel.from_mapping({"worker": [{"tool_calls": []}]}))
-            try:
-                root = host.start_agent(await host.resume_session(ROOT), name="lead", source="resume")
-                woken = await host.continuations.wake(root, "child-worker")
-                assert woken is host.agents.get("child-worker")
-                assert await host.continuations.wake(root, "child-worker") is woken  # resident: as is
-                assert await continue_run(host, root, interrupted=False) == []
-                await host.quiesce()
-                host.continuations = None
-                assert await continue_run(host, root, interrupted=False) == []
-            finally:
-                await host.close()
-
-        run(body())
-
-    def test_wake_checks_the_parent(self, tmp_path: Path) -> None:
+    async def test_wake_checks_the_parent(self, tmp_path: Path) -> None:
         """Only the exact live parent may wake a child (``UNAUTHORIZED`` otherwise)."""
 
         async def build(host: Host, root: Any) -> None:
             await _child(host, "worker")
 
-        run(_write(tmp_path, build, root_turn="done"))
-
-        async def body() -> None:
-            host = await Host.open(tmp_path, None, ScriptedModel.from_mapping({}))
-            try:
-                root = host.start_agent(await host.resume_session(ROOT), name="lead", source="resume")
-                stranger = host.start_agent(await host.create_session("stranger"), name="x")
-                with pytest.raises(SubagentError) as caught:
-                    await host.continuations.wake(stranger, "child-worker")
-                assert caught.value.code == "UNAUTHORIZED"
-                assert host.agents.get("child-worker") is None
-                await host.agents.dispose(root)
-                with pytest.raises(SubagentError):
-                    await host.continuations.wake(root, "child-worker")
-            finally:
-                await host.close()
-
-        run(body())
+        await _write(tmp_path, build, root_turn="done")
+        host = await Host.open(tmp_path, None, ScriptedModel.from_mapping({}))
+        try:
+            root = host.start_agent(await host.resume_session(ROOT), name="lead", source="resume")
+            stranger = host.start_agent(await host.create_session("stranger"), name="x")
+            with pytest.raises(SubagentError) as caught:
+                await host.continuations.wake(stranger, "child-worker")
+            assert caught.value.code == "UNAUTHORIZED"
+            assert host.agents.get("child-worker") is None
+            await host.agents.dispose(root)
+            with pytest.raises(SubagentError):
+                await host.continuations.wake(root, "child-worker")
+        finally:
+            await host.close()

@@ -6,7 +6,7 @@ import math
 
 import msgspec
 import pytest
-from _store_kit import Clock, MemoryBackend, Recorder, header, run
+from _store_kit import Clock, MemoryBackend, Recorder, header
 from structlog.testing import capture_logs
 
 from host_spec.errors import InvalidEventError, InvariantError, ReentrantAppendError, SessionNotLiveError
@@ -63,13 +63,13 @@ class TestAppend:
         assert current_cause.get() is None
 
     @pytest.mark.parametrize("data", [{"n": math.nan}, {"n": [math.inf]}, {1: "non-string key"}, {"x": object()}])
-    def test_lossy_data_is_rejected_and_nothing_is_written(self, data: object) -> None:
+    async def test_lossy_data_is_rejected_and_nothing_is_written(self, data: object) -> None:
         """NaN, infinities, non-string keys and unencodable objects raise; no seq, no observer, no write."""
         observer, backend = Recorder(), MemoryBackend()
         session = Session(header(), backend=backend, observer=observer)
         with pytest.raises(InvalidEventError):
             session.append("a/b", data)
-        run(session.flush())
+        await session.flush()
         assert (session.last_seq, observer.calls, backend.batches) == (0, [], [])
 
     @pytest.mark.parametrize("kind", ["", None, 3])
@@ -80,7 +80,7 @@ class TestAppend:
             session.append(kind, {})  # type: ignore[arg-type]
         assert session.last_seq == 0
 
-    def test_veto_leaves_no_trace(self) -> None:
+    async def test_veto_leaves_no_trace(self) -> None:
         """A raising pre_append: event not visible, seq reused, committed never runs, nothing written."""
         observer = Recorder(veto=lambda event: event.type == "bad/x")
         backend = MemoryBackend()
@@ -88,7 +88,7 @@ class TestAppend:
         with pytest.raises(InvariantError):
             session.append("bad/x", {})
         ok = session.append("good/x", {})
-        run(session.flush())
+        await session.flush()
         assert ok.seq == 1 and list(session.events) == [ok]
         assert observer.calls == [("pre", 1), ("pre", 1), ("committed", 1), ("flushed", 1)]
         assert backend.batches == [[1]]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -172,33 +171,30 @@ class TestCrashRecovery:
                 and e.value()["content"] and e.value()["content"][0].get("type") == "text"][-1] == "all done"
 
 
-    def test_a_message_steered_to_the_unloaded_child_after_restart_arrives_once(self, env: dict[str, Any]) -> None:
+    @pytest.mark.timeout_s(120)  # includes the killed ``dsh run`` subprocess
+    async def test_a_message_steered_to_the_unloaded_child_after_restart_arrives_once(self, env: dict[str, Any]) -> None:
         """After SIGKILL, a new process steers the sleeping child (host-only deliver): it is cold-resumed once,
         its crashed turn is closed, and the queued and the steered message each appear exactly once."""
         store, worker = _run_until_killed(env)
         script = {"lead": [], "worker": CRASH_SCRIPT["worker"]}
-
-        async def body() -> None:
-            host = await Host.open(env["data"], None, ScriptedModel.from_mapping(script))
-            try:
-                lead = host.start_agent(await host.resume_session("session-1"), name="lead", source="resume")
-                await host.quiesce()  # the lead answers the helper's notice (its script is exhausted)
-                message_id = await host.continuations.deliver(
-                    lead, worker, [text_block("fourth job M2 (steered)")], source={"kind": "user"}, mode="steer"
-                )
-                assert host.agents.get(worker) is not None
-                await host.quiesce()
-            finally:
-                await host.close()
-            events = store.read(worker)[1]
-            steered = [e for e in events if e.type == EventType.USER_MESSAGE and e.value()["id"] == message_id]
-            assert len(steered) == 1
-            # A steer is claimed at the first step boundary, together with (and ahead of) the queued prompt.
-            assert user_texts(events) == ["first job", "second job", "fourth job M2 (steered)", "third job M1"]
-            assert not pending(events)
-            assert [r.reply["text"] for r in host.model.requests if r.agent_id == worker] == ["did M1"]
-
-        asyncio.run(asyncio.wait_for(body(), 60))
+        host = await Host.open(env["data"], None, ScriptedModel.from_mapping(script))
+        try:
+            lead = host.start_agent(await host.resume_session("session-1"), name="lead", source="resume")
+            await host.quiesce()  # the lead answers the helper's notice (its script is exhausted)
+            message_id = await host.continuations.deliver(
+                lead, worker, [text_block("fourth job M2 (steered)")], source={"kind": "user"}, mode="steer"
+            )
+            assert host.agents.get(worker) is not None
+            await host.quiesce()
+        finally:
+            await host.close()
+        events = store.read(worker)[1]
+        steered = [e for e in events if e.type == EventType.USER_MESSAGE and e.value()["id"] == message_id]
+        assert len(steered) == 1
+        # A steer is claimed at the first step boundary, together with (and ahead of) the queued prompt.
+        assert user_texts(events) == ["first job", "second job", "fourth job M2 (steered)", "third job M1"]
+        assert not pending(events)
+        assert [r.reply["text"] for r in host.model.requests if r.agent_id == worker] == ["did M1"]
 
 
 def _run_until_killed(env: dict[str, Any]) -> tuple[JsonlStore, str]:

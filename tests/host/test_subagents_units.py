@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from _subagent_kit import open_host, run, start_child, start_root, until_released
+from _subagent_kit import open_host, start_child, start_root, until_released
 from host_spec.errors import SubagentError
 from host_spec.events import Event, EventType, SubagentDescriptor, encode_data
 from host_spec.host.children.activation import EpochOutcome, epoch_outcome, fold_descriptor, settlement_notice
@@ -116,60 +116,47 @@ class TestEpochOutcome:
 
 
 class TestDirectory:
-    def test_resolve_by_id_label_or_name(self, tmp_path: Path) -> None:
+    async def test_resolve_by_id_label_or_name(self, tmp_path: Path) -> None:
         """An id resolves to itself, a unique label or name to its id, an unknown ref stays as is."""
+        directory = ChildDirectory(host=None)
+        directory.note(ChildInfo("c-1", "p", "researcher", "alice", "spawn"))
+        directory.note(ChildInfo("c-2", "p", "writer", "writer", "fork"))
+        directory.note(ChildInfo("c-3", "other", "researcher", "researcher", "spawn"))
+        assert await directory.resolve("p", "c-1") == "c-1"
+        assert await directory.resolve("p", "alice") == "c-1"
+        assert await directory.resolve("p", "researcher") == "c-1"
+        assert await directory.resolve("p", "c-3") == "c-3"  # someone else's: delivery will refuse it
+        assert [c.child_id for c in await directory.list("p")] == ["c-1", "c-2"]
 
-        async def body() -> None:
-            directory = ChildDirectory(host=None)
-            directory.note(ChildInfo("c-1", "p", "researcher", "alice", "spawn"))
-            directory.note(ChildInfo("c-2", "p", "writer", "writer", "fork"))
-            directory.note(ChildInfo("c-3", "other", "researcher", "researcher", "spawn"))
-            assert await directory.resolve("p", "c-1") == "c-1"
-            assert await directory.resolve("p", "alice") == "c-1"
-            assert await directory.resolve("p", "researcher") == "c-1"
-            assert await directory.resolve("p", "c-3") == "c-3"  # someone else's: delivery will refuse it
-            assert [c.child_id for c in await directory.list("p")] == ["c-1", "c-2"]
-
-        run(body())
-
-    def test_stored_children_are_discovered_once_and_unreadable_logs_skipped(self, tmp_path: Path) -> None:
+    async def test_stored_children_are_discovered_once_and_unreadable_logs_skipped(self, tmp_path: Path) -> None:
         """Children written by an earlier host are found from their logs; roots and corrupt logs are not children."""
+        host = await open_host(tmp_path, {"kid": [{"text": "ok"}]})
+        try:
+            root = await start_root(host)
+            child_id = await start_child(host, root, "kid", name="kiddo", notify=False)
+            await until_released(host, child_id)
+        finally:
+            await host.close()
+        corrupt = tmp_path / "data" / "sessions" / "broken"
+        corrupt.mkdir()
+        (corrupt / "session.jsonl").write_text('{"type":"session","id":"broken","created_at":1}\nnot json\n{"x":1}\n')
+        fresh = await open_host(tmp_path, {})
+        try:
+            found = await fresh.continuations.directory.list(root.id)
+            again = await fresh.continuations.directory.resolve(root.id, "kiddo")
+        finally:
+            await fresh.close()
+        assert [(c.child_id, c.label, c.name, c.provider) for c in found] == [(child_id, "kid", "kiddo", "spawn")]
+        assert again == child_id  # its name resolves to it
 
-        async def body() -> tuple[str, str]:
-            host = await open_host(tmp_path, {"kid": [{"text": "ok"}]})
-            try:
-                root = await start_root(host)
-                child_id = await start_child(host, root, "kid", name="kiddo", notify=False)
-                await until_released(host, child_id)
-            finally:
-                await host.close()
-            corrupt = tmp_path / "data" / "sessions" / "broken"
-            corrupt.mkdir()
-            (corrupt / "session.jsonl").write_text('{"type":"session","id":"broken","created_at":1}\nnot json\n{"x":1}\n')
-            fresh = await open_host(tmp_path, {})
-            try:
-                found = await fresh.continuations.directory.list(root.id)
-                again = await fresh.continuations.directory.resolve(root.id, "kiddo")
-            finally:
-                await fresh.close()
-            assert [(c.child_id, c.label, c.name, c.provider) for c in found] == [(child_id, "kid", "kiddo", "spawn")]
-            return again, child_id
-
-        resolved, child_id = run(body())
-        assert resolved == child_id
-
-    def test_ambiguous_labels_are_refused(self) -> None:
+    async def test_ambiguous_labels_are_refused(self) -> None:
         """Two children with one label cannot be addressed by it (AMBIGUOUS_AGENT)."""
-
-        async def body() -> None:
-            directory = ChildDirectory(host=None)
-            directory.note(ChildInfo("c-1", "p", "twin", "twin", "spawn"))
-            directory.note(ChildInfo("c-2", "p", "twin", "twin", "spawn"))
-            with pytest.raises(SubagentError) as excinfo:
-                await directory.resolve("p", "twin")
-            assert excinfo.value.code == "AMBIGUOUS_AGENT"
-
-        run(body())
+        directory = ChildDirectory(host=None)
+        directory.note(ChildInfo("c-1", "p", "twin", "twin", "spawn"))
+        directory.note(ChildInfo("c-2", "p", "twin", "twin", "spawn"))
+        with pytest.raises(SubagentError) as excinfo:
+            await directory.resolve("p", "twin")
+        assert excinfo.value.code == "AMBIGUOUS_AGENT"
 
 
 def test_descriptor_round_trips_its_name() -> None:
@@ -179,20 +166,18 @@ def test_descriptor_round_trips_its_name() -> None:
     assert b'"name":"n"' in msgspec.json.encode(SubagentDescriptor(version=2, mode="continuable", provider="p", name="n"))
 
 
-def test_agent_name_prefers_the_descriptor_name(tmp_path: Path) -> None:
+async def test_agent_name_prefers_the_descriptor_name(tmp_path: Path) -> None:
     """``dsh resume CHILD`` runs a child under its recorded name, else its label; a root is ``lead``."""
     from host_spec.host.app import agent_name
 
-    async def body() -> list[str]:
-        host = await open_host(tmp_path, {})
-        try:
-            root = await start_root(host)
-            named = await start_child(host, root, "a label", name="alice", notify=False)
-            plain = await start_child(host, root, "plain label", notify=False)
-            await until_released(host, named)
-            await until_released(host, plain)
-            return [agent_name(await host.sessions.inspect(i)) for i in (named, plain)] + [agent_name(root.session)]
-        finally:
-            await host.close()
-
-    assert run(body()) == ["alice", "plain label", "lead"]
+    host = await open_host(tmp_path, {})
+    try:
+        root = await start_root(host)
+        named = await start_child(host, root, "a label", name="alice", notify=False)
+        plain = await start_child(host, root, "plain label", notify=False)
+        await until_released(host, named)
+        await until_released(host, plain)
+        names = [agent_name(await host.sessions.inspect(i)) for i in (named, plain)] + [agent_name(root.session)]
+    finally:
+        await host.close()
+    assert names == ["alice", "plain label", "lead"]

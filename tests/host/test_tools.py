@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from _agent_kit import EchoArgs, EchoOut, echo_tool, make_kit, memory_session, run
+from _agent_kit import EchoArgs, EchoOut, echo_tool, make_kit, memory_session
 from host_spec.errors import DshError, RegistrationError
 from host_spec.events import Cause
 from host_spec.host.agents.scope import Scope, ScopeDisposedError
@@ -107,15 +107,15 @@ class TestRegistration:
 
 
 class TestExecute:
-    def test_result_is_rendered_as_compact_json(self) -> None:
+    async def test_result_is_rendered_as_compact_json(self) -> None:
         """A successful call renders its value as one compact JSON text block."""
         tools = ToolRegistry()
         tools.register(echo_tool())
-        result = run(_exec(tools, None, "echo", '{"text": "hi"}'))
+        result = await _exec(tools, None, "echo", '{"text": "hi"}')
         assert result.content == [{"type": "text", "text": '{"echoed":"hi"}'}]
         assert (result.is_error, result.error, result.turn, result.step, result.call_id) == (False, None, 3, 2, "c1")
 
-    def test_empty_arguments_mean_an_empty_object(self) -> None:
+    async def test_empty_arguments_mean_an_empty_object(self) -> None:
         """``""`` decodes as ``{}``."""
 
         class Opt(msgspec.Struct, forbid_unknown_fields=True):
@@ -126,22 +126,22 @@ class TestExecute:
 
         tools = ToolRegistry()
         tools.register(_spec("opt", body, args_type=Opt, result_type=dict[str, int]))
-        assert run(_exec(tools, None, "opt", "")).content[0]["text"] == '{"n":7}'
-        assert run(_exec(tools, None, "opt", b"  ")).content[0]["text"] == '{"n":7}'
+        assert (await _exec(tools, None, "opt", "")).content[0]["text"] == '{"n":7}'
+        assert (await _exec(tools, None, "opt", b"  ")).content[0]["text"] == '{"n":7}'
 
-    def test_unknown_tool_is_an_error_result(self) -> None:
+    async def test_unknown_tool_is_an_error_result(self) -> None:
         """Calling an unregistered tool yields UNKNOWN_TOOL, never an exception."""
-        result = run(_exec(ToolRegistry(), None, "nope", "{}"))
+        result = await _exec(ToolRegistry(), None, "nope", "{}")
         assert result.is_error
         assert result.error == {"code": "UNKNOWN_TOOL", "message": 'unknown tool "nope"'}
         assert result.content == [{"type": "text", "text": 'Error: unknown tool "nope"'}]
 
-    def test_unavailable_tool_is_unknown(self) -> None:
+    async def test_unavailable_tool_is_unknown(self) -> None:
         """A tool hidden by ``available`` is not callable either."""
         a, _ = _agents()
         tools = ToolRegistry()
         tools.register(echo_tool(available=lambda agent: False))
-        assert run(_exec(tools, a, "echo", '{"text":"x"}')).error["code"] == "UNKNOWN_TOOL"
+        assert (await _exec(tools, a, "echo", '{"text":"x"}')).error["code"] == "UNKNOWN_TOOL"
 
     @pytest.mark.parametrize(
         ("arguments", "fragment"),
@@ -152,7 +152,7 @@ class TestExecute:
             ("{not json", "JSON is malformed"),
         ],
     )
-    def test_arguments_failing_the_schema_are_invalid_args(self, arguments: str, fragment: str) -> None:
+    async def test_arguments_failing_the_schema_are_invalid_args(self, arguments: str, fragment: str) -> None:
         """Bad arguments give INVALID_ARGS with msgspec's explanation; the body never runs."""
         ran: list[Any] = []
 
@@ -162,13 +162,13 @@ class TestExecute:
 
         tools = ToolRegistry()
         tools.register(_spec("echo", body))
-        result = run(_exec(tools, None, "echo", arguments))
+        result = await _exec(tools, None, "echo", arguments)
         assert result.error["code"] == "INVALID_ARGS"
         assert fragment in result.error["message"]
         assert result.content[0]["text"].startswith('Error: invalid arguments for "echo": ')
         assert ran == []
 
-    def test_domain_error_keeps_its_code(self) -> None:
+    async def test_domain_error_keeps_its_code(self) -> None:
         """A DshError raised by the body becomes an error result with that code and message."""
 
         async def body(args: Any, call: Any) -> Any:
@@ -176,11 +176,11 @@ class TestExecute:
 
         tools = ToolRegistry()
         tools.register(_spec("echo", body))
-        result = run(_exec(tools, None, "echo", '{"text":"x"}'))
+        result = await _exec(tools, None, "echo", '{"text":"x"}')
         assert result.error == {"code": "TEAM_MEMBER_NOT_FOUND", "message": "no such member"}
         assert result.content[0]["text"] == "Error: no such member"
 
-    def test_unexpected_exception_is_unknown_not_a_crash(self) -> None:
+    async def test_unexpected_exception_is_unknown_not_a_crash(self) -> None:
         """A bug in a tool is reported to the model as code UNKNOWN."""
 
         async def body(args: Any, call: Any) -> Any:
@@ -188,11 +188,11 @@ class TestExecute:
 
         tools = ToolRegistry()
         tools.register(_spec("echo", body))
-        result = run(_exec(tools, None, "echo", '{"text":"x"}'))
+        result = await _exec(tools, None, "echo", '{"text":"x"}')
         assert result.error["code"] == "UNKNOWN"
         assert "KeyError" in result.error["message"]
 
-    def test_exception_after_abort_is_aborted(self) -> None:
+    async def test_exception_after_abort_is_aborted(self) -> None:
         """A body that fails because its call was aborted reports ABORTED."""
 
         async def body(args: Any, call: ToolCall) -> Any:
@@ -201,10 +201,10 @@ class TestExecute:
 
         tools = ToolRegistry()
         tools.register(_spec("echo", body))
-        result = run(_exec(tools, None, "echo", '{"text":"x"}'))
+        result = await _exec(tools, None, "echo", '{"text":"x"}')
         assert result.error == {"code": "ABORTED", "message": "tool call aborted"}
 
-    def test_output_not_matching_result_type_is_invalid_tool_output(self) -> None:
+    async def test_output_not_matching_result_type_is_invalid_tool_output(self) -> None:
         """The host validates results against the declared type."""
 
         async def body(args: Any, call: Any) -> Any:
@@ -212,11 +212,11 @@ class TestExecute:
 
         tools = ToolRegistry()
         tools.register(_spec("echo", body))
-        result = run(_exec(tools, None, "echo", '{"text":"x"}'))
+        result = await _exec(tools, None, "echo", '{"text":"x"}')
         assert result.error["code"] == "INVALID_TOOL_OUTPUT"
         assert "Expected `str`, got `int`" in result.error["message"]
 
-    def test_unencodable_output_is_invalid_tool_output(self) -> None:
+    async def test_unencodable_output_is_invalid_tool_output(self) -> None:
         """A value JSON cannot carry is rejected, not crashed on."""
 
         async def body(args: Any, call: Any) -> Any:
@@ -224,9 +224,9 @@ class TestExecute:
 
         tools = ToolRegistry()
         tools.register(_spec("echo", body, result_type=Any))
-        assert run(_exec(tools, None, "echo", '{"text":"x"}')).error["code"] == "INVALID_TOOL_OUTPUT"
+        assert (await _exec(tools, None, "echo", '{"text":"x"}')).error["code"] == "INVALID_TOOL_OUTPUT"
 
-    def test_body_sees_the_call_context_and_appends_with_its_cause(self) -> None:
+    async def test_body_sees_the_call_context_and_appends_with_its_cause(self) -> None:
         """``call`` carries the live agent, id and signal; appends in the body record (agent, call, tool)."""
         a, _ = _agents()
         seen: list[ToolCall] = []
@@ -239,7 +239,7 @@ class TestExecute:
         tools = ToolRegistry()
         tools.register(_spec("echo", body), scope=a.scope)
         signal = AbortSignal()
-        run(_exec(tools, a, "echo", '{"text":"x"}', signal))
+        await _exec(tools, a, "echo", '{"text":"x"}', signal)
         assert seen[0].agent is a and seen[0].call_id == "c1" and seen[0].signal is signal and seen[0].name == "echo"
         assert a.session.events[-1].cause == Cause(agent_id="a", call_id="c1", tool="echo")
 

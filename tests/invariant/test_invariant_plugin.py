@@ -5,7 +5,6 @@ Real host, real JSONL store; a recorder plugin observes what was published.
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,10 +20,6 @@ from host_spec.host.models.scripted import ScriptedModel
 from host_spec.host.store.jsonl import JsonlStore
 
 NAME = "dsh-team-invariant"
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, 20))
 
 
 class Recorder:
@@ -66,144 +61,104 @@ def task(team: str, id: str, revision: int = 1, blocked_by: tuple[str, ...] = ()
 
 
 class TestVeto:
-    def test_terminal_first_member_edge(self, tmp_path: Path) -> None:
+    async def test_terminal_first_member_edge(self, tmp_path: Path) -> None:
         """A provisioning record is accepted; a terminal first record is vetoed and never published."""
-
-        async def body() -> None:
-            recorder = Recorder()
-            async with open_host(tmp_path, recorder=recorder) as host:
-                session = await host.create_session()
-                session.append("team/member", member(session.id, "child-1", "provisioning"))
-                with pytest.raises(InvariantError) as info:
-                    session.append("team/member", member(session.id, "child-2", "active"))
-                error = info.value
-                assert (error.code, error.plugin) == ("INVARIANT", NAME)
-                assert str(error) == (f'invariant violated by "{NAME}": session event 2 violates the Agent Teams '
-                                      'stream: team member "child-2" must begin provisioning')
-                assert session.last_seq == 1
-                assert [seen for seen in recorder.seen if seen[0] == session.id] == [(session.id, 1, "team/member")]
-                return session.id
-
-        session_id = run(body())
-        _, stored = JsonlStore(tmp_path).read(session_id)
+        recorder = Recorder()
+        async with open_host(tmp_path, recorder=recorder) as host:
+            session = await host.create_session()
+            session.append("team/member", member(session.id, "child-1", "provisioning"))
+            with pytest.raises(InvariantError) as info:
+                session.append("team/member", member(session.id, "child-2", "active"))
+            error = info.value
+            assert (error.code, error.plugin) == ("INVARIANT", NAME)
+            assert str(error) == (f'invariant violated by "{NAME}": session event 2 violates the Agent Teams '
+                                  'stream: team member "child-2" must begin provisioning')
+            assert session.last_seq == 1
+            assert [seen for seen in recorder.seen if seen[0] == session.id] == [(session.id, 1, "team/member")]
+        _, stored = JsonlStore(tmp_path).read(session.id)
         assert [e.type for e in stored] == ["team/member"]
 
-    def test_invalid_dependency_before_publication(self, tmp_path: Path) -> None:
+    async def test_invalid_dependency_before_publication(self, tmp_path: Path) -> None:
         """A task with a missing blocker is vetoed; nothing reaches the log on disk."""
-
-        async def body() -> None:
-            async with open_host(tmp_path) as host:
-                session = await host.create_session()
-                session.append("turn/start", {"turn": 1})
-                with pytest.raises(InvariantError, match='blocker task "task-9" for "task-1" is missing or deleted'):
-                    session.append("team/task", task(session.id, "task-1", blocked_by=("task-9",)))
-                return session.id
-
-        session_id = run(body())
-        _, events = JsonlStore(tmp_path).read(session_id)
+        async with open_host(tmp_path) as host:
+            session = await host.create_session()
+            session.append("turn/start", {"turn": 1})
+            with pytest.raises(InvariantError, match='blocker task "task-9" for "task-1" is missing or deleted'):
+                session.append("team/task", task(session.id, "task-1", blocked_by=("task-9",)))
+        _, events = JsonlStore(tmp_path).read(session.id)
         assert [event.type for event in events] == ["turn/start"]
 
 
 class TestSeeding:
-    def test_live_sessions_are_seeded_on_load(self, tmp_path: Path) -> None:
+    async def test_live_sessions_are_seeded_on_load(self, tmp_path: Path) -> None:
         """Sessions live before the plugin loads are folded at load, so their stream continues."""
+        async with open_host(tmp_path, invariant=False) as host:
+            session = await host.create_session()
+            session.append("team/task", task(session.id, "task-1"))
+            host.plugins.load(NAME, {})
+            assert session.id in invariant_of(host).sessions()
+            with pytest.raises(InvariantError, match="revision is not contiguous"):
+                session.append("team/task", task(session.id, "task-1", revision=3))
+            session.append("team/task", task(session.id, "task-1", revision=2))
 
-        async def body() -> None:
-            async with open_host(tmp_path, invariant=False) as host:
-                session = await host.create_session()
-                session.append("team/task", task(session.id, "task-1"))
-                host.plugins.load(NAME, {})
-                assert session.id in invariant_of(host).sessions()
-                with pytest.raises(InvariantError, match="revision is not contiguous"):
-                    session.append("team/task", task(session.id, "task-1", revision=3))
-                session.append("team/task", task(session.id, "task-1", revision=2))
-
-        run(body())
-
-    def test_resumed_session_is_seeded(self, tmp_path: Path) -> None:
+    async def test_resumed_session_is_seeded(self, tmp_path: Path) -> None:
         """A resumed session is folded from its stored log when it is created again."""
 
-        async def first() -> str:
-            async with open_host(tmp_path) as host:
-                session = await host.create_session()
+        async with open_host(tmp_path) as host:
+            session = await host.create_session()
+            session.append("team/task", task(session.id, "task-1"))
+        async with open_host(tmp_path) as host:  # a new host: the stored log is all there is
+            session = await host.resume_session(session.id)
+            with pytest.raises(InvariantError, match="must begin at revision 1|not contiguous"):
                 session.append("team/task", task(session.id, "task-1"))
-                return session.id
+            session.append("team/task", task(session.id, "task-1", revision=2))
 
-        async def second(session_id: str) -> None:
-            async with open_host(tmp_path) as host:
-                session = await host.resume_session(session_id)
-                with pytest.raises(InvariantError, match="must begin at revision 1|not contiguous"):
-                    session.append("team/task", task(session_id, "task-1"))
-                session.append("team/task", task(session_id, "task-1", revision=2))
-
-        run(second(run(first())))
-
-    def test_disposed_sessions_are_forgotten(self, tmp_path: Path) -> None:
+    async def test_disposed_sessions_are_forgotten(self, tmp_path: Path) -> None:
         """A released session's fold is dropped."""
+        async with open_host(tmp_path) as host:
+            session = await host.create_session()
+            assert invariant_of(host).sessions() == [session.id]
+            await host.release_session(session)
+            assert invariant_of(host).sessions() == []
 
-        async def body() -> None:
-            async with open_host(tmp_path) as host:
-                session = await host.create_session()
-                assert invariant_of(host).sessions() == [session.id]
-                await host.release_session(session)
-                assert invariant_of(host).sessions() == []
-
-        run(body())
-
-    def test_hosts_are_independent(self, tmp_path: Path) -> None:
+    async def test_hosts_are_independent(self, tmp_path: Path) -> None:
         """Two hosts in one process keep separate folds."""
-
-        async def body() -> None:
-            async with open_host(tmp_path / "a") as one, open_host(tmp_path / "b") as two:
-                first = await one.create_session("shared-id")
-                second = await two.create_session("shared-id")
-                first.append("team/task", task("shared-id", "task-1"))
-                second.append("team/task", task("shared-id", "task-1"))  # its own stream: revision 1 is right
-                assert invariant_of(one) is not invariant_of(two)
-
-        run(body())
+        async with open_host(tmp_path / "a") as one, open_host(tmp_path / "b") as two:
+            first = await one.create_session("shared-id")
+            second = await two.create_session("shared-id")
+            first.append("team/task", task("shared-id", "task-1"))
+            second.append("team/task", task("shared-id", "task-1"))  # its own stream: revision 1 is right
+            assert invariant_of(one) is not invariant_of(two)
 
 
 class TestLifecycle:
-    def test_unload_stops_the_veto(self, tmp_path: Path) -> None:
+    async def test_unload_stops_the_veto(self, tmp_path: Path) -> None:
         """After unload nothing is checked any more and the per-host fold is gone."""
+        async with open_host(tmp_path) as host:
+            session = await host.create_session()
+            module = host.plugins.get(NAME).plugin
+            await host.plugins.unload(NAME)
+            assert id(host) not in module._by_host
+            session.append("team/task", task(session.id, "task-1", revision=5))
+            assert session.last_seq == 1
+            module.dsh_plugin_unload(host=host, ctx=None)  # a second unload is harmless
 
-        async def body() -> None:
-            async with open_host(tmp_path) as host:
-                session = await host.create_session()
-                module = host.plugins.get(NAME).plugin
-                await host.plugins.unload(NAME)
-                assert id(host) not in module._by_host
-                session.append("team/task", task(session.id, "task-1", revision=5))
-                assert session.last_seq == 1
-                module.dsh_plugin_unload(host=host, ctx=None)  # a second unload is harmless
-
-        run(body())
-
-    def test_reload_reseeds(self, tmp_path: Path) -> None:
+    async def test_reload_reseeds(self, tmp_path: Path) -> None:
         """A hot reload folds the live sessions again and keeps vetoing."""
-
-        async def body() -> None:
-            async with open_host(tmp_path) as host:
-                session = await host.create_session()
+        async with open_host(tmp_path) as host:
+            session = await host.create_session()
+            session.append("team/task", task(session.id, "task-1"))
+            saved = {k: v for k, v in sys.modules.items() if k.startswith("dsh_team_invariant")}
+            try:
+                await host.plugins.reload(NAME)
+            finally:
+                sys.modules.update(saved)
+            with pytest.raises(InvariantError):
                 session.append("team/task", task(session.id, "task-1"))
-                saved = {k: v for k, v in sys.modules.items() if k.startswith("dsh_team_invariant")}
-                try:
-                    await host.plugins.reload(NAME)
-                finally:
-                    sys.modules.update(saved)
-                with pytest.raises(InvariantError):
-                    session.append("team/task", task(session.id, "task-1"))
 
-        run(body())
-
-    def test_unknown_config_key(self, tmp_path: Path) -> None:
+    async def test_unknown_config_key(self, tmp_path: Path) -> None:
         """The plugin takes no settings: any key fails the load naming it."""
-
-        async def body() -> None:
-            async with open_host(tmp_path, invariant=False) as host:
-                with pytest.raises(ConfigError, match="strict"):
-                    host.plugins.load(NAME, {"strict": True})
-                assert host.plugins.get(NAME) is None
-
-        run(body())
+        async with open_host(tmp_path, invariant=False) as host:
+            with pytest.raises(ConfigError, match="strict"):
+                host.plugins.load(NAME, {"strict": True})
+            assert host.plugins.get(NAME) is None

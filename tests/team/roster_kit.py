@@ -27,7 +27,7 @@ from host_spec.host.models.scripted import ScriptedModel
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.messages import message_text, text_block
 from host_spec.records import ToolSpec
-from kit_gates import BLOCK, BlockArgs, BlockResult, Gates, run  # noqa: F401 - re-exported to the suites
+from kit_gates import BLOCK, BlockArgs, BlockResult, Gates  # noqa: F401 - re-exported to the suites
 
 class Flushes:
     """Records every completed group commit as ``(session id, durable seq)``, in order."""

@@ -21,11 +21,6 @@ from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
 
 
-def run(coro: Any, timeout: float = 20.0) -> Any:
-    """Run one async test body with a safety timeout (no pytest-asyncio)."""
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
 async def open_host(path: Path, config: Mapping[str, Any] | None = None, *, invariant: bool = False) -> Host:
     host = await Host.open(path, None, ScriptedModel.from_mapping({}))
     host.plugins.load("dsh-team", dict(config or {}))

@@ -33,7 +33,7 @@ from host_spec.host.store.sessions import SessionStore
 from host_spec.host.store.jsonl import JsonlStore
 
 from team_builders import delivered, member, mode, queued, task
-from team_host import open_host, run, service, team
+from team_host import open_host, service, team
 
 LEAD = "lead-1"
 EXIT_FAILED = 3
@@ -297,22 +297,18 @@ class TestJson:
         _, doc = show_json(capsys, tmp_path)
         assert doc["members"][1]["status"] == doc["members"][1]["phase"] == "provisioning"
 
-    def test_json_matches_the_live_service_view(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    async def test_json_matches_the_live_service_view(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         """A Team built by the real service (dsh-team plugin on the reference host) reads back identically."""
-
-        async def body() -> Any:
-            host = await open_host(tmp_path)
-            root, (alpha, _beta) = await team(host, "alpha", "beta")
-            teams = service(host)
-            await teams.create_task(root, subject="a", description="d", write_scopes=["src"])
-            await teams.create_task(alpha, subject="b", description="d", blocked_by=["task-1"])
-            await teams.update_task(alpha, task_id="task-1", expected_revision=1, action="claim")
-            view = teams.view(root)
-            await host.close()
-            return view
-
-        view = run(body())
-        code, doc = show_json(capsys, tmp_path, "lead")
+        host = await open_host(tmp_path)
+        root, (alpha, _beta) = await team(host, "alpha", "beta")
+        teams = service(host)
+        await teams.create_task(root, subject="a", description="d", write_scopes=["src"])
+        await teams.create_task(alpha, subject="b", description="d", blocked_by=["task-1"])
+        await teams.update_task(alpha, task_id="task-1", expected_revision=1, action="claim")
+        view = teams.view(root)
+        await host.close()
+        # the CLI runs its own event loop, so it runs on a thread of its own
+        code, doc = await asyncio.to_thread(show_json, capsys, tmp_path, "lead")
         assert code == 0
         assert [(m["id"], m["name"], m["role"], m["phase"]) for m in doc["members"]] == [
             (row.id, row.name, row.role, row.phase) for row in view.members

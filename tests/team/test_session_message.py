@@ -22,7 +22,7 @@ from host_spec.errors import SessionNotFoundError
 from host_spec.events import Event, EventType, InboxSplice, SubagentDescriptor, json_encode
 from host_spec.records import AbortSignal, CancelCause
 
-from roster_kit import lead, open_team, run
+from roster_kit import lead, open_team
 from team_host import Gate
 
 TEAM_SOURCE = {"kind": "team-message", "team_id": "lead", "message_id": "team-message-1", "sender_id": "a", "sender_name": "a"}
@@ -103,196 +103,160 @@ class TestOwnDescriptor:
 
 
 class TestSessionMessages:
-    def test_a_live_index_folds_only_new_own_events(self, tmp_path: Path) -> None:
+    async def test_a_live_index_folds_only_new_own_events(self, tmp_path: Path) -> None:
         """Inherited (seed) events never count and each event is folded once."""
+        host = await open_team(tmp_path)
+        seed = [ev(1, EventType.USER_MESSAGE, message("inherited"))]
+        session = await host.create_session("child", seed=seed, parent_session="p")
+        messages = SessionMessages()
+        assert not messages.holds(session, "inherited")
+        session.append(EventType.INBOX_SPLICED, InboxSplice(target="next-turn", inserted=[message("own")]))
+        index = messages.index(session)
+        assert index.holds("own") and index.position == 2
+        assert messages.index(session) is index  # no new events: same fold
+        await host.close()
+        fresh = await open_team(tmp_path)
+        resumed = await fresh.resume_session("child")
+        assert messages.index(resumed) is not index and messages.holds(resumed, "own")
+        messages.forget(session)  # a stale object does not drop the new activation's index
+        assert messages.index(resumed).position == 2
+        await fresh.close()
 
-        async def body() -> None:
-            host = await open_team(tmp_path)
-            seed = [ev(1, EventType.USER_MESSAGE, message("inherited"))]
-            session = await host.create_session("child", seed=seed, parent_session="p")
-            messages = SessionMessages()
-            assert not messages.holds(session, "inherited")
-            session.append(EventType.INBOX_SPLICED, InboxSplice(target="next-turn", inserted=[message("own")]))
-            index = messages.index(session)
-            assert index.holds("own") and index.position == 2
-            assert messages.index(session) is index  # no new events: same fold
-            await host.close()
-            fresh = await open_team(tmp_path)
-            resumed = await fresh.resume_session("child")
-            assert messages.index(resumed) is not index and messages.holds(resumed, "own")
-            messages.forget(session)  # a stale object does not drop the new activation's index
-            assert messages.index(resumed).position == 2
-            await fresh.close()
-
-        run(body())
-
-    def test_waiters_wake_on_the_next_event_or_disposal(self, tmp_path: Path) -> None:
+    async def test_waiters_wake_on_the_next_event_or_disposal(self, tmp_path: Path) -> None:
         """``next_change`` ends on a poke for its own session only, or when the session is forgotten."""
+        host = await open_team(tmp_path)
+        root = await lead(host)
+        other = await host.create_session("other")
+        messages = SessionMessages()
+        waiting = asyncio.ensure_future(messages.next_change(root.session, None))
+        await asyncio.sleep(0)
+        messages.poke(other)
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        messages.poke(root.session)
+        await waiting
+        again = asyncio.ensure_future(messages.next_change(root.session, AbortSignal()))
+        await asyncio.sleep(0)
+        messages.forget(root.session)
+        await again
+        assert messages._waiters == {}
+        await host.close()
 
-        async def body() -> None:
-            host = await open_team(tmp_path)
-            root = await lead(host)
-            other = await host.create_session("other")
-            messages = SessionMessages()
-            waiting = asyncio.ensure_future(messages.next_change(root.session, None))
-            await asyncio.sleep(0)
-            messages.poke(other)
-            await asyncio.sleep(0)
-            assert not waiting.done()
-            messages.poke(root.session)
-            await waiting
-            again = asyncio.ensure_future(messages.next_change(root.session, AbortSignal()))
-            await asyncio.sleep(0)
-            messages.forget(root.session)
-            await again
-            assert messages._waiters == {}
-            await host.close()
-
-        run(body())
-
-    def test_an_abort_ends_a_wait_with_its_reason(self, tmp_path: Path) -> None:
+    async def test_an_abort_ends_a_wait_with_its_reason(self, tmp_path: Path) -> None:
         """An exception reason is raised as is; any other reason becomes TEAM_DISPOSED."""
-
-        async def body() -> None:
-            host = await open_team(tmp_path)
-            root = await lead(host)
-            messages = SessionMessages()
-            signal = AbortSignal()
-            waiting = asyncio.ensure_future(messages.next_change(root.session, signal))
-            survivor = asyncio.ensure_future(messages.next_change(root.session, None))
-            await asyncio.sleep(0)
-            signal.abort(CancelCause("user"))
-            with pytest.raises(TeamError) as caught:
-                await waiting
-            assert caught.value.code == "TEAM_DISPOSED" and "teammate creation aborted" in caught.value.message
-            assert not survivor.done()  # another waiter is unaffected
-            messages.poke(root.session)
-            await survivor
-            boom = RuntimeError("stop")
-            assert creation_aborted(boom) is boom
-            await host.close()
-
-        run(body())
+        host = await open_team(tmp_path)
+        root = await lead(host)
+        messages = SessionMessages()
+        signal = AbortSignal()
+        waiting = asyncio.ensure_future(messages.next_change(root.session, signal))
+        survivor = asyncio.ensure_future(messages.next_change(root.session, None))
+        await asyncio.sleep(0)
+        signal.abort(CancelCause("user"))
+        with pytest.raises(TeamError) as caught:
+            await waiting
+        assert caught.value.code == "TEAM_DISPOSED" and "teammate creation aborted" in caught.value.message
+        assert not survivor.done()  # another waiter is unaffected
+        messages.poke(root.session)
+        await survivor
+        boom = RuntimeError("stop")
+        assert creation_aborted(boom) is boom
+        await host.close()
 
 
 class TestAwaitAccepted:
-    def test_a_live_session_resolves_only_when_its_own_inbox_holds_the_id(self, tmp_path: Path) -> None:
+    async def test_a_live_session_resolves_only_when_its_own_inbox_holds_the_id(self, tmp_path: Path) -> None:
         """Unrelated sessions and events do not resolve the checkpoint; the splice does, once durable."""
+        host = await open_team(tmp_path)
+        teams = host.service("agent_teams")
+        child = await host.create_session("child")
+        other = await host.create_session("other")
+        waiting = asyncio.ensure_future(await_accepted(host.sessions, teams.coordination.messages, "child", "m1"))
+        await asyncio.sleep(0.01)
+        other.append(EventType.INBOX_SPLICED, InboxSplice(target="next-turn", inserted=[message("m1")]))
+        child.append(EventType.TURN_START, {"turn": 1})
+        await asyncio.sleep(0.01)
+        assert not waiting.done()
+        child.append(EventType.INBOX_SPLICED, InboxSplice(target="next-turn", inserted=[message("m1")]))
+        await waiting
+        assert child.durable_seq == child.last_seq
+        await host.close()
 
-        async def body() -> None:
-            host = await open_team(tmp_path)
-            teams = host.service("agent_teams")
-            child = await host.create_session("child")
-            other = await host.create_session("other")
-            waiting = asyncio.ensure_future(await_accepted(host.sessions, teams.coordination.messages, "child", "m1"))
-            await asyncio.sleep(0.01)
-            other.append(EventType.INBOX_SPLICED, InboxSplice(target="next-turn", inserted=[message("m1")]))
-            child.append(EventType.TURN_START, {"turn": 1})
-            await asyncio.sleep(0.01)
-            assert not waiting.done()
-            child.append(EventType.INBOX_SPLICED, InboxSplice(target="next-turn", inserted=[message("m1")]))
-            await waiting
-            assert child.durable_seq == child.last_seq
-            await host.close()
-
-        run(body())
-
-    def test_a_detached_session_is_read_from_storage(self, tmp_path: Path) -> None:
+    async def test_a_detached_session_is_read_from_storage(self, tmp_path: Path) -> None:
         """Stored and holding the id: resolved; stored without it: TEAM_PROVISIONING_CONFLICT."""
+        host = await open_team(tmp_path)
+        child = await host.create_session("child")
+        child.append(EventType.INBOX_SPLICED, InboxSplice(target="next-turn", inserted=[message("m1")]))
+        await host.release_session(child)
+        messages = SessionMessages()
+        await await_accepted(host.sessions, messages, "child", "m1")
+        with pytest.raises(TeamError) as caught:
+            await await_accepted(host.sessions, messages, "child", "unknown")
+        assert caught.value.code == "TEAM_PROVISIONING_CONFLICT"
+        await host.close()
 
-        async def body() -> None:
-            host = await open_team(tmp_path)
-            child = await host.create_session("child")
-            child.append(EventType.INBOX_SPLICED, InboxSplice(target="next-turn", inserted=[message("m1")]))
-            await host.release_session(child)
-            messages = SessionMessages()
-            await await_accepted(host.sessions, messages, "child", "m1")
-            with pytest.raises(TeamError) as caught:
-                await await_accepted(host.sessions, messages, "child", "unknown")
-            assert caught.value.code == "TEAM_PROVISIONING_CONFLICT"
-            await host.close()
-
-        run(body())
-
-    def test_a_session_dropped_during_the_flush_is_read_from_storage(self, tmp_path: Path) -> None:
+    async def test_a_session_dropped_during_the_flush_is_read_from_storage(self, tmp_path: Path) -> None:
         """Dropped while the checkpoint's flush ran (nobody would wake a waiter on it): storage decides."""
+        host = await open_team(tmp_path)
+        teams = host.service("agent_teams")
+        child = await host.create_session("child")
+        child.append(EventType.TURN_START, {"turn": 1})
+        gate = Gate(child)
+        gate.hold()
+        waiting = asyncio.ensure_future(await_accepted(host.sessions, teams.coordination.messages, "child", "m1"))
+        await gate.wait_entered()  # the checkpoint's flush is writing
+        dropping = asyncio.ensure_future(host.discard_session(child))
+        await asyncio.sleep(0.01)
+        gate.release()
+        await dropping
+        with pytest.raises(TeamError) as caught:  # the stored log never held m1
+            await asyncio.wait_for(waiting, 5)
+        assert caught.value.code == "TEAM_PROVISIONING_CONFLICT"
+        await host.close()
 
-        async def body() -> None:
-            host = await open_team(tmp_path)
-            teams = host.service("agent_teams")
-            child = await host.create_session("child")
-            child.append(EventType.TURN_START, {"turn": 1})
-            gate = Gate(child)
-            gate.hold()
-            waiting = asyncio.ensure_future(await_accepted(host.sessions, teams.coordination.messages, "child", "m1"))
-            await gate.wait_entered()  # the checkpoint's flush is writing
-            dropping = asyncio.ensure_future(host.discard_session(child))
-            await asyncio.sleep(0.01)
-            gate.release()
-            await dropping
-            with pytest.raises(TeamError) as caught:  # the stored log never held m1
-                await asyncio.wait_for(waiting, 5)
-            assert caught.value.code == "TEAM_PROVISIONING_CONFLICT"
-            await host.close()
-
-        run(body())
-
-    def test_a_discarded_session_rejects_as_not_found(self, tmp_path: Path) -> None:
+    async def test_a_discarded_session_rejects_as_not_found(self, tmp_path: Path) -> None:
         """A live session that leaves without persistence ends the wait with the store's not-found error."""
-
-        async def body() -> None:
-            host = await open_team(tmp_path)
-            teams = host.service("agent_teams")
-            child = await host.create_session("child")
-            waiting = asyncio.ensure_future(await_accepted(host.sessions, teams.coordination.messages, "child", "m1"))
-            await asyncio.sleep(0.01)
-            await host.discard_session(child)
-            with pytest.raises(SessionNotFoundError):
-                await waiting
-            await host.close()
-
-        run(body())
-
-    def test_an_abort_rejects_an_unresolved_checkpoint(self, tmp_path: Path) -> None:
-        """Error reasons are raised as is; other reasons become TEAM_DISPOSED; pre-aborted fails at once."""
-
-        async def body() -> None:
-            host = await open_team(tmp_path)
-            teams = host.service("agent_teams")
-            await host.create_session("child")
-            messages = teams.coordination.messages
-            signal = AbortSignal()
-            waiting = asyncio.ensure_future(await_accepted(host.sessions, messages, "child", "m1", signal))
-            await asyncio.sleep(0.01)
-            signal.abort("string cancellation")
-            with pytest.raises(TeamError) as caught:
-                await waiting
-            assert caught.value.code == "TEAM_DISPOSED"
-            error = ValueError("mine")
-            aborted = AbortSignal()
-            aborted.abort(error)
-            with pytest.raises(ValueError) as raised:
-                await await_accepted(host.sessions, messages, "child", "m1", aborted)
-            assert raised.value is error
-            await host.close()
-
-        run(body())
-
-    def test_a_message_that_arrives_during_the_flush_is_flushed_too(self, tmp_path: Path) -> None:
-        """Held only after the flush began: the checkpoint loops and flushes again before resolving."""
-
-        async def body() -> None:
-            host = await open_team(tmp_path)
-            child = await host.create_session("child")
-            child.append(EventType.TURN_START, {"turn": 1})
-            gate = Gate(child)
-            gate.hold()
-            waiting = asyncio.ensure_future(await_accepted(host.sessions, SessionMessages(), "child", "m1"))
-            await gate.wait_entered()
-            child.append(EventType.INBOX_SPLICED, InboxSplice(target="next-turn", inserted=[message("m1")]))
-            gate.release()
+        host = await open_team(tmp_path)
+        teams = host.service("agent_teams")
+        child = await host.create_session("child")
+        waiting = asyncio.ensure_future(await_accepted(host.sessions, teams.coordination.messages, "child", "m1"))
+        await asyncio.sleep(0.01)
+        await host.discard_session(child)
+        with pytest.raises(SessionNotFoundError):
             await waiting
-            assert gate.writes == 2 and child.durable_seq == 2
-            await host.close()
+        await host.close()
 
-        run(body())
+    async def test_an_abort_rejects_an_unresolved_checkpoint(self, tmp_path: Path) -> None:
+        """Error reasons are raised as is; other reasons become TEAM_DISPOSED; pre-aborted fails at once."""
+        host = await open_team(tmp_path)
+        teams = host.service("agent_teams")
+        await host.create_session("child")
+        messages = teams.coordination.messages
+        signal = AbortSignal()
+        waiting = asyncio.ensure_future(await_accepted(host.sessions, messages, "child", "m1", signal))
+        await asyncio.sleep(0.01)
+        signal.abort("string cancellation")
+        with pytest.raises(TeamError) as caught:
+            await waiting
+        assert caught.value.code == "TEAM_DISPOSED"
+        error = ValueError("mine")
+        aborted = AbortSignal()
+        aborted.abort(error)
+        with pytest.raises(ValueError) as raised:
+            await await_accepted(host.sessions, messages, "child", "m1", aborted)
+        assert raised.value is error
+        await host.close()
+
+    async def test_a_message_that_arrives_during_the_flush_is_flushed_too(self, tmp_path: Path) -> None:
+        """Held only after the flush began: the checkpoint loops and flushes again before resolving."""
+        host = await open_team(tmp_path)
+        child = await host.create_session("child")
+        child.append(EventType.TURN_START, {"turn": 1})
+        gate = Gate(child)
+        gate.hold()
+        waiting = asyncio.ensure_future(await_accepted(host.sessions, SessionMessages(), "child", "m1"))
+        await gate.wait_entered()
+        child.append(EventType.INBOX_SPLICED, InboxSplice(target="next-turn", inserted=[message("m1")]))
+        gate.release()
+        await waiting
+        assert gate.writes == 2 and child.durable_seq == 2
+        await host.close()

@@ -25,7 +25,7 @@ from dsh_team.errors import TeamError
 from dsh_team.core.fold import replay
 from host_spec.host.store.jsonl import JsonlStore
 
-from roster_kit import history_ids, member_phases, open_team, pending_ids, run, spawn, teams_of
+from roster_kit import history_ids, member_phases, open_team, pending_ids, spawn, teams_of
 
 pytestmark = pytest.mark.slow
 
@@ -124,19 +124,16 @@ def assert_consistent(data: Path) -> tuple[str, Any, dict[str, list[Any]]]:
     return root, state, events
 
 
-def assert_names_reserved(tmp_path: Path, root_id: str, names: list[str]) -> None:
-    async def body() -> None:
-        host = await open_team(tmp_path)
-        session = await host.resume_session(root_id)
-        root = host.start_agent(session, name="lead", source="resume")
-        for name in names:
-            with pytest.raises(TeamError) as caught:
-                await spawn(host, root, name)
-            assert caught.value.code == "TEAM_MEMBER_NAME_TAKEN"
-        assert [row.name for row in teams_of(host).list_members(root)][1:] == names
-        await host.close()
-
-    run(body())
+async def assert_names_reserved(tmp_path: Path, root_id: str, names: list[str]) -> None:
+    host = await open_team(tmp_path)
+    session = await host.resume_session(root_id)
+    root = host.start_agent(session, name="lead", source="resume")
+    for name in names:
+        with pytest.raises(TeamError) as caught:
+            await spawn(host, root, name)
+        assert caught.value.code == "TEAM_MEMBER_NAME_TAKEN"
+    assert [row.name for row in teams_of(host).list_members(root)][1:] == names
+    await host.close()
 
 
 def texts_of(events: list[Any], message_id: str) -> str:
@@ -154,16 +151,16 @@ class TestUninterruptedRun:
 
 
 class TestProvisioningCrashes:
-    def test_a_crash_before_the_child_exists_leaves_a_failed_member_and_a_reserved_name(self, tmp_path: Path) -> None:
+    async def test_a_crash_before_the_child_exists_leaves_a_failed_member_and_a_reserved_name(self, tmp_path: Path) -> None:
         """Killed after the durable ``provisioning`` record: recovery records ``failed``; the name stays taken."""
         data = crash_then_resume(tmp_path, "provisioning-before-child")
         root, state, events = assert_consistent(data)
         assert member_phases(state) == {"beta": "failed"}
         assert (state.members.by_name("beta").error or "").startswith("child Session recovery failed")
         assert [sid for sid in events if sid != root] == []  # the child never reached the disk
-        assert_names_reserved(tmp_path, root, ["beta"])
+        await assert_names_reserved(tmp_path, root, ["beta"])
 
-    def test_a_crash_after_the_child_prompt_flush_recovers_an_active_member(self, tmp_path: Path) -> None:
+    async def test_a_crash_after_the_child_prompt_flush_recovers_an_active_member(self, tmp_path: Path) -> None:
         """Killed after the child's prompt commit, before ``active``: recovery proves it ``active`` from the child log."""
         data = crash_then_resume(tmp_path, "provisioning-after-child")
         root, state, events = assert_consistent(data)
@@ -171,12 +168,12 @@ class TestProvisioningCrashes:
         beta = state.members.by_name("beta")
         prompts = [i for i in history_ids(events[beta.id]) + pending_ids(events[beta.id])]
         assert len(prompts) == 1  # the initial prompt, exactly once
-        assert_names_reserved(tmp_path, root, ["beta"])
+        await assert_names_reserved(tmp_path, root, ["beta"])
 
 
 class TestDeliveryCrashes:
     @pytest.mark.parametrize("point", ["after-queued", "after-accepted", "after-accepted-lead"])
-    def test_every_accepted_message_reaches_its_target_exactly_once(self, tmp_path: Path, point: str) -> None:
+    async def test_every_accepted_message_reaches_its_target_exactly_once(self, tmp_path: Path, point: str) -> None:
         """Killed between queueing and acknowledging: after the restart both messages sit in history once."""
         data = crash_then_resume(tmp_path, point)
         root, state, events = assert_consistent(data)
@@ -187,4 +184,4 @@ class TestDeliveryCrashes:
         assert texts_of(events[ready.target_id], ready.id) == f"Team message {ready.id} from alpha:draft ready"
         assert reviewed.target_id == root
         assert texts_of(events[root], reviewed.id) == f"Team message {reviewed.id} from beta:draft reviewed"
-        assert_names_reserved(tmp_path, root, ["beta", "alpha"])
+        await assert_names_reserved(tmp_path, root, ["beta", "alpha"])

@@ -12,7 +12,6 @@ from host_spec.host.store.session import Session
 from host_spec.records import AbortSignal
 
 from team_builders import task
-from team_host import run
 
 
 def session(session_id: str = "lead") -> Session:
@@ -20,24 +19,20 @@ def session(session_id: str = "lead") -> Session:
 
 
 class TestJournal:
-    def test_folds_each_event_once_and_announces_after_flush(self) -> None:
+    async def test_folds_each_event_once_and_announces_after_flush(self) -> None:
         """Appends are folded lazily; the durable position moves only after the flush."""
-
-        async def body() -> None:
-            lead = session()
-            journal = Journal(lead)
-            assert repr(journal) == "<Journal lead folded=0 position=0>"
-            lead.append("team/task", task("task-1"))
-            assert journal.state.tasks.tasks["task-1"].revision == 1
-            assert journal.position == 0
-            journal.flushed(0)
-            assert journal.position == 0
-            await journal.flush("x")
-            assert journal.position == 1
-            result = await journal.transact(lambda state: None, lambda state: len(state.tasks.tasks), what="noop")
-            assert result == 1 and lead.last_seq == 1
-
-        run(body())
+        lead = session()
+        journal = Journal(lead)
+        assert repr(journal) == "<Journal lead folded=0 position=0>"
+        lead.append("team/task", task("task-1"))
+        assert journal.state.tasks.tasks["task-1"].revision == 1
+        assert journal.position == 0
+        journal.flushed(0)
+        assert journal.position == 0
+        await journal.flush("x")
+        assert journal.position == 1
+        result = await journal.transact(lambda state: None, lambda state: len(state.tasks.tasks), what="noop")
+        assert result == 1 and lead.last_seq == 1
 
     def test_a_seeded_log_starts_at_its_durable_position(self) -> None:
         """A journal over an already durable log reports its last Team change as position."""
@@ -82,29 +77,25 @@ class TestJournal:
 
 
 class TestActivity:
-    def test_late_timer_and_abort_after_a_notify_are_ignored(self) -> None:
+    async def test_late_timer_and_abort_after_a_notify_are_ignored(self) -> None:
         """Whichever of notify, timer and abort comes first decides; the others are no-ops."""
-
-        async def body() -> None:
-            timers: list[Any] = []
-            activity = Activity(timer=lambda delay, fn: (timers.append(fn), lambda: None)[1])
-            assert not activity.closed
-            signal = AbortSignal()
-            waiting = asyncio.ensure_future(activity.wait("t", 10_000, lambda: 7, signal=signal))
-            await asyncio.sleep(0)
-            activity.notify("t")
-            timers[0]()
-            signal.abort("late")
-            assert await waiting == WaitResult(timed_out=False, position=7)
-            expiring = asyncio.ensure_future(activity.wait("t", 10_000, lambda: 7))
-            await asyncio.sleep(0)
-            timers[1]()
-            activity.notify("t")
-            assert (await expiring).timed_out is True
-            activity.close()
-            assert activity.closed
-
-        run(body())
+        timers: list[Any] = []
+        activity = Activity(timer=lambda delay, fn: (timers.append(fn), lambda: None)[1])
+        assert not activity.closed
+        signal = AbortSignal()
+        waiting = asyncio.ensure_future(activity.wait("t", 10_000, lambda: 7, signal=signal))
+        await asyncio.sleep(0)
+        activity.notify("t")
+        timers[0]()
+        signal.abort("late")
+        assert await waiting == WaitResult(timed_out=False, position=7)
+        expiring = asyncio.ensure_future(activity.wait("t", 10_000, lambda: 7))
+        await asyncio.sleep(0)
+        timers[1]()
+        activity.notify("t")
+        assert (await expiring).timed_out is True
+        activity.close()
+        assert activity.closed
 
 
 class TestDescriptorScan:

@@ -10,35 +10,31 @@ import pytest
 from dsh_team.errors import TeamCode, TeamError
 from dsh_team.log.lifecycle import Lifecycle, disposed_error
 
-from team_host import Gate, lead, open_host, run, service
+from team_host import Gate, lead, open_host, service
 
 
 class TestLifecycle:
-    def test_admission_closes_once(self) -> None:
+    async def test_admission_closes_once(self) -> None:
         """After close, admit and track refuse with TEAM_DISPOSED (the work never starts)."""
-
-        async def body() -> None:
-            life = Lifecycle(100)
+        life = Lifecycle(100)
+        life.admit()
+        assert not life.disposed
+        life.close()
+        life.close()
+        assert life.disposed and life.signal.reason.code == "TEAM_DISPOSED"
+        with pytest.raises(TeamError, match="Agent Teams service disposed"):
             life.admit()
-            assert not life.disposed
-            life.close()
-            life.close()
-            assert life.disposed and life.signal.reason.code == "TEAM_DISPOSED"
-            with pytest.raises(TeamError, match="Agent Teams service disposed"):
-                life.admit()
-            started = []
+        started = []
 
-            async def work() -> None:
-                started.append(True)
+        async def work() -> None:
+            started.append(True)
 
-            with pytest.raises(TeamError):
-                life.track(work())
-            with pytest.raises(TeamError):
-                life.track(_Awaitable())
-            await asyncio.sleep(0)
-            assert started == []
-
-        run(body())
+        with pytest.raises(TeamError):
+            life.track(work())
+        with pytest.raises(TeamError):
+            life.track(_Awaitable())
+        await asyncio.sleep(0)
+        assert started == []
 
     def test_cancellation_is_recognised_through_cause_chains(self) -> None:
         """The abort reason, any TEAM_DISPOSED in the chain and CancelledError are not failures."""
@@ -60,73 +56,61 @@ class TestLifecycle:
         assert not life.is_cancellation(during_handling)  # implicit context: a real failure
         assert not life.is_cancellation(TeamError("x", TeamCode.TASK_BLOCKED))
 
-    def test_settle_reports_failures_and_bounds_the_wait(self) -> None:
+    async def test_settle_reports_failures_and_bounds_the_wait(self) -> None:
         """Real failures and a timeout are reported; cancellations are not; slow work keeps running."""
+        life = Lifecycle(30)
+        assert await life.settle() == []
+        release = asyncio.Event()
 
-        async def body() -> None:
-            life = Lifecycle(30)
-            assert await life.settle() == []
-            release = asyncio.Event()
+        async def fail() -> None:
+            raise RuntimeError("broken")
 
-            async def fail() -> None:
-                raise RuntimeError("broken")
+        async def cancelled() -> None:
+            raise disposed_error()
 
-            async def cancelled() -> None:
-                raise disposed_error()
+        async def slow() -> str:
+            await release.wait()
+            return "done"
 
-            async def slow() -> str:
-                await release.wait()
-                return "done"
+        failing, quiet, stuck = life.track(fail()), life.track(cancelled()), life.track(slow())
+        assert life.in_flight == 3
+        failures = await life.settle()
+        assert [type(f) for f in failures] == [RuntimeError, TeamError]
+        assert failures[1].code == "TEAM_DISPOSAL_TIMEOUT"
+        assert not stuck.done()
+        release.set()
+        assert await stuck == "done" and failing.done() and quiet.done()
+        assert life.in_flight == 0
+        assert await life.settle([stuck]) == []
 
-            failing, quiet, stuck = life.track(fail()), life.track(cancelled()), life.track(slow())
-            assert life.in_flight == 3
-            failures = await life.settle()
-            assert [type(f) for f in failures] == [RuntimeError, TeamError]
-            assert failures[1].code == "TEAM_DISPOSAL_TIMEOUT"
-            assert not stuck.done()
-            release.set()
-            assert await stuck == "done" and failing.done() and quiet.done()
-            assert life.in_flight == 0
-            assert await life.settle([stuck]) == []
-
-        run(body())
-
-    def test_operations_are_tracked_in_the_callers_task(self) -> None:
+    async def test_operations_are_tracked_in_the_callers_task(self) -> None:
         """operation() admits, tracks until exit, and hands its failure to settle."""
+        life = Lifecycle(1_000)
 
-        async def body() -> None:
-            life = Lifecycle(1_000)
+        async def op(fail: bool) -> None:
+            async with life.operation():
+                await asyncio.sleep(0.001)
+                if fail:
+                    raise RuntimeError("op failed")
 
-            async def op(fail: bool) -> None:
-                async with life.operation():
-                    await asyncio.sleep(0.001)
-                    if fail:
-                        raise RuntimeError("op failed")
+        tasks = [asyncio.ensure_future(op(True)), asyncio.ensure_future(op(False))]
+        await asyncio.sleep(0)
+        assert life.in_flight == 2
+        failures = await life.settle()
+        assert [str(f) for f in failures] == ["op failed"]
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        assert isinstance(results[0], RuntimeError) and results[1] is None
+        life.close()
+        with pytest.raises(TeamError):
+            await op(False)
 
-            tasks = [asyncio.ensure_future(op(True)), asyncio.ensure_future(op(False))]
-            await asyncio.sleep(0)
-            assert life.in_flight == 2
-            failures = await life.settle()
-            assert [str(f) for f in failures] == ["op failed"]
-            results = await asyncio.gather(*tasks, return_exceptions=True)
-            assert isinstance(results[0], RuntimeError) and results[1] is None
-            life.close()
-            with pytest.raises(TeamError):
-                await op(False)
-
-        run(body())
-
-    def test_with_timeout(self) -> None:
+    async def test_with_timeout(self) -> None:
         """Work inside the bound returns its value; slower work is TEAM_DISPOSAL_TIMEOUT."""
-
-        async def body() -> None:
-            life = Lifecycle(20)
-            assert await life.with_timeout(asyncio.sleep(0, "ok"), "drain") == "ok"
-            with pytest.raises(TeamError, match="Agent Teams drain exceeded 20ms") as caught:
-                await life.with_timeout(asyncio.sleep(1), "drain")
-            assert caught.value.code == "TEAM_DISPOSAL_TIMEOUT"
-
-        run(body())
+        life = Lifecycle(20)
+        assert await life.with_timeout(asyncio.sleep(0, "ok"), "drain") == "ok"
+        with pytest.raises(TeamError, match="Agent Teams drain exceeded 20ms") as caught:
+            await life.with_timeout(asyncio.sleep(1), "drain")
+        assert caught.value.code == "TEAM_DISPOSAL_TIMEOUT"
 
 
 class _Awaitable:
@@ -137,49 +121,41 @@ class _Awaitable:
 
 
 class TestServiceDisposal:
-    def test_mutations_after_disposal_are_refused(self, tmp_path: Path) -> None:
+    async def test_mutations_after_disposal_are_refused(self, tmp_path: Path) -> None:
         """Both before and inside the serialized section, disposal refuses new mutations."""
+        host = await open_host(tmp_path)
+        root = await lead(host)
+        teams = service(host)
+        journal = teams.journals.get(root.session)
+        await asyncio.sleep(0.01)  # let start-up work (recovery) settle first
+        async with journal.lock:  # the mutation is admitted, then queues for the section
+            before = teams.lifecycle.in_flight
+            queued = asyncio.ensure_future(teams.create_task(root, subject="s", description="d"))
+            await asyncio.sleep(0)
+            assert teams.lifecycle.in_flight == before + 1
+            teams.lifecycle.close()
+        with pytest.raises(TeamError) as inside:
+            await queued
+        assert inside.value.code == "TEAM_DISPOSED"
+        with pytest.raises(TeamError) as before:
+            await teams.create_task(root, subject="s", description="d")
+        assert before.value.code == "TEAM_DISPOSED"
+        assert root.session.last_seq == 0
+        assert [v.id for v in teams.list_tasks(root)] == []  # reads still work
+        await host.close()
 
-        async def body() -> None:
-            host = await open_host(tmp_path)
-            root = await lead(host)
-            teams = service(host)
-            journal = teams.journals.get(root.session)
-            await asyncio.sleep(0.01)  # let start-up work (recovery) settle first
-            async with journal.lock:  # the mutation is admitted, then queues for the section
-                before = teams.lifecycle.in_flight
-                queued = asyncio.ensure_future(teams.create_task(root, subject="s", description="d"))
-                await asyncio.sleep(0)
-                assert teams.lifecycle.in_flight == before + 1
-                teams.lifecycle.close()
-            with pytest.raises(TeamError) as inside:
-                await queued
-            assert inside.value.code == "TEAM_DISPOSED"
-            with pytest.raises(TeamError) as before:
-                await teams.create_task(root, subject="s", description="d")
-            assert before.value.code == "TEAM_DISPOSED"
-            assert root.session.last_seq == 0
-            assert [v.id for v in teams.list_tasks(root)] == []  # reads still work
-            await host.close()
-
-        run(body())
-
-    def test_disposal_is_bounded_by_a_stuck_flush(self, tmp_path: Path) -> None:
+    async def test_disposal_is_bounded_by_a_stuck_flush(self, tmp_path: Path) -> None:
         """An admitted mutation stuck in its flush makes disposal report TEAM_DISPOSAL_TIMEOUT."""
-
-        async def body() -> None:
-            host = await open_host(tmp_path, {"disposal_timeout_ms": 30})
-            root = await lead(host)
-            teams = service(host)
-            gate = Gate(root.session)
-            gate.hold()
-            stuck = asyncio.ensure_future(teams.create_task(root, subject="s", description="d"))
-            await gate.wait_entered()
-            with pytest.raises(BaseExceptionGroup, match="Agent Teams runtime disposal failed") as caught:
-                await teams.dispose()
-            assert [e.code for e in caught.value.exceptions] == ["TEAM_DISPOSAL_TIMEOUT"]
-            gate.release()
-            assert (await stuck).id == "task-1"  # admitted work still finishes
-            await host.close()
-
-        run(body())
+        host = await open_host(tmp_path, {"disposal_timeout_ms": 30})
+        root = await lead(host)
+        teams = service(host)
+        gate = Gate(root.session)
+        gate.hold()
+        stuck = asyncio.ensure_future(teams.create_task(root, subject="s", description="d"))
+        await gate.wait_entered()
+        with pytest.raises(BaseExceptionGroup, match="Agent Teams runtime disposal failed") as caught:
+            await teams.dispose()
+        assert [e.code for e in caught.value.exceptions] == ["TEAM_DISPOSAL_TIMEOUT"]
+        gate.release()
+        assert (await stuck).id == "task-1"  # admitted work still finishes
+        await host.close()

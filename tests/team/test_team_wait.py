@@ -13,7 +13,7 @@ from dsh_team.errors import TeamError
 from dsh_team.service import TeamService
 from host_spec.records import AbortSignal, CancelCause
 
-from team_host import Gate, lead, open_host, run, service, team
+from team_host import Gate, lead, open_host, service, team
 
 TEN_S = 10_000
 
@@ -27,183 +27,143 @@ async def started(coro: Any) -> asyncio.Task[Any]:
 
 class TestArguments:
     @pytest.mark.parametrize("timeout", [9_999, 3_600_001, 10_000.0, "10000", True, None])
-    def test_timeout_must_be_an_integer_from_10s_to_1h(self, tmp_path: Path, timeout: Any) -> None:
+    async def test_timeout_must_be_an_integer_from_10s_to_1h(self, tmp_path: Path, timeout: Any) -> None:
         """Out-of-range or non-integer timeouts are TEAM_INVALID_TIMEOUT."""
-
-        async def body() -> None:
-            host = await open_host(tmp_path)
-            root = await lead(host)
-            with pytest.raises(TeamError, match="timeout_ms must be an integer from 10000 through 3600000") as caught:
-                await service(host).wait_for_change(root, timeout)
-            assert caught.value.code == "TEAM_INVALID_TIMEOUT"
-            await host.close()
-
-        run(body())
+        host = await open_host(tmp_path)
+        root = await lead(host)
+        with pytest.raises(TeamError, match="timeout_ms must be an integer from 10000 through 3600000") as caught:
+            await service(host).wait_for_change(root, timeout)
+        assert caught.value.code == "TEAM_INVALID_TIMEOUT"
+        await host.close()
 
     @pytest.mark.parametrize("since", [-1, 1.5, "3", 2**53])
-    def test_since_must_be_a_log_position(self, tmp_path: Path, since: Any) -> None:
+    async def test_since_must_be_a_log_position(self, tmp_path: Path, since: Any) -> None:
         """A bad cursor is TEAM_INVALID_ARGUMENT."""
+        host = await open_host(tmp_path)
+        root = await lead(host)
+        with pytest.raises(TeamError) as caught:
+            await service(host).wait_for_change(root, TEN_S, since=since)
+        assert caught.value.code == "TEAM_INVALID_ARGUMENT"
+        await host.close()
 
-        async def body() -> None:
-            host = await open_host(tmp_path)
-            root = await lead(host)
-            with pytest.raises(TeamError) as caught:
-                await service(host).wait_for_change(root, TEN_S, since=since)
-            assert caught.value.code == "TEAM_INVALID_ARGUMENT"
-            await host.close()
-
-        run(body())
-
-    def test_non_members_cannot_wait(self, tmp_path: Path) -> None:
+    async def test_non_members_cannot_wait(self, tmp_path: Path) -> None:
         """A stale caller is TEAM_NOT_MEMBER before anything else."""
-
-        async def body() -> None:
-            host = await open_host(tmp_path)
-            with pytest.raises(TeamError) as caught:
-                await service(host).wait_for_change(object(), 1)
-            assert caught.value.code == "TEAM_NOT_MEMBER"
-            await host.close()
-
-        run(body())
+        host = await open_host(tmp_path)
+        with pytest.raises(TeamError) as caught:
+            await service(host).wait_for_change(object(), 1)
+        assert caught.value.code == "TEAM_NOT_MEMBER"
+        await host.close()
 
 
 class TestWaking:
-    def test_a_change_wakes_waiters_only_after_its_flush(self, tmp_path: Path) -> None:
+    async def test_a_change_wakes_waiters_only_after_its_flush(self, tmp_path: Path) -> None:
         """A teammate's wait ends when the Lead's task append is durable, not before (case 36)."""
+        host = await open_host(tmp_path)
+        root, (alpha,) = await team(host, "alpha")
+        teams = service(host)
+        gate = Gate(root.session)
+        waiting = await started(teams.wait_for_change(alpha, TEN_S))
+        gate.hold()
+        creating = asyncio.ensure_future(teams.create_task(root, subject="s", description="d"))
+        await gate.wait_entered()
+        await asyncio.sleep(0.01)
+        assert not waiting.done() and not creating.done()
+        assert teams.get_task(alpha, "task-1").revision == 1  # visible, not yet durable
+        gate.release()
+        result = await waiting
+        assert result == WaitResult(timed_out=False, position=root.session.last_seq)
+        await creating
+        await host.close()
 
-        async def body() -> None:
-            host = await open_host(tmp_path)
-            root, (alpha,) = await team(host, "alpha")
-            teams = service(host)
-            gate = Gate(root.session)
-            waiting = await started(teams.wait_for_change(alpha, TEN_S))
-            gate.hold()
-            creating = asyncio.ensure_future(teams.create_task(root, subject="s", description="d"))
-            await gate.wait_entered()
-            await asyncio.sleep(0.01)
-            assert not waiting.done() and not creating.done()
-            assert teams.get_task(alpha, "task-1").revision == 1  # visible, not yet durable
-            gate.release()
-            result = await waiting
-            assert result == WaitResult(timed_out=False, position=root.session.last_seq)
-            await creating
-            await host.close()
-
-        run(body())
-
-    def test_since_returns_at_once_after_a_later_change(self, tmp_path: Path) -> None:
+    async def test_since_returns_at_once_after_a_later_change(self, tmp_path: Path) -> None:
         """Reading position then waiting with since=position never misses a change."""
+        host = await open_host(tmp_path)
+        root = await lead(host)
+        teams = service(host)
+        await teams.create_task(root, subject="s", description="d")
+        first = teams.journals.get(root.session).position
+        assert first > 0
+        await teams.create_task(root, subject="t", description="d")
+        quick = await teams.wait_for_change(root, TEN_S, since=first)
+        assert quick.timed_out is False and quick.position > first
+        pending = await started(teams.wait_for_change(root, TEN_S, since=quick.position))
+        assert not pending.done()
+        await teams.update_task(root, task_id="task-1", expected_revision=1, action="claim")
+        assert (await pending).position > quick.position
+        await host.close()
 
-        async def body() -> None:
-            host = await open_host(tmp_path)
-            root = await lead(host)
-            teams = service(host)
-            await teams.create_task(root, subject="s", description="d")
-            first = teams.journals.get(root.session).position
-            assert first > 0
-            await teams.create_task(root, subject="t", description="d")
-            quick = await teams.wait_for_change(root, TEN_S, since=first)
-            assert quick.timed_out is False and quick.position > first
-            pending = await started(teams.wait_for_change(root, TEN_S, since=quick.position))
-            assert not pending.done()
-            await teams.update_task(root, task_id="task-1", expected_revision=1, action="claim")
-            assert (await pending).position > quick.position
-            await host.close()
-
-        run(body())
-
-    def test_changes_before_the_wait_are_not_replayed(self, tmp_path: Path) -> None:
+    async def test_changes_before_the_wait_are_not_replayed(self, tmp_path: Path) -> None:
         """Edge-triggered: an earlier change does not end a later wait; the timeout does."""
+        host = await open_host(tmp_path)
+        root = await lead(host)
+        loop = asyncio.get_running_loop()
+        fast = TeamService(host, timer=lambda delay, fn: loop.call_later(delay / 1000, fn).cancel)
+        fast.session_created(root.session)
+        await fast.create_task(root, subject="s", description="d")
+        result = await fast.wait_for_change(root, TEN_S)
+        assert result == WaitResult(timed_out=True, position=fast.journals.get(root.session).position)
+        await host.close()
 
-        async def body() -> None:
-            host = await open_host(tmp_path)
-            root = await lead(host)
-            loop = asyncio.get_running_loop()
-            fast = TeamService(host, timer=lambda delay, fn: loop.call_later(delay / 1000, fn).cancel)
-            fast.session_created(root.session)
-            await fast.create_task(root, subject="s", description="d")
-            result = await fast.wait_for_change(root, TEN_S)
-            assert result == WaitResult(timed_out=True, position=fast.journals.get(root.session).position)
-            await host.close()
-
-        run(body())
-
-    def test_member_status_changes_wake_the_team(self, tmp_path: Path) -> None:
+    async def test_member_status_changes_wake_the_team(self, tmp_path: Path) -> None:
         """A live status edge of a member ends its Team's waits; strangers' edges do not."""
-
-        async def body() -> None:
-            host = await open_host(tmp_path)
-            root, (alpha,) = await team(host, "alpha")
-            teams = service(host)
-            waiting = await started(teams.wait_for_change(root, TEN_S))
-            teams.agent_status(object(), "running")
-            await asyncio.sleep(0)
-            assert not waiting.done()
-            teams.agent_status(alpha, "running")
-            assert (await waiting).timed_out is False
-            await host.close()
-
-        run(body())
+        host = await open_host(tmp_path)
+        root, (alpha,) = await team(host, "alpha")
+        teams = service(host)
+        waiting = await started(teams.wait_for_change(root, TEN_S))
+        teams.agent_status(object(), "running")
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        teams.agent_status(alpha, "running")
+        assert (await waiting).timed_out is False
+        await host.close()
 
 
 class TestAbort:
-    def test_pre_aborted_signals(self, tmp_path: Path) -> None:
+    async def test_pre_aborted_signals(self, tmp_path: Path) -> None:
         """An exception reason is raised as is; other reasons become TEAM_WAIT_ABORTED."""
+        host = await open_host(tmp_path)
+        root = await lead(host)
+        teams = service(host)
+        boom = RuntimeError("boom")
+        signal = AbortSignal()
+        signal.abort(boom)
+        with pytest.raises(RuntimeError) as caught:
+            await teams.wait_for_change(root, TEN_S, signal=signal)
+        assert caught.value is boom
+        textual = AbortSignal()
+        textual.abort("string cancellation")
+        with pytest.raises(TeamError, match="^wait_agent aborted: string cancellation$") as aborted:
+            await teams.wait_for_change(root, TEN_S, signal=textual)
+        assert aborted.value.code == "TEAM_WAIT_ABORTED"
+        await host.close()
 
-        async def body() -> None:
-            host = await open_host(tmp_path)
-            root = await lead(host)
-            teams = service(host)
-            boom = RuntimeError("boom")
-            signal = AbortSignal()
-            signal.abort(boom)
-            with pytest.raises(RuntimeError) as caught:
-                await teams.wait_for_change(root, TEN_S, signal=signal)
-            assert caught.value is boom
-            textual = AbortSignal()
-            textual.abort("string cancellation")
-            with pytest.raises(TeamError, match="^wait_agent aborted: string cancellation$") as aborted:
-                await teams.wait_for_change(root, TEN_S, signal=textual)
-            assert aborted.value.code == "TEAM_WAIT_ABORTED"
-            await host.close()
-
-        run(body())
-
-    def test_one_abort_leaves_other_waiters_waiting(self, tmp_path: Path) -> None:
+    async def test_one_abort_leaves_other_waiters_waiting(self, tmp_path: Path) -> None:
         """Aborting one wait (structured reason) ends only that wait."""
-
-        async def body() -> None:
-            host = await open_host(tmp_path)
-            root, (alpha,) = await team(host, "alpha")
-            teams = service(host)
-            signal = AbortSignal()
-            aborted = await started(teams.wait_for_change(root, TEN_S, signal=signal))
-            survivor = await started(teams.wait_for_change(alpha, TEN_S))
-            assert teams.activity.waiting("lead") == 2
-            signal.abort(CancelCause("user"))
-            with pytest.raises(TeamError, match=r"wait_agent aborted: CancelCause\(kind='user'"):
-                await aborted
-            assert not survivor.done() and teams.activity.waiting("lead") == 1
-            await teams.create_task(alpha, subject="s", description="d")
-            assert (await survivor).timed_out is False
-            assert teams.activity.waiting("lead") == 0
-            await host.close()
-
-        run(body())
+        host = await open_host(tmp_path)
+        root, (alpha,) = await team(host, "alpha")
+        teams = service(host)
+        signal = AbortSignal()
+        aborted = await started(teams.wait_for_change(root, TEN_S, signal=signal))
+        survivor = await started(teams.wait_for_change(alpha, TEN_S))
+        assert teams.activity.waiting("lead") == 2
+        signal.abort(CancelCause("user"))
+        with pytest.raises(TeamError, match=r"wait_agent aborted: CancelCause\(kind='user'"):
+            await aborted
+        assert not survivor.done() and teams.activity.waiting("lead") == 1
+        await teams.create_task(alpha, subject="s", description="d")
+        assert (await survivor).timed_out is False
+        assert teams.activity.waiting("lead") == 0
+        await host.close()
 
 
 class TestClose:
-    def test_disposal_releases_waits_and_later_waits_return_at_once(self, tmp_path: Path) -> None:
+    async def test_disposal_releases_waits_and_later_waits_return_at_once(self, tmp_path: Path) -> None:
         """Closing the service ends waits with timed_out False, now and later."""
-
-        async def body() -> None:
-            host = await open_host(tmp_path)
-            root = await lead(host)
-            teams = service(host)
-            waiting = await started(teams.wait_for_change(root, TEN_S))
-            await teams.dispose()
-            assert (await waiting).timed_out is False
-            assert (await teams.wait_for_change(root, TEN_S)).timed_out is False
-            await host.close()
-
-        run(body())
+        host = await open_host(tmp_path)
+        root = await lead(host)
+        teams = service(host)
+        waiting = await started(teams.wait_for_change(root, TEN_S))
+        await teams.dispose()
+        assert (await waiting).timed_out is False
+        assert (await teams.wait_for_change(root, TEN_S)).timed_out is False
+        await host.close()

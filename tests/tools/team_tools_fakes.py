@@ -6,20 +6,11 @@ real service's views. Integration tests use the real ``dsh_team`` service.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Coroutine
 from types import SimpleNamespace
-from typing import Any, TypeVar
+from typing import Any
 
 from host_spec.errors import DshError
 from host_spec.records import AbortSignal, ToolCall
-
-T = TypeVar("T")
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run one coroutine to completion (no pytest-asyncio)."""
-    return asyncio.run(coro)
 
 
 def member(name: str, *, id: str | None = None, role: str = "teammate", status: str = "inactive", **extra: Any) -> Any:

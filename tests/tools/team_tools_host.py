@@ -20,11 +20,6 @@ TEAM_PLUGINS: tuple[tuple[str, Mapping[str, Any]], ...] = (
 )
 
 
-def run(coro: Any, timeout: float = 20.0) -> Any:
-    """Run one async test body (no pytest-asyncio) with a safety timeout."""
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
 @asynccontextmanager
 async def open_host(
     data_dir: Path,

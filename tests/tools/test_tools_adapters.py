@@ -9,7 +9,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 from msgspec import UNSET
-from team_tools_fakes import FakeService, StubAgent, member, run, task, tool_call
+from team_tools_fakes import FakeService, StubAgent, member, task, tool_call
 
 from dsh_team_tools import schemas as s
 from dsh_team_tools.catalog import CATALOG, TOOL_NAMES
@@ -24,9 +24,9 @@ def tools(service: FakeService, config: ToolsConfig | None = None) -> dict[str, 
     return {spec.name: spec for spec in build_tools(service, config or ToolsConfig())}
 
 
-def call(service: FakeService, agent: object, name: str, args: object, config: ToolsConfig | None = None) -> object:
+async def call(service: FakeService, agent: object, name: str, args: object, config: ToolsConfig | None = None) -> object:
     spec = tools(service, config)[name]
-    return run(spec.execute(args, tool_call(name, agent)))
+    return await spec.execute(args, tool_call(name, agent))
 
 
 class TestBuildTools:
@@ -56,10 +56,10 @@ class TestBuildTools:
         safe = {spec.name for spec in build_tools(service, ToolsConfig()) if spec.concurrency_safe}
         assert safe == {"list_agents", "team_task_list", "team_task_get"}
 
-    def test_missing_caller_is_an_unknown_tool(self, service: FakeService) -> None:
+    async def test_missing_caller_is_an_unknown_tool(self, service: FakeService) -> None:
         """A call without a calling agent fails as "unknown tool" and reaches no service method."""
         with pytest.raises(ToolError) as info:
-            call(service, None, "list_agents", s.ListAgentsArgs())
+            await call(service, None, "list_agents", s.ListAgentsArgs())
         assert info.value.code == "UNKNOWN_TOOL"
         assert str(info.value) == 'unknown tool "list_agents"'
         assert service.calls == []
@@ -95,9 +95,9 @@ class TestRows:
 
 
 class TestSpawnTeammate:
-    def test_fresh_spawn_prefixes_the_identity_reminder(self, service: FakeService, lead: StubAgent) -> None:
+    async def test_fresh_spawn_prefixes_the_identity_reminder(self, service: FakeService, lead: StubAgent) -> None:
         """A fresh spawn sends [reminder, prompt] blocks through the fresh provider."""
-        result = call(service, lead, "spawn_teammate",
+        result = await call(service, lead, "spawn_teammate",
                       s.SpawnTeammateArgs(name="reviewer", description="Reviews", prompt="Review src"))
         (name, caller, kwargs), = service.calls
         assert (name, caller) == ("spawn_teammate", lead)
@@ -109,103 +109,103 @@ class TestSpawnTeammate:
         assert isinstance(result, s.SpawnResult)
         assert result.member.target == "reviewer"
 
-    def test_fork_uses_the_fork_provider(self, service: FakeService, lead: StubAgent) -> None:
+    async def test_fork_uses_the_fork_provider(self, service: FakeService, lead: StubAgent) -> None:
         """context fork selects the configured fork provider."""
         config = ToolsConfig(fresh_provider="team-fresh", fork_provider="team-fork")
-        call(service, lead, "spawn_teammate",
+        await call(service, lead, "spawn_teammate",
              s.SpawnTeammateArgs(name="a", description="d", prompt="p", context="fork"), config)
-        call(service, lead, "spawn_teammate", s.SpawnTeammateArgs(name="b", description="d", prompt="p"), config)
+        await call(service, lead, "spawn_teammate", s.SpawnTeammateArgs(name="b", description="d", prompt="p"), config)
         assert [c[2]["provider"] for c in service.calls] == ["team-fork", "team-fresh"]
 
 
 class TestMessagingAndRoster:
-    def test_send_message_is_one_text_block(self, service: FakeService, lead: StubAgent) -> None:
+    async def test_send_message_is_one_text_block(self, service: FakeService, lead: StubAgent) -> None:
         """send_message sends one text block to the named target and returns id and status."""
-        result = call(service, lead, "send_message", s.SendMessageArgs(target="reviewer", message="hi"))
+        result = await call(service, lead, "send_message", s.SendMessageArgs(target="reviewer", message="hi"))
         (_, _, kwargs), = service.calls
         assert kwargs["target"] == "reviewer"
         assert kwargs["content"] == [{"type": "text", "text": "hi"}]
         assert compact_json(result) == '{"message_id":"team-message-1","status":"accepted"}'
 
-    def test_list_agents_maps_every_row(self, service: FakeService, lead: StubAgent) -> None:
+    async def test_list_agents_maps_every_row(self, service: FakeService, lead: StubAgent) -> None:
         """list_agents returns the roster rows in service order, Lead first."""
         service.members.append(member("reviewer", status="failed", diagnostics=["boom"]))
-        rows = call(service, lead, "list_agents", s.ListAgentsArgs())
+        rows = await call(service, lead, "list_agents", s.ListAgentsArgs())
         assert [(row.target, row.status, row.diagnostics) for row in rows] == [
             ("lead", "running", []), ("reviewer", "failed", ["boom"])]
 
-    def test_interrupt_agent(self, service: FakeService, lead: StubAgent) -> None:
+    async def test_interrupt_agent(self, service: FakeService, lead: StubAgent) -> None:
         """interrupt_agent forwards the target and returns the previous status."""
-        result = call(service, lead, "interrupt_agent", s.InterruptAgentArgs(target="reviewer"))
+        result = await call(service, lead, "interrupt_agent", s.InterruptAgentArgs(target="reviewer"))
         assert service.calls == [("interrupt", lead, {"target": "reviewer"})]
         assert compact_json(result) == '{"previous_status":"running"}'
 
 
 class TestWaitAgent:
-    def test_no_active_peer_returns_at_once(self, service: FakeService, lead: StubAgent) -> None:
+    async def test_no_active_peer_returns_at_once(self, service: FakeService, lead: StubAgent) -> None:
         """With no other running or provisioning member the wait answers no_progress without waiting."""
         service.members.append(member("reviewer", status="inactive"))
         service.members.append(member("broken", status="failed"))
-        result = call(service, lead, "wait_agent", s.WaitAgentArgs())
+        result = await call(service, lead, "wait_agent", s.WaitAgentArgs())
         assert [c[0] for c in service.calls] == ["list_members"]
         assert msgspec.json.decode(compact_json(result)) == {
             "timed_out": False, "no_progress": {"reason": "no-active-peer", "message": NO_PROGRESS_MESSAGE}}
 
-    def test_the_caller_itself_does_not_count(self, service: FakeService) -> None:
+    async def test_the_caller_itself_does_not_count(self, service: FakeService) -> None:
         """The running caller is not a peer: a running Lead alone gets no_progress."""
         lead = StubAgent("lead-session")
-        assert call(service, lead, "wait_agent", s.WaitAgentArgs()).no_progress is not UNSET
+        assert (await call(service, lead, "wait_agent", s.WaitAgentArgs())).no_progress is not UNSET
 
     @pytest.mark.parametrize("status", ["running", "provisioning"])
-    def test_active_peer_waits_for_change(self, service: FakeService, lead: StubAgent, status: str) -> None:
+    async def test_active_peer_waits_for_change(self, service: FakeService, lead: StubAgent, status: str) -> None:
         """With a running or provisioning peer the wait goes to the service with the default timeout."""
         service.members.append(member("reviewer", status=status))
-        result = call(service, lead, "wait_agent", s.WaitAgentArgs())
+        result = await call(service, lead, "wait_agent", s.WaitAgentArgs())
         name, caller, kwargs = service.calls[-1]
         assert (name, caller, kwargs["timeout_ms"]) == ("wait_for_change", lead, 30_000)
         assert kwargs["signal"] is not None
         assert compact_json(result) == '{"timed_out":false,"position":7}'
 
-    def test_timed_out_without_position(self, service: FakeService, lead: StubAgent) -> None:
+    async def test_timed_out_without_position(self, service: FakeService, lead: StubAgent) -> None:
         """A service result without a position renders timed_out alone."""
         service.members.append(member("reviewer", status="running"))
         service.wait_result = type("R", (), {"timed_out": True})()
-        assert compact_json(call(service, lead, "wait_agent", s.WaitAgentArgs(timeout_ms=10_000))) == (
+        assert compact_json((await call(service, lead, "wait_agent", s.WaitAgentArgs(timeout_ms=10_000)))) == (
             '{"timed_out":true}')
 
     @pytest.mark.parametrize("timeout", [9_999, 3_600_001, 2**53])
-    def test_out_of_range_timeout_reaches_the_service(self, service: FakeService, lead: StubAgent,
+    async def test_out_of_range_timeout_reaches_the_service(self, service: FakeService, lead: StubAgent,
                                                       timeout: int) -> None:
         """An out-of-range timeout is reported by the service's TEAM_INVALID_TIMEOUT, even with no peer."""
         with pytest.raises(DshError) as info:
-            call(service, lead, "wait_agent", s.WaitAgentArgs(timeout_ms=timeout))
+            await call(service, lead, "wait_agent", s.WaitAgentArgs(timeout_ms=timeout))
         assert info.value.code == "TEAM_INVALID_TIMEOUT"
         assert [c[0] for c in service.calls] == ["wait_for_change"]
 
 
 class TestTaskTools:
-    def test_create_forwards_only_sent_lists(self, service: FakeService, lead: StubAgent) -> None:
+    async def test_create_forwards_only_sent_lists(self, service: FakeService, lead: StubAgent) -> None:
         """Omitted blocked_by/write_scopes are not sent; given ones are."""
-        call(service, lead, "team_task_create", s.TeamTaskCreateArgs(subject="s", description="d"))
-        call(service, lead, "team_task_create",
+        await call(service, lead, "team_task_create", s.TeamTaskCreateArgs(subject="s", description="d"))
+        await call(service, lead, "team_task_create",
              s.TeamTaskCreateArgs(subject="s", description="d", blocked_by=["task-1"], write_scopes=[]))
         assert service.calls[0][2] == {"subject": "s", "description": "d"}
         assert service.calls[1][2] == {"subject": "s", "description": "d", "blocked_by": ["task-1"],
                                        "write_scopes": []}
 
-    def test_get_includes_tombstones(self, service: FakeService, lead: StubAgent) -> None:
+    async def test_get_includes_tombstones(self, service: FakeService, lead: StubAgent) -> None:
         """team_task_get returns whatever the service returns, deleted tasks included."""
-        row = call(service, lead, "team_task_get", s.TeamTaskGetArgs(task_id="task-3"))
+        row = await call(service, lead, "team_task_get", s.TeamTaskGetArgs(task_id="task-3"))
         assert (row.id, row.status) == ("task-3", "deleted")
         assert service.calls == [("get_task", lead, {"task_id": "task-3"})]
 
-    def test_update_forwards_only_sent_fields(self, service: FakeService, lead: StubAgent) -> None:
+    async def test_update_forwards_only_sent_fields(self, service: FakeService, lead: StubAgent) -> None:
         """Only the fields the model sent reach update_task; an omitted owner means unassign."""
-        row = call(service, lead, "team_task_update",
+        row = await call(service, lead, "team_task_update",
                    s.TeamTaskUpdateArgs(task_id="task-1", expected_revision=2, action="reassign"))
         assert service.calls[0][2] == {"task_id": "task-1", "expected_revision": 2, "action": "reassign"}
         assert row.revision == 3
-        call(service, lead, "team_task_update",
+        await call(service, lead, "team_task_update",
              s.TeamTaskUpdateArgs(task_id="task-1", expected_revision=3, action="edit", subject="x",
                                   description="y", blocked_by=["task-2"], write_scopes=["src"], owner="reviewer"))
         assert service.calls[1][2] == {"task_id": "task-1", "expected_revision": 3, "action": "edit", "subject": "x",
@@ -224,35 +224,35 @@ class TestTaskList:
         ]
         return service
 
-    def listing(self, service: FakeService, lead: StubAgent, **kwargs: object) -> s.TaskListResult:
-        return call(service, lead, "team_task_list", s.TeamTaskListArgs(**kwargs))
+    async def listing(self, service: FakeService, lead: StubAgent, **kwargs: object) -> s.TaskListResult:
+        return await call(service, lead, "team_task_list", s.TeamTaskListArgs(**kwargs))
 
-    def test_default_lists_everything(self, board: FakeService, lead: StubAgent) -> None:
+    async def test_default_lists_everything(self, board: FakeService, lead: StubAgent) -> None:
         """No filter lists every task in board order without a next cursor."""
-        result = self.listing(board, lead)
+        result = await self.listing(board, lead)
         assert [t.id for t in result.tasks] == ["task-1", "task-2", "task-3", "task-4"]
         assert result.next_cursor is UNSET
 
-    def test_filters(self, board: FakeService, lead: StubAgent) -> None:
+    async def test_filters(self, board: FakeService, lead: StubAgent) -> None:
         """status, owner (exact name or unowned) and ready filter the board."""
-        assert [t.id for t in self.listing(board, lead, status="pending").tasks] == ["task-3", "task-4"]
-        assert [t.id for t in self.listing(board, lead, owner="reviewer").tasks] == ["task-2"]
-        assert [t.id for t in self.listing(board, lead, owner="unowned").tasks] == ["task-3", "task-4"]
-        assert [t.id for t in self.listing(board, lead, owner="Reviewer").tasks] == []
-        assert [t.id for t in self.listing(board, lead, ready=True).tasks] == ["task-3"]
-        assert [t.id for t in self.listing(board, lead, ready=False).tasks] == ["task-1", "task-2", "task-4"]
-        assert [t.id for t in self.listing(board, lead, status="pending", owner="unowned", ready=False).tasks] == [
+        assert [t.id for t in (await self.listing(board, lead, status="pending")).tasks] == ["task-3", "task-4"]
+        assert [t.id for t in (await self.listing(board, lead, owner="reviewer")).tasks] == ["task-2"]
+        assert [t.id for t in (await self.listing(board, lead, owner="unowned")).tasks] == ["task-3", "task-4"]
+        assert [t.id for t in (await self.listing(board, lead, owner="Reviewer")).tasks] == []
+        assert [t.id for t in (await self.listing(board, lead, ready=True)).tasks] == ["task-3"]
+        assert [t.id for t in (await self.listing(board, lead, ready=False)).tasks] == ["task-1", "task-2", "task-4"]
+        assert [t.id for t in (await self.listing(board, lead, status="pending", owner="unowned", ready=False)).tasks] == [
             "task-4"]
 
-    def test_paging(self, board: FakeService, lead: StubAgent) -> None:
+    async def test_paging(self, board: FakeService, lead: StubAgent) -> None:
         """next_cursor is cursor+limit only while more rows remain."""
-        first = self.listing(board, lead, limit=3)
+        first = await self.listing(board, lead, limit=3)
         assert ([t.id for t in first.tasks], first.next_cursor) == (["task-1", "task-2", "task-3"], 3)
-        second = self.listing(board, lead, cursor=3, limit=3)
+        second = await self.listing(board, lead, cursor=3, limit=3)
         assert ([t.id for t in second.tasks], second.next_cursor) == (["task-4"], UNSET)
-        exact = self.listing(board, lead, cursor=2, limit=2)
+        exact = await self.listing(board, lead, cursor=2, limit=2)
         assert exact.next_cursor is UNSET
-        assert self.listing(board, lead, cursor=10).tasks == []
+        assert (await self.listing(board, lead, cursor=10)).tasks == []
 
     @pytest.mark.parametrize(
         ("kwargs", "message"),
@@ -263,8 +263,8 @@ class TestTaskList:
             ({"limit": 101}, "limit must be an integer from 1 through 100"),
         ],
     )
-    def test_bad_window(self, board: FakeService, lead: StubAgent, kwargs: dict[str, int], message: str) -> None:
+    async def test_bad_window(self, board: FakeService, lead: StubAgent, kwargs: dict[str, int], message: str) -> None:
         """An invalid cursor or limit is a plain INVALID_ARGS error with the exact message."""
         with pytest.raises(ToolError) as info:
-            self.listing(board, lead, **kwargs)
+            await self.listing(board, lead, **kwargs)
         assert (info.value.code, str(info.value)) == ("INVALID_ARGS", message)

@@ -7,7 +7,6 @@ a model would read.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import msgspec
@@ -22,12 +21,12 @@ from host_spec.records import AbortSignal
 MUTATING = {"spawn_teammate", "send_message", "interrupt", "create_task", "update_task", "wait_for_change"}
 
 
-def execute(service: FakeService, name: str, arguments: Any) -> Any:
+async def execute(service: FakeService, name: str, arguments: Any) -> Any:
     registry = ToolRegistry()
     for spec in build_tools(service, ToolsConfig()):
         registry.register(spec)
     raw = arguments if isinstance(arguments, str) else msgspec.json.encode(arguments).decode()
-    return asyncio.run(registry.execute(StubAgent(), "call-1", name, raw, AbortSignal()))
+    return await registry.execute(StubAgent(), "call-1", name, raw, AbortSignal())
 
 
 CASES = [
@@ -66,9 +65,9 @@ CASES = [
 
 class TestBadArguments:
     @pytest.mark.parametrize(("tool", "arguments", "fragment"), CASES)
-    def test_rejected_before_the_service(self, service: FakeService, tool: str, arguments: Any, fragment: str) -> None:
+    async def test_rejected_before_the_service(self, service: FakeService, tool: str, arguments: Any, fragment: str) -> None:
         """Missing, mistyped or unknown arguments give INVALID_ARGS naming the field; no service call."""
-        result = execute(service, tool, arguments)
+        result = await execute(service, tool, arguments)
         assert result.is_error
         assert result.error["code"] == "INVALID_ARGS"
         assert fragment in result.error["message"]
@@ -78,9 +77,9 @@ class TestBadArguments:
 
 class TestOutOfRange:
     @pytest.mark.parametrize("timeout", [9_999, 3_600_001])
-    def test_wait_timeout_is_the_service_error(self, service: FakeService, timeout: int) -> None:
+    async def test_wait_timeout_is_the_service_error(self, service: FakeService, timeout: int) -> None:
         """timeout_ms 9999 / 3600001 reach the service, whose TEAM_INVALID_TIMEOUT is the result."""
-        result = execute(service, "wait_agent", {"timeout_ms": timeout})
+        result = await execute(service, "wait_agent", {"timeout_ms": timeout})
         assert result.error == {"code": "TEAM_INVALID_TIMEOUT",
                                 "message": "timeout_ms must be an integer from 10000 through 3600000"}
         assert [c[0] for c in service.calls] == ["wait_for_change"]
@@ -93,16 +92,16 @@ class TestOutOfRange:
             ({"limit": 101}, "limit must be an integer from 1 through 100"),
         ],
     )
-    def test_task_list_window(self, service: FakeService, arguments: dict[str, int], message: str) -> None:
+    async def test_task_list_window(self, service: FakeService, arguments: dict[str, int], message: str) -> None:
         """cursor -1, limit 0 and limit 101 are INVALID_ARGS with the tool's own message; nothing mutates."""
-        result = execute(service, "team_task_list", arguments)
+        result = await execute(service, "team_task_list", arguments)
         assert result.error == {"code": "INVALID_ARGS", "message": message}
         assert result.content == [{"type": "text", "text": f"Error: {message}"}]
         assert not MUTATING & {c[0] for c in service.calls}
 
-    def test_empty_arguments_use_defaults(self, service: FakeService) -> None:
+    async def test_empty_arguments_use_defaults(self, service: FakeService) -> None:
         """An empty argument string is the empty object: list_agents succeeds with compact JSON."""
-        result = execute(service, "list_agents", "")
+        result = await execute(service, "list_agents", "")
         assert not result.is_error
         assert result.content == [{"type": "text", "text": '[{"target":"lead","role":"lead","status":"running",'
                                                             '"diagnostics":[]}]'}]

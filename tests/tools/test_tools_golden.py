@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from team_tools_host import GatedModel, is_team_tool, open_team, run
+from team_tools_host import GatedModel, is_team_tool, open_team
 
 from dsh_team_tools.catalog import CATALOG, model_tools
 from dsh_team_tools.policy import POLICY_TEXT, policy_section
@@ -63,18 +63,14 @@ class TestGoldenSurface:
         """The tool list, each schema and the policy text equal the reviewed golden file."""
         check("surface.json", catalogue_surface())
 
-    def test_lead_and_teammate_receive_the_golden_surface(self, tmp_path: Path) -> None:
+    async def test_lead_and_teammate_receive_the_golden_surface(self, tmp_path: Path) -> None:
         """A Lead and its teammate receive the pinned tools and policy, identical for both."""
-
-        async def body() -> dict[str, Any]:
-            script = {"lead": [{"tool_calls": [{"name": "spawn_teammate", "arguments": {
-                "name": "reviewer", "description": "Reviews", "prompt": "Review"}}]}, {"text": "ok"}]}
-            model = GatedModel(script)
-            async with open_team(tmp_path, model) as host:
-                await host.run("Use an agent team")
-            return {name: received(model.first[name]) for name in ("lead", "reviewer")}
-
-        seen = run(body())
+        script = {"lead": [{"tool_calls": [{"name": "spawn_teammate", "arguments": {
+            "name": "reviewer", "description": "Reviews", "prompt": "Review"}}]}, {"text": "ok"}]}
+        model = GatedModel(script)
+        async with open_team(tmp_path, model) as host:
+            await host.run("Use an agent team")
+        seen = {name: received(model.first[name]) for name in ("lead", "reviewer")}
         check("lead.json", seen["lead"])
         check("teammate.json", seen["reviewer"])
         assert seen["lead"] == seen["reviewer"]
