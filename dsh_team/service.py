@@ -91,6 +91,7 @@ class TeamService:
 
     def _durable(self, journal: Journal) -> None:
         self.activity.notify(journal.team_id)
+        self.coordination.dispatcher.durable(journal)
 
     def _lead(self, membership: Membership) -> Journal:
         return self.journals.get(membership.root.session)

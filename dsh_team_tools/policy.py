@@ -31,7 +31,7 @@ The Lead reviews the final diff and runs the tests.
 - send_message reaches a running member at its next step and starts an inactive one.
 - Status inactive means no turn is running, not that work is done or failed; provisioning and failed are about member creation.
 - A delivered Team message begins with its message id and sender. A successful send is durable even when its status \
-is queued: never resend it.
+is queued: never resend it. list_agents pending counts a member's undelivered messages.
 - Tasks: team_task_list, team_task_get, claim with the current revision, do the work, complete. \
 A task becoming ready never starts its owner; tell them with send_message.
 - Before wait_agent, check list_agents that a member you need is running or provisioning, else send_message first. \

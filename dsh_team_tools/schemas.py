@@ -148,7 +148,11 @@ class TeamTaskUpdateArgs(_Args, frozen=True):
 
 
 class MemberRow(_Result, frozen=True, kw_only=True):
-    """One roster row as the model sees it: ``target`` is the member name, never a session id."""
+    """One roster row as the model sees it: ``target`` is the member name, never a session id.
+
+    ``pending`` (present only when non-zero) counts Team messages queued for the
+    member and not yet delivered, so a sender can see its message is on its way.
+    """
 
     target: str
     role: Literal["lead", "teammate"]
@@ -158,6 +162,7 @@ class MemberRow(_Result, frozen=True, kw_only=True):
     context: Literal["fresh", "fork"] | UnsetType = UNSET
     model: str | UnsetType = UNSET
     diagnostics: list[str]
+    pending: int | UnsetType = UNSET
 
 
 class SpawnResult(_Result, frozen=True):

@@ -58,6 +58,7 @@ def member_row(view: Any) -> s.MemberRow:
         context=_opt(getattr(view, "context", None)),
         model=_opt(getattr(view, "model", None)),
         diagnostics=list(view.diagnostics),
+        pending=getattr(view, "pending", 0) or UNSET,
     )
 
 

@@ -15,6 +15,10 @@ Guarantees, and how each is kept:
 * **In order.** One chain per (Team, target): a dispatch first delivers every
   earlier pending message of that target, in durable queue order, and stops at
   the first failure, so later mail never overtakes earlier mail.
+* **Not stalled by a failed flush.** A dispatch whose queued record could not be
+  made durable is remembered; as soon as a later flush of the Lead log makes a
+  Team change durable, it is dispatched again on its own (no second message or
+  restart needed).
 
 Delivery paths: the Lead gets ``lead.steer(message)``; a teammate gets the host's
 host-only steer (``continuations.deliver(mode="steer")``), which cold-resumes it
@@ -92,6 +96,8 @@ class Dispatcher:
         self.messages = messages
         self._tails: dict[tuple[str, str], asyncio.Future[bool]] = {}
         self._inflight: dict[str, asyncio.Future[bool]] = {}
+        #: Per Team: message id -> target id of dispatches stopped by a failed Lead flush.
+        self._stalled: dict[str, dict[str, str]] = {}
 
     # ------------------------------------------------------------ dispatch
 
@@ -131,6 +137,7 @@ class Dispatcher:
             await journal.flush(f"team message {message_id}")  # queued is durable before any delivery
         except TeamError as exc:
             log.warning("team.message_remains_queued", message=message_id, error=render_reason(exc))
+            self._stalled.setdefault(journal.team_id, {})[message_id] = target_id
             return False
         mail = journal.state.mail
         if mail.is_delivered(message_id) or message_id not in mail.queued:
@@ -179,6 +186,23 @@ class Dispatcher:
         except Exception as exc:
             log.warning("team.message_remains_queued", message=message.id, target=target_id, error=render_reason(exc))
             return False
+
+    def durable(self, journal: Journal) -> None:
+        """A Team change of ``journal`` became durable: resume the dispatches a failed flush stopped.
+
+        Scheduled through ``host.call_soon`` (counted as pending work, tracked for
+        disposal) rather than run inside the flush notification.
+        """
+        stalled = self._stalled.pop(journal.team_id, None)
+        if stalled is None:
+            return
+        for message_id, target_id in stalled.items():
+            self.host.call_soon(lambda m=message_id, t=target_id: self._redispatch(journal, m, t))
+
+    def _redispatch(self, journal: Journal, message_id: str, target_id: str) -> asyncio.Future[bool] | None:
+        if self.lifecycle.disposed or self.journals.find(journal.team_id) is not journal:
+            return None
+        return self.dispatch(journal, message_id, target_id)
 
     # ------------------------------------------------------------ acknowledgement
 

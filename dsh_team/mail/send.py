@@ -27,7 +27,7 @@ import structlog
 from host_spec.events import json_encode
 from host_spec.messages import ContentBlock, Source, UserMessage, text_block
 
-from dsh_team.errors import TeamCode, TeamError, render_reason
+from dsh_team.errors import TeamCode, TeamError, UnconfirmedError, render_reason
 from dsh_team.core.records import TEAM_MESSAGE_QUEUED, VERSION, MessageQueuedRecord, TeamMessageSnapshot
 from dsh_team.log.journal import Append
 from dsh_team.roster.roster import resolve_target
@@ -166,7 +166,17 @@ class Mailbox:
         return await asyncio.shield(self.lifecycle.track(work))
 
     async def _finish(self, queueing: Any, queued: list[TeamMessageSnapshot], signal: AbortSignal | None) -> SendResult:
-        delivery: asyncio.Future[bool] = await queueing
+        try:
+            delivery: asyncio.Future[bool] = await queueing
+        except UnconfirmedError as error:
+            # Queued and visible; the dispatcher delivers it once a later flush stores it.
+            message = queued[0]
+            raise UnconfirmedError(
+                f"team message {message.id} is queued but its persistence is unconfirmed ({error.__cause__}); "
+                "it is delivered once stored: see its target's pending count in list_agents, do not resend it",
+                value=SendResult(message_id=message.id, status="queued"),
+                team_id=error.details.get("team_id"),
+            ) from error.__cause__
         message = queued[0]
         accepted = await _unless_aborted(delivery, signal)
         log.debug("team.message_sent", message=message.id, target=message.target_id, accepted=accepted)

@@ -62,6 +62,8 @@ class MemberView(msgspec.Struct, frozen=True, omit_defaults=True):
         status: ``running`` / ``inactive`` (live), ``provisioning`` / ``failed`` (durable).
         model: The live agent's model, else the Lead's; absent when neither is known.
         diagnostics: The provisioning error of a failed member, else empty.
+        pending: Team messages queued for the member and not yet delivered (a
+            sender can see its message is still on its way instead of resending).
     """
 
     id: str
@@ -73,6 +75,7 @@ class MemberView(msgspec.Struct, frozen=True, omit_defaults=True):
     context: Literal["fresh", "fork"] | None = None
     model: str | None = None
     diagnostics: tuple[str, ...] = ()
+    pending: int = 0
 
 
 class InterruptResult(msgspec.Struct, frozen=True):
@@ -136,7 +139,7 @@ class Roster:
         agent = self.host.agents.get(agent_id)
         return "running" if agent is not None and agent.status == "running" else "inactive"
 
-    def view(self, member: TeamMemberSnapshot, fallback_model: str | None) -> MemberView:
+    def view(self, member: TeamMemberSnapshot, fallback_model: str | None, pending: int = 0) -> MemberView:
         """The row of one roster record; ``fallback_model`` applies when the child is not loaded."""
         agent = self.host.agents.get(member.id)
         if member.phase == "active":
@@ -154,6 +157,7 @@ class Roster:
             context=member.context,
             model=model,
             diagnostics=(member.error,) if member.error is not None else (),
+            pending=pending,
         )
 
     def list_members(self, caller: Any) -> list[MemberView]:
@@ -164,8 +168,18 @@ class Roster:
         """
         membership, state = self._lead(caller)
         root = membership.root
-        rows = [MemberView(id=root.id, name=LEAD_NAME, role="lead", status=self.live_status(root.id), model=root.model)]
-        rows.extend(self.view(member, root.model) for member in state.members.listed())
+        mail = state.mail
+        rows = [
+            MemberView(
+                id=root.id,
+                name=LEAD_NAME,
+                role="lead",
+                status=self.live_status(root.id),
+                model=root.model,
+                pending=mail.pending_count(root.id),
+            )
+        ]
+        rows.extend(self.view(member, root.model, mail.pending_count(member.id)) for member in state.members.listed())
         return rows
 
     def interrupt(self, caller: Any, target: Any) -> InterruptResult:

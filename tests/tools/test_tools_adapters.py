@@ -79,6 +79,11 @@ class TestRows:
         view = member("lead", role="lead", status="running", model=None)
         assert compact_json(member_row(view)) == '{"target":"lead","role":"lead","status":"running","diagnostics":[]}'
 
+    def test_member_row_shows_undelivered_mail_only_when_there_is_some(self) -> None:
+        """``pending`` tells a sender its message is still queued; zero is omitted (no surface cost)."""
+        assert msgspec.json.decode(compact_json(member_row(member("w", pending=2))))["pending"] == 2
+        assert "pending" not in msgspec.json.decode(compact_json(member_row(member("w", pending=0))))
+
     def test_task_row_drops_owner_id(self) -> None:
         """A task row shows the owner by name and never the owner's session id."""
         row = task_row(task("task-2", owner_id="sess-9", owner_name="reviewer", status="in_progress", ready=False,
