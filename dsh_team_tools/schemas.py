@@ -95,9 +95,14 @@ class ListAgentsArgs(_Args, frozen=True):
 
 
 class WaitAgentArgs(_Args, frozen=True):
-    """``wait_agent``: the range is checked by the service (``TEAM_INVALID_TIMEOUT``)."""
+    """``wait_agent``: ranges are checked by the service (``TEAM_INVALID_TIMEOUT``, ``TEAM_INVALID_ARGUMENT``).
+
+    ``since`` is a ``position`` from an earlier wait: a change after it ends the
+    wait at once, so a change between that wait and this one is never missed.
+    """
 
     timeout_ms: Annotated[int, Meta(extra_json_schema={"minimum": WAIT_MIN_MS, "maximum": WAIT_MAX_MS})] = WAIT_DEFAULT_MS
+    since: Annotated[int, Meta(description="position of your last wait", extra_json_schema={"minimum": 0})] | UnsetType = UNSET
 
 
 class InterruptAgentArgs(_Args, frozen=True):

@@ -142,7 +142,7 @@ def _adapters(service: Any, config: ToolsConfig) -> dict[str, Execute]:
                 no_progress = s.NoProgress(reason="no-active-peer", message=NO_PROGRESS_MESSAGE)
                 return s.WaitResult(timed_out=False, no_progress=no_progress)
         # An out-of-range timeout goes to the service too: its TEAM_INVALID_TIMEOUT is the answer.
-        result = await service.wait_for_change(caller, args.timeout_ms, signal=call.signal)
+        result = await service.wait_for_change(caller, args.timeout_ms, signal=call.signal, **_sent(args, "since"))
         return s.WaitResult(timed_out=result.timed_out, position=_opt(getattr(result, "position", None)))
 
     async def interrupt_agent(args: s.InterruptAgentArgs, call: ToolCall) -> s.InterruptResult:
