@@ -20,6 +20,8 @@ from host_spec.errors import ToolError
 from host_spec.messages import text_block
 from host_spec.records import ToolCall, ToolSpec
 
+from dsh_team.core.validation import check_content
+
 from dsh_team_tools import schemas as s
 from dsh_team_tools.catalog import CATALOG
 from dsh_team_tools.reminder import reminder_block
@@ -37,6 +39,11 @@ NO_PROGRESS_MESSAGE: Final = (
     "you need before waiting again."
 )
 _ACTIVE: Final = frozenset({"running", "provisioning"})
+_TEXT_TOOLS: Final = frozenset({"send_message", "spawn_teammate"})
+_TASK_TOOLS: Final = frozenset({"team_task_create", "team_task_update"})
+#: Task tools: a 16384-character description as escaped JSON, with room for the rest.
+_TASK_ARGUMENT_BYTES: Final = 131_072
+_SMALL_ARGUMENT_BYTES: Final = 16_384
 _UNOWNED: Final = "unowned"
 
 Execute = Callable[[Any, ToolCall], Awaitable[Any]]
@@ -112,6 +119,7 @@ def _adapters(service: Any, config: ToolsConfig) -> dict[str, Execute]:
     """One ``execute`` per tool name, closed over the service and config."""
 
     async def spawn_teammate(args: s.SpawnTeammateArgs, call: ToolCall) -> s.SpawnResult:
+        check_content([text_block(args.prompt)], "prompt")  # the reminder block must not hide a blank prompt
         member = await service.spawn_teammate(
             _caller(call),
             name=args.name,
@@ -207,6 +215,20 @@ def build_tools(
             execute=adapters[entry.name],
             available=available,
             concurrency_safe=entry.concurrency_safe,
+            max_argument_bytes=_argument_bound(service, entry.name),
         )
         for entry in CATALOG
     ]
+
+
+def _argument_bound(service: Any, name: str) -> int:
+    """The largest raw arguments a call of ``name`` may carry before the host refuses to store them.
+
+    A message or first prompt larger than the Team's framed-message bound would be
+    refused by the service anyway, so the host refuses it first and keeps only a
+    preview; task text is bounded by the task fields; the rest take short ids.
+    """
+    if name in _TEXT_TOOLS:
+        config = getattr(service, "config", None)
+        return int(getattr(config, "max_message_bytes", _TASK_ARGUMENT_BYTES))
+    return _TASK_ARGUMENT_BYTES if name in _TASK_TOOLS else _SMALL_ARGUMENT_BYTES

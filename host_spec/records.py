@@ -162,6 +162,10 @@ class ToolSpec:
         available: Optional ``(agent) -> bool`` evaluated when a step is prepared; a
             tool that says ``False`` is neither offered to nor callable by that agent.
         concurrency_safe: Whether calls may run in parallel with others in one step.
+        max_argument_bytes: Largest raw arguments (UTF-8 JSON) a call may carry; a larger
+            call is refused (``ARGUMENTS_TOO_LARGE``) before its arguments are stored,
+            and the log keeps only a short preview with the size. ``None``: the
+            host's default bound.
     """
 
     name: str
@@ -171,6 +175,7 @@ class ToolSpec:
     execute: Callable[[Any, ToolCall], Awaitable[Any]]
     available: Callable[[Agent], bool] | None = None
     concurrency_safe: bool = False
+    max_argument_bytes: int | None = None
 
 
 @attrs.frozen

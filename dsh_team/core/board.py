@@ -20,7 +20,14 @@ from dsh_team.core.records import TeamTaskSnapshot
 from dsh_team.core.state import Board, TeamState
 from dsh_team.core.dag import check_candidate
 from dsh_team.core.task_view import LEAD_NAME, blockers_completed, is_ready, owner_name
-from dsh_team.core.validation import DESCRIPTION_MAX, SUBJECT_MAX, normalize_write_scopes, required_text, text_list
+from dsh_team.core.validation import (
+    DESCRIPTION_MAX,
+    LINE_CONTROLS,
+    SUBJECT_MAX,
+    normalize_write_scopes,
+    required_text,
+    text_list,
+)
 
 __all__ = ["ACTIONS", "Actor", "require_task", "decide_create", "decide_update"]
 
@@ -131,7 +138,7 @@ def decide_create(
         id=task_id,
         revision=1,
         subject=required_text(subject, "subject", SUBJECT_MAX),
-        description=required_text(description, "description", DESCRIPTION_MAX),
+        description=required_text(description, "description", DESCRIPTION_MAX, allowed=LINE_CONTROLS),
         status="pending",
         blocked_by=() if blocked_by is None else _blockers(board, task_id, blocked_by),
         write_scopes=() if write_scopes is None else normalize_write_scopes(write_scopes),
@@ -178,6 +185,13 @@ def _claim(update: _Update) -> TeamTaskSnapshot:
             TeamCode.TASK_ALREADY_CLAIMED,
             task_id=current.id,
         )
+    if current.status == "in_progress":  # the caller's own: a transition it already made
+        raise TeamError(
+            f'team task "{current.id}" is already in progress and owned by you',
+            TeamCode.TASK_INVALID_TRANSITION,
+            task_id=current.id,
+        )
+    update.require_status("claim", ("pending",))
     if not is_ready(update.state.tasks, current):
         raise TeamError(f'team task "{current.id}" is not ready to claim', TeamCode.TASK_BLOCKED, task_id=current.id)
     return update.next(status="in_progress", owner_id=caller)
@@ -197,7 +211,9 @@ def _edit(update: _Update) -> TeamTaskSnapshot:
     if update.subject is not None:
         changes["subject"] = required_text(update.subject, "subject", SUBJECT_MAX)
     if update.description is not None:
-        changes["description"] = required_text(update.description, "description", DESCRIPTION_MAX)
+        changes["description"] = required_text(
+            update.description, "description", DESCRIPTION_MAX, allowed=LINE_CONTROLS
+        )
     if update.write_scopes is not None:
         changes["write_scopes"] = normalize_write_scopes(update.write_scopes)
     return update.next(**changes)
@@ -257,6 +273,18 @@ def _delete(update: _Update) -> TeamTaskSnapshot:
     return update.next(status="deleted")
 
 
+#: The optional fields each action reads; sending any other is a mistake, never ignored.
+_FIELDS: Final[dict[str, frozenset[str]]] = {
+    "claim": frozenset(),
+    "release": frozenset(),
+    "edit": frozenset({"subject", "description", "write_scopes"}),
+    "set_dependencies": frozenset({"blocked_by"}),
+    "complete": frozenset(),
+    "reopen": frozenset(),
+    "reassign": frozenset({"owner"}),
+    "delete": frozenset(),
+}
+
 _RULES: Final[dict[str, Callable[[_Update], TeamTaskSnapshot]]] = {
     "claim": _claim,
     "release": _release,
@@ -307,6 +335,11 @@ def decide_update(
     rule = _RULES.get(action) if isinstance(action, str) else None
     if rule is None:
         raise TeamError(f"unknown task action {action!r}", TeamCode.INVALID_ARGUMENT)
+    fields = {"subject": subject, "description": description, "blocked_by": blocked_by,
+              "write_scopes": write_scopes, "owner": owner}  # fmt: skip
+    for name, value in fields.items():
+        if value is not None and name not in _FIELDS[action]:
+            raise TeamError(f"{action} does not take {name}", TeamCode.INVALID_ARGUMENT, field=name)
     update = _Update(
         state=state,
         actor=actor,

@@ -18,6 +18,8 @@ from dsh_team.core.records import validate_content
 
 __all__ = [
     "check_content",
+    "check_controls",
+    "LINE_CONTROLS",
     "SUBJECT_MAX",
     "DESCRIPTION_MAX",
     "required_text",
@@ -33,9 +35,33 @@ DESCRIPTION_MAX: Final = 16384
 
 _DRIVE: Final = re.compile(r"^[A-Za-z]:")
 
+#: Control characters free text keeps: line breaks and tabs.
+LINE_CONTROLS: Final = frozenset("\n\r\t")
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
 
-def required_text(value: Any, field: str, max_length: int) -> str:
-    """``value`` trimmed; it must be a non-blank string of at most ``max_length`` characters.
+
+def check_controls(text: str, field: str, *, allowed: frozenset[str] = frozenset()) -> str:
+    """``text`` unchanged if it holds no control character outside ``allowed``.
+
+    NUL and the other C0 controls (and DEL) are invisible in a terminal and the
+    browser, and can break what reads them later, so one-line fields (names,
+    subjects, scopes) refuse all of them and free text keeps only ``allowed``.
+
+    Raises:
+        TeamError: ``TEAM_INVALID_ARGUMENT`` naming ``field`` and the character.
+    """
+    for found in _CONTROL.finditer(text):
+        if found.group() not in allowed:
+            raise TeamError(
+                f"{field} must not contain control character U+{ord(found.group()):04X}",
+                TeamCode.INVALID_ARGUMENT,
+                field=field,
+            )
+    return text
+
+
+def required_text(value: Any, field: str, max_length: int, *, allowed: frozenset[str] = frozenset()) -> str:
+    """``value`` trimmed; a non-blank string of at most ``max_length`` characters, no controls but ``allowed``.
 
     Raises:
         TeamError: ``TEAM_INVALID_ARGUMENT`` naming ``field``.
@@ -49,7 +75,7 @@ def required_text(value: Any, field: str, max_length: int) -> str:
         raise TeamError(
             f"{field} must be at most {max_length} characters", TeamCode.INVALID_ARGUMENT, field=field
         )
-    return text
+    return check_controls(text, field, allowed=allowed)
 
 
 def text_list(value: Any, field: str) -> tuple[str, ...]:
@@ -73,6 +99,7 @@ def normalize_write_scope(value: str) -> str:
         TeamError: ``TEAM_INVALID_WRITE_SCOPE`` when the result is empty, absolute, has
             a drive letter, or has an empty, ``.`` or ``..`` segment.
     """
+    check_controls(value, "write_scopes")
     scope = value.replace("\\", "/")
     if scope.startswith("./"):
         scope = scope[2:]
@@ -107,16 +134,23 @@ def check_content(content: Any, field: str = "content") -> tuple[dict[str, Any],
 
     Used for a message's content and a teammate's initial prompt alike: either is
     checked before anything durable is written (a bad prompt must not burn a
-    teammate name and slot forever).
+    teammate name and slot forever). Content made only of blank text says
+    nothing and is refused; text keeps line breaks and tabs but no other control
+    character.
 
     Raises:
         TeamError: ``TEAM_INVALID_ARGUMENT`` naming ``field``.
     """
     if not isinstance(content, (list, tuple)) or not content:
-        raise TeamError(f"{field} must be a non-empty list of content blocks", TeamCode.INVALID_ARGUMENT)
+        raise TeamError(f"{field} must be a non-empty list of content blocks", TeamCode.INVALID_ARGUMENT, field=field)
     try:
         copied = tuple(json_decode(encode_data(list(content))))
         validate_content(copied)
     except (InvalidEventError, ValueError) as exc:
-        raise TeamError(f"invalid {field}: {exc}", TeamCode.INVALID_ARGUMENT) from None
+        raise TeamError(f"invalid {field}: {exc}", TeamCode.INVALID_ARGUMENT, field=field) from None
+    texts = [block["text"] for block in copied if block.get("type") == "text"]
+    if len(texts) == len(copied) and not any(text.strip() for text in texts):
+        raise TeamError(f"{field} must not be blank", TeamCode.INVALID_ARGUMENT, field=field)
+    for text in texts:
+        check_controls(text, field, allowed=LINE_CONTROLS)
     return copied

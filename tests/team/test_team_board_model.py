@@ -44,6 +44,10 @@ def _scopes(values: list[str]) -> list[str]:
     return result
 
 
+#: The optional fields each action reads (any other sent field is refused).
+TAKES = {"edit": ("subject", "description", "write_scopes"), "set_dependencies": ("blocked_by",), "reassign": ("owner",)}
+
+
 class Model:
     """A direct, slow restatement of the board rules."""
 
@@ -107,6 +111,8 @@ class Model:
             raise Rejected("TEAM_TASK_STALE_REVISION")
         if current["status"] == "deleted":
             raise Rejected("TEAM_TASK_DELETED")
+        if any(value is not None and name not in TAKES.get(action, ()) for name, value in fields.items()):
+            raise Rejected("TEAM_INVALID_ARGUMENT")  # a field the action does not read
         lead = actor == TEAM
         allowed = lead or current["owner_id"] == actor
         new = {**current, "revision": revision + 1}
@@ -114,6 +120,8 @@ class Model:
         if action == "claim":
             if current["owner_id"] not in (None, actor):
                 raise Rejected("TEAM_TASK_ALREADY_CLAIMED")
+            if status != "pending":  # one's own in-progress task, or a completed one
+                raise Rejected("TEAM_TASK_INVALID_TRANSITION")
             if not self.ready(current):
                 raise Rejected("TEAM_TASK_BLOCKED")
             new.update(status="in_progress", owner_id=actor)
@@ -230,9 +238,10 @@ class BoardMachine(RuleBasedStateMachine):
         blocked_by=BLOCKERS,
         scopes=SCOPES,
         owner=st.sampled_from([None, "", " ", "lead", "alpha", " beta ", "gamma", "nobody"]),
+        stray=st.sampled_from([False, False, False, True]),
     )  # fmt: skip
     def update(self, actor: str, pick: int, skew: int, action: str, subject: str | None,
-               blocked_by: list[int] | None, scopes: list[str] | None, owner: str | None) -> None:  # fmt: skip
+               blocked_by: list[int] | None, scopes: list[str] | None, owner: str | None, stray: bool) -> None:  # fmt: skip
         existing = list(self.model.tasks)
         task_id = existing[pick % len(existing)] if existing and pick < 19 else "task-404"
         known = self.model.tasks.get(task_id)
@@ -240,6 +249,8 @@ class BoardMachine(RuleBasedStateMachine):
             actor = (known or {}).get("owner_id") or TEAM
         revision = max(1, (known["revision"] if known else 1) + skew)
         fields = {"subject": subject, "blocked_by": self._ids(blocked_by), "write_scopes": scopes, "owner": owner}
+        if not stray:  # mostly only the fields the action reads; sometimes stray ones, which are refused
+            fields = {name: value if name in TAKES.get(action, ()) else None for name, value in fields.items()}
         state = self.harness.state
         self._run(
             lambda: self.model.update(actor, task_id, revision, action, **fields),

@@ -115,12 +115,16 @@ class TestCompareAndSet:
         released = harness.update(BETA, "task-2", "release")
         assert (released.status, released.ready, released.owner_id, released.owner_name) == ("pending", True, None, None)
 
-    def test_claim_by_the_current_owner_still_needs_a_ready_pending_task(self) -> None:
-        """Re-claiming one's own in-progress task is TEAM_TASK_BLOCKED (not pending)."""
+    def test_claim_by_the_current_owner_is_an_invalid_transition_not_blocked(self) -> None:
+        """Re-claiming one's own in-progress task says so (not "not ready"); a completed one is a transition too."""
         harness = board()
         harness.create(LEAD)
         harness.update(ALPHA, "task-1", "claim")
-        assert code_of(lambda: harness.update(ALPHA, "task-1", "claim")) == "TEAM_TASK_BLOCKED"
+        with pytest.raises(TeamError, match="already in progress and owned by you") as caught:
+            harness.update(ALPHA, "task-1", "claim")
+        assert caught.value.code == "TEAM_TASK_INVALID_TRANSITION"
+        harness.update(ALPHA, "task-1", "complete")
+        assert code_of(lambda: harness.update(ALPHA, "task-1", "claim")) == "TEAM_TASK_INVALID_TRANSITION"
 
     def test_unowned_foreign_owner_name_falls_back_to_id(self) -> None:
         """A task owned by an id not on the roster reports that id as holder and no owner_name."""
@@ -279,7 +283,8 @@ class TestTransitions:
         """A teammate can only claim an unowned pending task."""
         harness = board()
         harness.create(LEAD)
-        assert code_of(lambda: harness.update(ALPHA, "task-1", action, subject="x", blocked_by=[])) == "TEAM_TASK_UNAUTHORIZED"
+        fields = {"edit": {"subject": "x"}, "set_dependencies": {"blocked_by": []}}.get(action, {})
+        assert code_of(lambda: harness.update(ALPHA, "task-1", action, **fields)) == "TEAM_TASK_UNAUTHORIZED"
 
     def test_actions_list_matches_the_reference(self) -> None:
         """The eight actions of §7.3, in table order."""

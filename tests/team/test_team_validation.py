@@ -103,3 +103,62 @@ class TestWriteScopes:
             if flag and any(overlaps(a, b) for a in mine for b in theirs)
         )
         assert warnings_for(task_scopes, flags, mine) == expected
+
+
+def _code(action: object) -> tuple[str, object]:
+    try:
+        action()  # type: ignore[operator]
+    except TeamError as error:
+        return error.code, error.details.get("field")
+    raise AssertionError("accepted")
+
+
+class TestInputTheValidatorsOnceLetThrough:
+    @pytest.mark.parametrize("content", [[{"type": "text", "text": ""}], [{"type": "text", "text": " \n\t "}],
+                                         [{"type": "text", "text": " "}, {"type": "text", "text": "\n"}]])
+    def test_blank_content_is_refused_with_its_field(self, content: list[dict[str, str]]) -> None:
+        """A message or prompt made only of blank text says nothing: refused, field named."""
+        from dsh_team.core.validation import check_content
+
+        assert _code(lambda: check_content(content, "prompt")) == ("TEAM_INVALID_ARGUMENT", "prompt")
+        assert check_content([{"type": "text", "text": " "}, {"type": "opaque-kind"}])
+
+    @pytest.mark.parametrize("char", ["\x00", "\x01", "\x07", "\x1b", "\x1f", "\x7f"])
+    def test_control_characters_are_refused_where_text_is_one_line_or_free(self, char: str) -> None:
+        """NUL and other C0 controls: never in subjects, scopes or labels; free text keeps only line breaks and tabs."""
+        from dsh_team.core.validation import LINE_CONTROLS, check_content
+
+        assert _code(lambda: required_text(f"a{char}b", "subject", 50)) == ("TEAM_INVALID_ARGUMENT", "subject")
+        assert _code(lambda: normalize_write_scope(f"src{char}x")) == ("TEAM_INVALID_ARGUMENT", "write_scopes")
+        free = lambda: required_text(f"a{char}b", "description", 50, allowed=LINE_CONTROLS)  # noqa: E731
+        assert _code(free) == ("TEAM_INVALID_ARGUMENT", "description")
+        message = [{"type": "text", "text": f"hi{char}"}]
+        assert _code(lambda: check_content(message)) == ("TEAM_INVALID_ARGUMENT", "content")
+
+    def test_line_breaks_and_tabs_stay_in_free_text_only(self) -> None:
+        from dsh_team.core.validation import LINE_CONTROLS, check_content
+
+        assert required_text("a\nb\tc\r\nd", "description", 50, allowed=LINE_CONTROLS) == "a\nb\tc\r\nd"
+        assert check_content([{"type": "text", "text": "line\n\tnext"}])[0]["text"] == "line\n\tnext"
+        assert _code(lambda: required_text("a\nb", "subject", 50)) == ("TEAM_INVALID_ARGUMENT", "subject")
+        with pytest.raises(TeamError, match="U\\+0000"):
+            required_text("a\x00", "subject", 50)
+
+    @pytest.mark.parametrize(
+        ("action", "field", "value"),
+        [("claim", "owner", "alpha"), ("delete", "write_scopes", ["src"]), ("complete", "subject", "x"),
+         ("release", "blocked_by", []), ("reopen", "description", "d"), ("edit", "owner", "alpha"),
+         ("set_dependencies", "subject", "x"), ("reassign", "write_scopes", [])],
+    )  # fmt: skip
+    def test_a_field_the_action_does_not_read_is_refused_by_name(self, action: str, field: str, value: object) -> None:
+        """Stray fields are a mistake to report, never silently ignored (and nothing is decided)."""
+        from dsh_team.core.board import Actor, decide_update
+
+        log = Log()
+        log.task("task-1", status="in_progress", owner_id="lead")
+        state = log.fold()
+        update = lambda: decide_update(state, Actor("lead", "lead"), task_id="task-1", expected_revision=1,  # noqa: E731
+                                       action=action, **{field: value})
+        assert _code(update) == ("TEAM_INVALID_ARGUMENT", field)
+        with pytest.raises(TeamError, match=f"{action} does not take {field}"):
+            update()

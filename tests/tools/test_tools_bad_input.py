@@ -105,3 +105,10 @@ class TestOutOfRange:
         assert not result.is_error
         assert result.content == [{"type": "text", "text": '[{"target":"lead","role":"lead","status":"running",'
                                                             '"diagnostics":[]}]'}]
+
+    @pytest.mark.parametrize("prompt", ["", "   ", "\n\t"])
+    def test_a_blank_spawn_prompt_is_refused_before_the_service(self, service: FakeService, prompt: str) -> None:
+        """The tool's identity reminder must not make a blank first task look non-blank."""
+        result = execute(service, "spawn_teammate", {"name": "a", "description": "d", "prompt": prompt})
+        assert result.error == {"code": "TEAM_INVALID_ARGUMENT", "message": "prompt must not be blank"}
+        assert service.calls == []

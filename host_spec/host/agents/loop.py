@@ -33,7 +33,7 @@ from host_spec.records import AbortSignal
 
 from host_spec.host.store.context import current_cause
 from host_spec.host.models.adapter import ModelRequest, parse_reply
-from host_spec.host.agents.tool_step import run_tool_calls
+from host_spec.host.agents.tool_step import bound_calls, run_tool_calls
 
 if TYPE_CHECKING:
     from host_spec.host.agents.agent import Agent
@@ -151,10 +151,11 @@ async def _run_step(agent: Agent, turn: int, step: int, signal: AbortSignal) -> 
     if not finished:
         return True
     reply = parse_reply(raw)
+    calls, oversized = bound_calls(agent, reply.tool_calls)  # an oversized payload is never stored
     content = [text_block(reply.text)] if reply.text else []
-    content += [{"type": "tool-call", "id": c.id, "name": c.name, "arguments": c.arguments} for c in reply.tool_calls]
+    content += [{"type": "tool-call", "id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
     session.append(EventType.ASSISTANT_MESSAGE, AssistantMessage(turn=turn, step=step, content=content))
-    if not reply.tool_calls:
+    if not calls:
         return True
-    await run_tool_calls(agent, reply.tool_calls, turn=turn, step=step, signal=signal)
+    await run_tool_calls(agent, calls, turn=turn, step=step, signal=signal, oversized=oversized)
     return False

@@ -7,6 +7,12 @@ appended, the session is flushed (so a crash mid-body is reported as
 ``tool/result`` events are appended in model order. Once the turn is cancelled,
 calls that have not started get a synthetic ``tool/call`` + ``tool/result`` with
 ``ABORTED_BEFORE_DISPATCH``; started calls drain (they see ``call.signal``).
+
+A call whose raw arguments exceed its tool's ``max_argument_bytes`` (or the
+host's default bound) is refused before anything is stored: the assistant
+message and the ``tool/call`` record hold only a short preview with the size
+(:func:`bound_calls`), and the result is ``ARGUMENTS_TOO_LARGE``. A rejected
+oversized payload is therefore never written to the log.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
-from host_spec.events import EventType, ToolCallRecord
+from host_spec.events import EventType, ToolCallRecord, json_encode
 from host_spec.messages import ToolResultMessage
 from host_spec.records import AbortSignal
 
@@ -25,9 +31,35 @@ from host_spec.host.agents.tools import error_result
 if TYPE_CHECKING:
     from host_spec.host.agents.agent import Agent
 
-__all__ = ["run_tool_calls", "batches", "ABORTED_BEFORE_DISPATCH_TEXT"]
+__all__ = ["run_tool_calls", "batches", "bound_calls", "ABORTED_BEFORE_DISPATCH_TEXT", "DEFAULT_MAX_ARGUMENT_BYTES"]
 
 ABORTED_BEFORE_DISPATCH_TEXT: Final = "tool call aborted before dispatch"
+#: Bound on a call's raw arguments for tools that declare none.
+DEFAULT_MAX_ARGUMENT_BYTES: Final = 1 << 20
+#: Characters of an oversized call's arguments kept as its preview.
+PREVIEW_CHARS: Final = 200
+
+
+def bound_calls(agent: Agent, calls: Sequence[ModelToolCall]) -> tuple[list[ModelToolCall], dict[str, tuple[int, int]]]:
+    """``calls`` with every oversized call's arguments replaced by a preview, and ``{call id: (size, limit)}``.
+
+    The preview is JSON (``{"truncated": <first characters>, "bytes": <size>}``) so
+    the stored conversation stays well formed and says how much was refused.
+    """
+    bounded: list[ModelToolCall] = []
+    oversized: dict[str, tuple[int, int]] = {}
+    tools = agent.runtime.tools
+    for call in calls:
+        spec = tools.get(agent, call.name)
+        declared = spec.max_argument_bytes if spec is not None else None
+        limit = DEFAULT_MAX_ARGUMENT_BYTES if declared is None else declared
+        size = len(call.arguments.encode())
+        if size > limit:
+            preview = json_encode({"truncated": call.arguments[:PREVIEW_CHARS], "bytes": size}).decode()
+            call = ModelToolCall(id=call.id, name=call.name, arguments=preview)
+            oversized[call.id] = (size, limit)
+        bounded.append(call)
+    return bounded, oversized
 
 
 def batches(agent: Agent, calls: Sequence[ModelToolCall]) -> list[list[ModelToolCall]]:
@@ -47,7 +79,13 @@ def batches(agent: Agent, calls: Sequence[ModelToolCall]) -> list[list[ModelTool
 
 
 async def run_tool_calls(
-    agent: Agent, calls: Sequence[ModelToolCall], *, turn: int, step: int, signal: AbortSignal
+    agent: Agent,
+    calls: Sequence[ModelToolCall],
+    *,
+    turn: int,
+    step: int,
+    signal: AbortSignal,
+    oversized: dict[str, tuple[int, int]] | None = None,
 ) -> None:
     """Run ``calls`` and append their records and results (see the module docstring).
 
@@ -58,6 +96,14 @@ async def run_tool_calls(
     session = agent.session
     answered: set[str] = set()
     started: set[str] = set()
+    refused = oversized or {}
+
+    async def execute(call: ModelToolCall) -> ToolResultMessage:
+        if call.id in refused:
+            size, limit = refused[call.id]
+            text = f'arguments of "{call.name}" are {size} bytes; the limit is {limit}: send less'
+            return error_result(call.id, call.name, "ARGUMENTS_TOO_LARGE", text, turn=turn, step=step)
+        return await agent.runtime.tools.execute(agent, call.id, call.name, call.arguments, signal, turn=turn, step=step)
 
     def record(call: ModelToolCall) -> None:
         record_ = ToolCallRecord(turn=turn, step=step, call_id=call.id, name=call.name, arguments=call.arguments)
@@ -79,10 +125,7 @@ async def run_tool_calls(
                 record(call)
             await session.flush()  # checkpoint: the calls are on record before any body runs
             started.update(c.id for c in batch)
-            runs = [
-                agent.runtime.tools.execute(agent, c.id, c.name, c.arguments, signal, turn=turn, step=step)
-                for c in batch
-            ]
+            runs = [execute(c) for c in batch]
             messages = [await runs[0]] if len(runs) == 1 else await asyncio.gather(*runs)
             for message in messages:
                 result(message)
