@@ -266,39 +266,34 @@ class TestFailuresStayQueued:
         await host.close()
         assert sent.message_id in stored_team(tmp_path).mail.delivered
 
-
-    def test_a_send_whose_flush_failed_is_delivered_once_a_later_flush_succeeds(self, tmp_path: Path) -> None:
+    async def test_a_send_whose_flush_failed_is_delivered_once_a_later_flush_succeeds(self, tmp_path: Path) -> None:
         """Unconfirmed send: pending shows on the roster; the next durable flush delivers it on its own."""
-
-        async def body() -> None:
-            host, root, gates, (worker,) = await parked_team(tmp_path, "worker")
-            teams = teams_of(host)
-            journal = teams.journals.get(root.session)
-            faulty = Faulty(root.session)
-            faulty.failing = True
-            with pytest.raises(TeamError) as caught:
-                await teams.send_message(root, target="worker", content=text("late"))
-            assert caught.value.code == "TEAM_TASK_PERSISTENCE_UNCONFIRMED"
-            (message_id,) = journal.state.mail.queued
-            assert message_id in caught.value.message and "pending" in caught.value.message
-            rows = {row.name: row.pending for row in teams.list_members(root)}
-            assert rows == {"lead": 0, "worker": 1}  # the model can see it is queued
-            for _ in range(20):
-                await asyncio.sleep(0)
-            assert message_id not in journal.state.mail.delivered
-            faulty.failing = False
-            root.session.append("test/marker", {})  # an unrelated later flush
-            await root.session.flush()
-            await until(lambda: message_id in journal.state.mail.delivered, what="delivery after the flush")
-            assert [row.pending for row in teams.list_members(root)] == [0, 0]
-            gates.open("worker")
-            await worker.when_idle()
-            await host.quiesce()
-            assert user_texts(worker.session.events).count(f"Team message {message_id} from lead:late") == 1
-            await host.close()
-            assert message_id in stored_team(tmp_path).mail.delivered
-
-        run(body())
+        host, root, gates, (worker,) = await parked_team(tmp_path, "worker")
+        teams = teams_of(host)
+        journal = teams.journals.get(root.session)
+        faulty = Faulty(root.session)
+        faulty.failing = True
+        with pytest.raises(TeamError) as caught:
+            await teams.send_message(root, target="worker", content=text("late"))
+        assert caught.value.code == "TEAM_TASK_PERSISTENCE_UNCONFIRMED"
+        (message_id,) = journal.state.mail.queued
+        assert message_id in caught.value.message and "pending" in caught.value.message
+        rows = {row.name: row.pending for row in teams.list_members(root)}
+        assert rows == {"lead": 0, "worker": 1}  # the model can see it is queued
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert message_id not in journal.state.mail.delivered
+        faulty.failing = False
+        root.session.append("test/marker", {})  # an unrelated later flush
+        await root.session.flush()
+        await until(lambda: message_id in journal.state.mail.delivered, what="delivery after the flush")
+        assert [row.pending for row in teams.list_members(root)] == [0, 0]
+        gates.open("worker")
+        await worker.when_idle()
+        await host.quiesce()
+        assert user_texts(worker.session.events).count(f"Team message {message_id} from lead:late") == 1
+        await host.close()
+        assert message_id in stored_team(tmp_path).mail.delivered
 
 
 class TestLimits:

@@ -227,28 +227,24 @@ class TestWaiting:
             await settle(host)
 
 
-    def test_since_returns_at_once_for_a_change_between_two_waits(self, tmp_path: Path) -> None:
+    async def test_since_returns_at_once_for_a_change_between_two_waits(self, tmp_path: Path) -> None:
         """A change after the last wait's position ends a ``since`` wait at once; a bad since is typed."""
-
-        async def body() -> None:
-            model = GatedModel({"reviewer": [{"text": "done"}]}, gated=["reviewer"])
-            async with open_team(tmp_path, model) as host:
-                lead = await start_root(host)
-                await spawn(host, lead)
-                await model.entered["reviewer"].wait()
-                waiting = asyncio.ensure_future(call(host, lead, "wait_agent"))
-                await asyncio.sleep(0)
-                await call(host, lead, "team_task_create", {"subject": "s", "description": "d"})
-                first, _ = await waiting
-                await call(host, lead, "team_task_create", {"subject": "t", "description": "d"})  # between the waits
-                second, error = await call(host, lead, "wait_agent", {"since": first["position"]})
-                assert error is None and second["timed_out"] is False and second["position"] > first["position"]
-                _, bad = await call(host, lead, "wait_agent", {"since": -1})
-                assert bad["code"] == "TEAM_INVALID_ARGUMENT" and "since" in bad["message"]
-                model.gates["reviewer"].set()
-                await settle(host)
-
-        run(body())
+        model = GatedModel({"reviewer": [{"text": "done"}]}, gated=["reviewer"])
+        async with open_team(tmp_path, model) as host:
+            lead = await start_root(host)
+            await spawn(host, lead)
+            await model.entered["reviewer"].wait()
+            waiting = asyncio.ensure_future(call(host, lead, "wait_agent"))
+            await asyncio.sleep(0)
+            await call(host, lead, "team_task_create", {"subject": "s", "description": "d"})
+            first, _ = await waiting
+            await call(host, lead, "team_task_create", {"subject": "t", "description": "d"})  # between the waits
+            second, error = await call(host, lead, "wait_agent", {"since": first["position"]})
+            assert error is None and second["timed_out"] is False and second["position"] > first["position"]
+            _, bad = await call(host, lead, "wait_agent", {"since": -1})
+            assert bad["code"] == "TEAM_INVALID_ARGUMENT" and "since" in bad["message"]
+            model.gates["reviewer"].set()
+            await settle(host)
 
 
 class TestTaskBoard:
