@@ -197,12 +197,9 @@ class Dispatcher:
         if stalled is None:
             return
         for message_id, target_id in stalled.items():
-            self.host.call_soon(lambda m=message_id, t=target_id: self._redispatch(journal, m, t))
-
-    def _redispatch(self, journal: Journal, message_id: str, target_id: str) -> asyncio.Future[bool] | None:
-        if self.lifecycle.disposed or self.journals.find(journal.team_id) is not journal:
-            return None
-        return self.dispatch(journal, message_id, target_id)
+            # After disposal, or for a replaced Lead session, the dispatch settles False
+            # and the message stays queued for the next start.
+            self.host.call_soon(lambda m=message_id, t=target_id: self.dispatch(journal, m, t))
 
     # ------------------------------------------------------------ acknowledgement
 

@@ -107,8 +107,8 @@ class TestOutOfRange:
                                                             '"diagnostics":[]}]'}]
 
     @pytest.mark.parametrize("prompt", ["", "   ", "\n\t"])
-    def test_a_blank_spawn_prompt_is_refused_before_the_service(self, service: FakeService, prompt: str) -> None:
+    async def test_a_blank_spawn_prompt_is_refused_before_the_service(self, service: FakeService, prompt: str) -> None:
         """The tool's identity reminder must not make a blank first task look non-blank."""
-        result = execute(service, "spawn_teammate", {"name": "a", "description": "d", "prompt": prompt})
+        result = await execute(service, "spawn_teammate", {"name": "a", "description": "d", "prompt": prompt})
         assert result.error == {"code": "TEAM_INVALID_ARGUMENT", "message": "prompt must not be blank"}
         assert service.calls == []
