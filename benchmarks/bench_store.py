@@ -64,7 +64,7 @@ async def _atimed(step, seconds: float) -> tuple[int, float]:
 
 async def _compare(directory: Path) -> dict[str, float]:
     header = SessionHeader(id="bench", created_at=0)
-    session = Session(header, backend=JsonlStore(directory).open_writer(header, create=True))
+    session = Session(header, backend=JsonlStore(directory).create(header))
     session.append(TYPE, PAYLOAD, cause=CAUSE)
     await session.flush()  # materialize, start an I/O worker
     line = encode_event(session.events[-1]) + b"\n"

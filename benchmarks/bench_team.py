@@ -184,10 +184,11 @@ def _lead_events(count: int, team_id: str) -> list[Event]:
 
 
 def _write_log(store: JsonlStore, session_id: str, events: list[Event]) -> None:
-    backend = store.open_writer(SessionHeader(id=session_id, created_at=0), create=True)
+    backend = store.create(SessionHeader(id=session_id, created_at=0))
     try:
         for start in range(0, len(events), 10_000):
-            backend.write(events[start : start + 10_000])
+            backend.append(events[start : start + 10_000], expected_seq=start)
+            backend.sync()
     finally:
         backend.close()
 

@@ -18,6 +18,7 @@ __all__ = [
     "SessionNotFoundError",
     "SessionExistsError",
     "SessionLockedError",
+    "SequenceConflictError",
     "SessionCorruptError",
     "SessionFormatError",
     "SessionNotLiveError",
@@ -105,6 +106,18 @@ class SessionLockedError(SessionError):
     """Another process holds the write lock of this session's log."""
 
     code = "SESSION_LOCKED"
+
+
+class SequenceConflictError(SessionError):
+    """An append expected the log to end at one seq and it ends at another.
+
+    The compare-and-set on a log's tail: a writer that lost track of the stored
+    tail (a stale writer, a retry after an unknown outcome) is refused and writes
+    nothing, so no seq is ever stored twice. ``expected`` and ``actual`` are the
+    caller's and the log's last seq.
+    """
+
+    code = "SESSION_SEQ_CONFLICT"
 
 
 class SessionCorruptError(SessionError):

@@ -31,6 +31,7 @@ import structlog
 
 from host_spec.errors import ModelError
 from host_spec.messages import UserMessage, user_message
+from host_spec.storage import StorageBackend
 
 from host_spec.host.children.activation import fold_descriptor
 from host_spec.host.agents.registry import AgentRegistry, AgentRuntime
@@ -74,7 +75,7 @@ class Host:
         profile: The profile whose plugins were loaded, if any.
     """
 
-    def __init__(self, *, store: JsonlStore | None, model: Any, plugins: PluginManager | None = None) -> None:
+    def __init__(self, *, store: StorageBackend | None, model: Any, plugins: PluginManager | None = None) -> None:
         self.store = store
         self.model = model
         self.plugins = plugins if plugins is not None else PluginManager()
@@ -100,6 +101,7 @@ class Host:
         model: Any,
         *,
         extra_plugins: Sequence[tuple[str, object]] = (),
+        wrap_storage: Callable[[StorageBackend], StorageBackend] | None = None,
     ) -> Host:
         """Build a host and load its plugins.
 
@@ -109,13 +111,18 @@ class Host:
             model: A model adapter or a spec string (``scripted:FILE``).
             extra_plugins: ``(name, object)`` plugins registered before the profile's,
                 so they unload last (the CLI's transcript printer).
+            wrap_storage: Called once with the JSONL store under ``data_dir``; the host
+                keeps the backend it returns, e.g. ``host_spec.testing.FaultyStorage``
+                to inject write failures. Ignored when ``data_dir`` is ``None``.
 
         Raises:
             DshError: a model, profile or plugin failure; nothing stays loaded.
         """
         adapter = resolve_model(model)
         resolved = load_profile(profile) if isinstance(profile, (str, os.PathLike)) else profile
-        store = JsonlStore(Path(data_dir)) if data_dir is not None else None
+        store: StorageBackend | None = JsonlStore(Path(data_dir)) if data_dir is not None else None
+        if store is not None and wrap_storage is not None:
+            store = wrap_storage(store)
         host = cls(store=store, model=adapter)
         host.profile = resolved
         try:

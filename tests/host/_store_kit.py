@@ -1,13 +1,14 @@
-"""Shared helpers for the storage tests: headers, a recording observer, backends, ``run``."""
+"""Shared helpers for the storage tests: headers, a recording observer, an in-memory log."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from host_spec.events import Event, SessionHeader
+from host_spec.testing import FaultyLog, FaultyStorage, MemoryStorage
+
 
 def header(session_id: str = "s-1", **fields: Any) -> SessionHeader:
     return SessionHeader(id=session_id, created_at=fields.pop("created_at", 1_000), **fields)
@@ -56,30 +57,14 @@ class Recorder:
         return [value for name, value in self.calls if name == kind]
 
 
-class MemoryBackend:
-    """A Backend seam stand-in for Session unit tests: records batches, can fail or block."""
+def memory_log(session_header: SessionHeader | None = None) -> FaultyLog:
+    """A session log for Session unit tests: in memory, recording batches, able to hold or fail writes.
 
-    def __init__(self) -> None:
-        self.batches: list[list[int]] = []
-        self.fail: list[BaseException] = []  # raised by the next writes, in order
-        self.gate: threading.Event | None = None  # when set, writes wait for it
-        self.entered = threading.Event()
-        self.closed = False
-
-    def write(self, events: Sequence[Event]) -> None:
-        self.entered.set()
-        if self.gate is not None:
-            assert self.gate.wait(10), "test gate never opened"
-        if self.fail:
-            raise self.fail.pop(0)
-        self.batches.append([event.seq for event in events])
-
-    def close(self) -> None:
-        self.closed = True
-
-    @property
-    def written(self) -> list[int]:
-        return [seq for batch in self.batches for seq in batch]
+    Writes go to a worker thread (``threaded``) like a slow medium's would.
+    """
+    log = FaultyStorage(MemoryStorage()).create(session_header or header())
+    log.threaded = True
+    return log
 
 
 async def until(predicate: Callable[[], bool], *, timeout: float = 10.0) -> None:

@@ -17,6 +17,7 @@ from host_spec.host.agents.tool_step import batches
 from host_spec.host.models.adapter import ModelToolCall
 from host_spec.messages import message_text, user_message
 from host_spec.records import CancelCause, PromptSection, ToolSpec
+from host_spec.testing import FaultyStorage, MemoryStorage
 
 
 def _texts(session: Any) -> list[str]:
@@ -428,21 +429,11 @@ class TestFailures:
     async def test_failed_checkpoint_answers_every_call_before_the_turn_fails(self) -> None:
         """If the pre-tool flush fails, each call gets TOOL_NOT_STARTED and the turn ends error."""
 
-        class FlakyBackend:
-            armed = False
-
-            def write(self, events: Any) -> None:
-                if self.armed:
-                    raise OSError("disk full")
-
-            def close(self) -> None:
-                pass
-
-        backend = FlakyBackend()
+        backend = FaultyStorage(MemoryStorage()).create(SessionHeader(id="a", created_at=0))
 
         class ArmingModel:
             async def complete(self, request: Any) -> Any:
-                backend.armed = True
+                backend.fail_when(lambda number: True)
                 return {"text": "", "tool_calls": [{"id": "c1", "name": "echo", "arguments": "{}"}, {"id": "c2", "name": "echo"}]}
 
         kit = make_kit(model=ArmingModel())

@@ -201,7 +201,7 @@ class TestLifecycle:
         assert not first.session.live and not second.session.live and host.agents.list() == []
         store = JsonlStore(tmp_path)
         for session_id in ("one", "two"):  # both flushed, both locks released
-            store.open_writer(store.read(session_id)[0], create=False).close()
+            store.resume(session_id)[0].close()
             assert [event.type for event in store.read(session_id)[1]][-1] == "note/x"
 
     async def test_unannounced_session_failure_is_reported_after_the_rest(self) -> None:

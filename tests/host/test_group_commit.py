@@ -6,16 +6,15 @@ import asyncio
 import sys
 import threading
 import time
-from collections.abc import Sequence
-
 import pytest
-from _store_kit import MemoryBackend, Recorder, header, until
+from _store_kit import Recorder, header, memory_log, until
 from structlog.testing import capture_logs
 
 from host_spec.errors import SessionNotLiveError
 from host_spec.events import Event, encode_data
-from host_spec.host.store.commit import INLINE_MAX_SECONDS, _Batch
+from host_spec.host.store.commit import INLINE_MAX_SECONDS
 from host_spec.host.store.session import NullObserver, Session
+from host_spec.testing import FaultyLog
 
 
 def seeded(n: int, **fields: object) -> list[Event]:
@@ -25,14 +24,14 @@ def seeded(n: int, **fields: object) -> list[Event]:
 class TestFlush:
     async def test_nothing_pending_means_no_write(self) -> None:
         """flush with every event durable returns at once without touching the backend."""
-        backend = MemoryBackend()
+        backend = memory_log()
         session = Session(header(), events=seeded(2), backend=backend, durable_seq=2)
         await session.flush()
         assert backend.batches == [] and session.durable_seq == 2
 
     async def test_flush_writes_in_append_order(self) -> None:
         """Each flush writes exactly the events appended since the last one, in order."""
-        backend, observer = MemoryBackend(), Recorder()
+        backend, observer = memory_log(), Recorder()
         session = Session(header(), backend=backend, observer=observer)
         session.append("a/b", {})
         session.append("a/b", {})
@@ -45,7 +44,7 @@ class TestFlush:
 
     async def test_seed_events_are_written_by_the_first_flush(self) -> None:
         """A fresh session with a seed writes the seed then its own events."""
-        backend = MemoryBackend()
+        backend = memory_log()
         session = Session(header(seed_length=2), events=seeded(2), backend=backend)
         session.append("a/b", {})
         await session.flush()
@@ -53,7 +52,7 @@ class TestFlush:
 
     async def test_concurrent_flushers_share_a_batch(self) -> None:
         """Sixteen tasks that append then flush together cause a single write holding all their events."""
-        backend, observer = MemoryBackend(), Recorder()
+        backend, observer = memory_log(), Recorder()
         session = Session(header(), backend=backend, observer=observer)
 
         async def writer(i: int) -> int:
@@ -69,8 +68,8 @@ class TestFlush:
 
     async def test_flushers_arriving_during_a_write_join_the_next_batch(self) -> None:
         """While one write runs, later flushers wait and then share exactly one more write."""
-        backend = MemoryBackend()
-        backend.gate = threading.Event()
+        backend = memory_log()
+        backend.hold()
         session = Session(header(), backend=backend)
         session.append("a/b", {})
         first = asyncio.ensure_future(session.flush())
@@ -83,28 +82,28 @@ class TestFlush:
             later.append(asyncio.ensure_future(session.flush()))
         await asyncio.sleep(0.01)
         assert not first.done() and not early.done() and session.durable_seq == 0
-        backend.gate.set()
+        backend.release()
         await asyncio.gather(first, early, *later)
         assert backend.batches == [[1], [2, 3, 4, 5, 6, 7]]
 
     async def test_a_flusher_already_covered_by_the_running_write_waits_for_it(self) -> None:
         """A flush whose events are all in the running write resolves with that write, not a new one."""
-        backend = MemoryBackend()
-        backend.gate = threading.Event()
+        backend = memory_log()
+        backend.hold()
         session = Session(header(), backend=backend)
         session.append("a/b", {})
         first = asyncio.ensure_future(session.flush())
         await until(backend.entered.is_set)
         second = asyncio.ensure_future(session.flush())
         await asyncio.sleep(0)
-        backend.gate.set()
+        backend.release()
         await asyncio.gather(first, second)
         assert backend.batches == [[1]]
 
     async def test_failed_write_raises_to_its_waiters_and_keeps_events_pending(self) -> None:
         """Every waiter of a failed batch gets the error; durable_seq stays; the next flush retries the same events."""
-        backend, observer = MemoryBackend(), Recorder()
-        backend.fail = [OSError("disk full")]
+        backend, observer = memory_log(), Recorder()
+        backend.fail_next(OSError("disk full"))
         session = Session(header(), backend=backend, observer=observer)
 
         async def writer() -> None:
@@ -122,9 +121,9 @@ class TestFlush:
 
     async def test_the_next_batch_retries_after_a_failed_one(self) -> None:
         """Flushers queued behind a failing write succeed with the retry, which includes the failed events."""
-        backend = MemoryBackend()
-        backend.gate = threading.Event()
-        backend.fail = [OSError("transient")]
+        backend = memory_log()
+        backend.hold()
+        backend.fail_next(OSError("transient"))
         session = Session(header(), backend=backend)
 
         session.append("a/b", {})
@@ -133,15 +132,15 @@ class TestFlush:
         session.append("a/b", {})
         second = asyncio.ensure_future(session.flush())
         await asyncio.sleep(0)
-        backend.gate.set()
+        backend.release()
         results = await asyncio.gather(first, second, return_exceptions=True)
         assert isinstance(results[0], OSError) and results[1] is None
         assert backend.batches == [[1, 2]]
 
     async def test_cancelling_a_flusher_does_not_cancel_the_write(self) -> None:
         """A cancelled waiter stops waiting; the write completes and the other waiters see it."""
-        backend = MemoryBackend()
-        backend.gate = threading.Event()
+        backend = memory_log()
+        backend.hold()
         session = Session(header(), backend=backend)
         session.append("a/b", {})
         doomed = asyncio.ensure_future(session.flush())
@@ -150,7 +149,7 @@ class TestFlush:
         doomed.cancel()
         await asyncio.sleep(0)
         assert doomed.cancelled()
-        backend.gate.set()
+        backend.release()
         await survivor
         assert backend.batches == [[1]] and session.durable_seq == 1
 
@@ -170,7 +169,7 @@ class TestFlush:
             def flushed(self, session: Session, durable_seq: int) -> None:
                 raise RuntimeError("observer bug")
 
-        session = Session(header(), backend=MemoryBackend(), observer=Bad())
+        session = Session(header(), backend=memory_log(), observer=Bad())
         session.append("a/b", {})
         with capture_logs() as logs:
             await session.flush()
@@ -180,7 +179,7 @@ class TestFlush:
 class TestClose:
     def test_close_releases_the_backend(self) -> None:
         """close() marks the session not live and closes its backend once."""
-        backend = MemoryBackend()
+        backend = memory_log()
         session = Session(header(), backend=backend)
         assert (session.id, session.header, session.backend) == ("s-1", header(), backend)
         session.close()
@@ -188,7 +187,7 @@ class TestClose:
 
     async def test_flush_after_close_with_pending_events_raises(self) -> None:
         """Pending events of a closed session cannot be made durable; the loss is logged at close."""
-        session = Session(header(), backend=MemoryBackend())
+        session = Session(header(), backend=memory_log())
         session.append("a/b", {})
         with capture_logs() as logs:
             session.close()
@@ -207,8 +206,8 @@ class TestClose:
 
     async def test_close_during_a_write_defers_the_backend_close(self) -> None:
         """The backend is closed only after the running write returned; its waiters still succeed."""
-        backend = MemoryBackend()
-        backend.gate = threading.Event()
+        backend = memory_log()
+        backend.hold()
         session = Session(header(), backend=backend)
         session.append("a/b", {})
         first = asyncio.ensure_future(session.flush())
@@ -219,7 +218,7 @@ class TestClose:
         session.close()
         assert not backend.closed
         late = asyncio.ensure_future(session.flush())  # joins the queued batch, which will never run
-        backend.gate.set()
+        backend.release()
         await first
         with pytest.raises(SessionNotLiveError):
             await queued
@@ -229,7 +228,7 @@ class TestClose:
 
     async def test_close_before_a_forming_batch_is_submitted_fails_its_waiters(self) -> None:
         """A flush that had not started writing when the session closed raises SessionNotLiveError."""
-        backend = MemoryBackend()
+        backend = memory_log()
         session = Session(header(), backend=backend)
         session.append("a/b", {})
         waiter = asyncio.ensure_future(session.flush())
@@ -241,8 +240,8 @@ class TestClose:
 
     async def test_flush_after_close_during_a_write_raises_for_uncovered_events(self) -> None:
         """Events appended after the running write began cannot be flushed once the session closed."""
-        backend = MemoryBackend()
-        backend.gate = threading.Event()
+        backend = memory_log()
+        backend.hold()
         session = Session(header(), backend=backend)
         session.append("a/b", {})
         first = asyncio.ensure_future(session.flush())
@@ -251,7 +250,7 @@ class TestClose:
         session.close()
         with pytest.raises(SessionNotLiveError):
             await session.flush()
-        backend.gate.set()
+        backend.release()
         await first
         assert backend.batches == [[1]] and backend.closed
 
@@ -259,8 +258,8 @@ class TestClose:
 class TestLoops:
     def test_a_write_outlives_the_loop_that_started_it(self) -> None:
         """If the flushing loop closes mid-write, the write still counts and a later loop flushes only new events."""
-        backend = MemoryBackend()
-        backend.gate = threading.Event()
+        backend = memory_log()
+        backend.hold()
         session = Session(header(), backend=backend)
         loop = asyncio.new_event_loop()
 
@@ -274,7 +273,7 @@ class TestLoops:
             task.cancel()
         loop.run_until_complete(asyncio.sleep(0))
         loop.close()
-        backend.gate.set()
+        backend.release()
 
         async def later() -> None:
             await until(lambda: session.durable_seq == 1)
@@ -286,8 +285,8 @@ class TestLoops:
 
     async def test_waiters_on_another_loop_are_woken_there(self) -> None:
         """A flusher on a second loop (another thread) that joins a running write is woken on its own loop."""
-        backend = MemoryBackend()
-        backend.gate = threading.Event()
+        backend = memory_log()
+        backend.hold()
         session = Session(header(), backend=backend)
         joined = threading.Event()
         outcome: list[int] = []
@@ -308,42 +307,41 @@ class TestLoops:
         thread = threading.Thread(target=other_thread)
         thread.start()
         await until(joined.is_set)
-        backend.gate.set()
+        backend.release()
         await first
         await asyncio.to_thread(thread.join, 10)
         assert outcome == [1] and backend.batches == [[1]]
 
 
-class InlineBackend(MemoryBackend):
-    """A local-file-like backend: may be written on the loop thread; records where, and can be slow."""
-
-    inline = True
+class InlineBackend:
+    """A local-file-like log: may be written on the loop thread; records where, and can be slow."""
 
     def __init__(self) -> None:
-        super().__init__()
+        self.log = memory_log()
+        self.log.threaded = False  # the in-memory log allows inline writes
         self.threads: list[str] = []
         self.delay = 0.0
+        self.log.before_write(self._before)
 
-    def write(self, events: Sequence[Event]) -> None:
+    def _before(self, number: int) -> None:
         self.threads.append("loop" if threading.current_thread() is threading.main_thread() else "worker")
         time.sleep(self.delay)
-        super().write(events)
 
 
 class TestInlineWrites:
     async def test_fast_writes_run_on_the_loop_thread(self) -> None:
         """An inline-capable backend is written on the loop thread: no thread hand-off per fsync."""
         backend = InlineBackend()
-        session = Session(header(), backend=backend)
+        session = Session(header(), backend=backend.log)
         for _ in range(3):
             session.append("a/b", {})
             await session.flush()
-        assert backend.threads == ["loop", "loop", "loop"] and backend.written == [1, 2, 3]
+        assert backend.threads == ["loop", "loop", "loop"] and backend.log.written == [1, 2, 3]
 
     async def test_slow_writes_move_to_a_worker_and_come_back_when_fast(self) -> None:
         """Once the average write is slow the loop is not blocked; fast writes bring it back inline."""
         backend = InlineBackend()
-        session = Session(header(), backend=backend)
+        session = Session(header(), backend=backend.log)
 
         async def write_one() -> None:
             session.append("a/b", {})
@@ -356,33 +354,33 @@ class TestInlineWrites:
         for _ in range(12):  # fast worker writes pull the average down again
             await write_one()
         assert backend.threads[:2] == ["loop", "worker"]
-        assert backend.threads[-1] == "loop" and backend.written == list(range(1, 15))
+        assert backend.threads[-1] == "loop" and backend.log.written == list(range(1, 15))
 
     async def test_inline_write_failure_reaches_the_waiter_and_keeps_events_pending(self) -> None:
         """A failed inline write raises to its flusher; the next flush retries the same events."""
         backend = InlineBackend()
-        backend.fail.append(OSError(28, "No space left on device"))
-        session = Session(header(), backend=backend)
+        backend.log.fail_next(OSError(28, "No space left on device"))
+        session = Session(header(), backend=backend.log)
         session.append("a/b", {})
         with pytest.raises(OSError):
             await session.flush()
         assert session.durable_seq == 0
         await session.flush()
-        assert backend.written == [1] and session.durable_seq == 1
+        assert backend.threads == ["loop", "loop"]  # the failed write ran inline too
+        assert backend.log.written == [1] and session.durable_seq == 1
 
 
-class SlowBackend(MemoryBackend):
-    """A worker-written backend slow enough that the next batch always forms during a write."""
-
-    def write(self, events: Sequence[Event]) -> None:
-        time.sleep(0.0003)  # releases the GIL: the loop appends meanwhile
-        super().write(events)
+def slow_log() -> FaultyLog:
+    """A worker-written log slow enough that the next batch always forms during a write."""
+    log = memory_log()
+    log.before_write(lambda number: time.sleep(0.0003))  # releases the GIL: the loop appends meanwhile
+    return log
 
 
 class TestBatchBoundaries:
     async def test_a_batch_never_ends_inside_a_synchronous_run_of_appends(self) -> None:
         """Appends made in one synchronous step (claim + message) are durable together or not at all."""
-        backend = SlowBackend()
+        backend = slow_log()
         session = Session(header(), backend=backend)
 
         async def keep_writing() -> None:  # keeps a write in flight, so the next batch starts after it
@@ -414,14 +412,23 @@ class TestBatchBoundaries:
 
     def test_a_next_batch_whose_loop_closed_starts_at_once(self) -> None:
         """With its loop gone nothing appends there any more, so the batch starts from the worker."""
-        backend = MemoryBackend()
+        backend = memory_log()
         session = Session(header(), backend=backend)
-        loop = asyncio.new_event_loop()
-        loop.close()
+        backend.hold()
         session.append("a/b", {})
-        session._commit._forming = forming = _Batch(loop)  # a flusher of that loop joined, then it closed
-        session._commit._submit_on(loop)
+        first = threading.Thread(target=lambda: asyncio.run(session.flush()))  # another loop's flush, held
+        first.start()
+        assert backend.entered.wait(10)
+
+        async def join_then_leave() -> None:
+            session.append("a/b", {})
+            asyncio.ensure_future(session.flush())  # joins the next batch on this loop
+            await asyncio.sleep(0)  # then asyncio.run cancels the flusher and closes the loop
+
+        asyncio.run(join_then_leave())
+        backend.release()
+        first.join(10)
         deadline = time.monotonic() + 10
-        while session.durable_seq < 1 and time.monotonic() < deadline:  # the worker writes it
+        while session.durable_seq < 2 and time.monotonic() < deadline:  # the worker writes it
             time.sleep(0.001)
-        assert backend.written == [1] and forming.end == 1 and session.durable_seq == 1
+        assert backend.batches == [[1], [2]] and session.durable_seq == 2

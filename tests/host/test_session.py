@@ -6,7 +6,7 @@ import math
 
 import msgspec
 import pytest
-from _store_kit import Clock, MemoryBackend, Recorder, header
+from _store_kit import Clock, Recorder, header, memory_log
 from structlog.testing import capture_logs
 
 from host_spec.errors import InvalidEventError, InvariantError, ReentrantAppendError, SessionNotLiveError
@@ -65,7 +65,7 @@ class TestAppend:
     @pytest.mark.parametrize("data", [{"n": math.nan}, {"n": [math.inf]}, {1: "non-string key"}, {"x": object()}])
     async def test_lossy_data_is_rejected_and_nothing_is_written(self, data: object) -> None:
         """NaN, infinities, non-string keys and unencodable objects raise; no seq, no observer, no write."""
-        observer, backend = Recorder(), MemoryBackend()
+        observer, backend = Recorder(), memory_log()
         session = Session(header(), backend=backend, observer=observer)
         with pytest.raises(InvalidEventError):
             session.append("a/b", data)
@@ -83,7 +83,7 @@ class TestAppend:
     async def test_veto_leaves_no_trace(self) -> None:
         """A raising pre_append: event not visible, seq reused, committed never runs, nothing written."""
         observer = Recorder(veto=lambda event: event.type == "bad/x")
-        backend = MemoryBackend()
+        backend = memory_log()
         session = Session(header(), backend=backend, observer=observer)
         with pytest.raises(InvariantError):
             session.append("bad/x", {})

@@ -25,17 +25,24 @@ from host_spec.errors import (
 from host_spec.events import Event, SessionHeader, encode_data, encode_event, encode_header, json_decode
 from host_spec.host.store.jsonl_format import header_line
 from host_spec.host.store.jsonl import JsonlStore, decode_id, encode_id
+from host_spec.host.store.jsonl_log import JsonlSessionLog
 
 
 def events(start: int, stop: int) -> list[Event]:
     return [Event(seq, 100 + seq, "test/e", encode_data({"n": seq, "pad": "x" * 20})) for seq in range(start, stop)]
 
 
+def write(backend: JsonlSessionLog, batch: list[Event]) -> None:
+    """One host batch: appended at the tail the batch continues, then synced."""
+    backend.append(batch, expected_seq=batch[0].seq - 1 if batch else backend.tail_seq)
+    backend.sync()
+
+
 def stored(tmp_path: Path, n: int = 3, session_id: str = "s-1") -> Path:
     """Write a log with n events through the store; return its path."""
     store = JsonlStore(tmp_path)
-    backend = store.open_writer(header(session_id), create=True)
-    backend.write(events(1, n + 1))
+    backend = store.create(header(session_id))
+    write(backend, events(1, n + 1))
     backend.close()
     return store.path(session_id)
 
@@ -86,9 +93,9 @@ class TestWrite:
         """read() returns exactly what was written."""
         full = SessionHeader(id="s-1", created_at=5, cwd="/w", parent_session="p", seed_length=2, origin="subagent")
         store = JsonlStore(tmp_path)
-        backend = store.open_writer(full, create=True)
-        backend.write(events(1, 3))
-        backend.write(events(3, 4))
+        backend = store.create(full)
+        write(backend, events(1, 3))
+        write(backend, events(3, 4))
         assert backend.size == store.path("s-1").stat().st_size and backend.materialized
         backend.close()
         assert store.read("s-1") == (full, events(1, 4))
@@ -96,28 +103,28 @@ class TestWrite:
     def test_nothing_is_stored_before_the_first_event(self, tmp_path: Path) -> None:
         """Creation is lazy: a writer with no events leaves no log and is not listed."""
         store = JsonlStore(tmp_path)
-        backend = store.open_writer(header(), create=True)
-        backend.write([])
+        backend = store.create(header())
+        write(backend, [])
         assert not store.exists("s-1") and store.list_ids() == [] and not backend.materialized
         backend.close()
         backend.close()  # idempotent
 
     def test_create_refuses_a_stored_session(self, tmp_path: Path) -> None:
-        """create=True on an id with a log raises SessionExistsError and releases the lock."""
+        """create() of an id with a log raises SessionExistsError and releases the lock."""
         stored(tmp_path)
         store = JsonlStore(tmp_path)
         with pytest.raises(SessionExistsError):
-            store.open_writer(header(), create=True)
-        store.open_writer(header(), create=False).close()
+            store.create(header())
+        store.resume("s-1")[0].close()
 
     def test_materialization_never_overwrites_a_log(self, tmp_path: Path) -> None:
         """If a log appears before the first write, the link fails and the existing log is untouched."""
         store = JsonlStore(tmp_path)
-        backend = store.open_writer(header(), create=True)
+        backend = store.create(header())
         foreign = header_line(header()) + encode_event(events(1, 2)[0]) + b"\n"
         store.path("s-1").write_bytes(foreign)
         with pytest.raises(SessionExistsError):
-            backend.write(events(1, 3))
+            write(backend, events(1, 3))
         backend.close()
         assert store.path("s-1").read_bytes() == foreign
         assert not (store.path("s-1").parent / "session.jsonl.tmp").exists()
@@ -128,8 +135,8 @@ class TestWrite:
         temp = store.path("s-1").parent / "session.jsonl.tmp"
         temp.parent.mkdir(parents=True)
         temp.write_bytes(b"garbage")
-        backend = store.open_writer(header(), create=True)
-        backend.write(events(1, 2))
+        backend = store.create(header())
+        write(backend, events(1, 2))
         backend.close()
         assert store.read("s-1")[1] == events(1, 2) and not temp.exists()
 
@@ -138,8 +145,8 @@ class TestWrite:
     ) -> None:
         """A failing fsync leaves the file at its previous size; retrying writes each line once."""
         store = JsonlStore(tmp_path)
-        backend = store.open_writer(header(), create=True)
-        backend.write(events(1, 2))
+        backend = store.create(header())
+        write(backend, events(1, 2))
         size = store.path("s-1").stat().st_size
         real_fsync, calls = os.fsync, []
 
@@ -151,9 +158,31 @@ class TestWrite:
 
         monkeypatch.setattr(os, "fsync", failing_once)
         with pytest.raises(OSError):
-            backend.write(events(2, 4))
-        assert store.path("s-1").stat().st_size == size and backend.size == size
-        backend.write(events(2, 4))
+            write(backend, events(2, 4))
+        assert store.path("s-1").stat().st_size == size and backend.size == size and backend.tail_seq == 1
+        write(backend, events(2, 4))
+        backend.close()
+        assert store.read("s-1")[1] == events(1, 4)
+
+    def test_a_short_failed_write_is_cut_off_and_retried_at_the_same_tail(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A write that lands half its bytes and fails leaves the file at its synced size."""
+        store = JsonlStore(tmp_path)
+        backend = store.create(header())
+        write(backend, events(1, 2))
+        size, real_pwrite = backend.size, os.pwrite
+
+        def half_then_fail(fd: int, data: bytes, offset: int) -> int:
+            real_pwrite(fd, bytes(data[: len(data) // 2]), offset)
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(os, "pwrite", half_then_fail)
+        with pytest.raises(OSError):
+            backend.append(events(2, 4), expected_seq=1)
+        assert store.path("s-1").stat().st_size == size and backend.tail_seq == 1
+        monkeypatch.setattr(os, "pwrite", real_pwrite)
+        write(backend, events(2, 4))
         backend.close()
         assert store.read("s-1")[1] == events(1, 4)
 
@@ -162,40 +191,40 @@ class TestWrite:
     ) -> None:
         """If even the truncate fails, the stale bytes are cut before the next append."""
         store = JsonlStore(tmp_path)
-        backend = store.open_writer(header(), create=True)
-        backend.write(events(1, 2))
+        backend = store.create(header())
+        write(backend, events(1, 2))
         real_fsync, real_truncate = os.fsync, os.ftruncate
         monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(5, "I/O error")))
         monkeypatch.setattr(os, "ftruncate", lambda fd, n: (_ for _ in ()).throw(OSError(5, "I/O error")))
         with capture_logs() as logs, pytest.raises(OSError):
-            backend.write(events(2, 6))  # four lines land on disk past the committed size
+            write(backend, events(2, 6))  # four lines land on disk past the committed size
         assert logs[0]["event"] == "session.truncate_failed"
         monkeypatch.setattr(os, "fsync", real_fsync)
         monkeypatch.setattr(os, "ftruncate", real_truncate)
-        backend.write(events(2, 3))  # shorter than the stale bytes
+        write(backend, events(2, 3))  # shorter than the stale bytes
         backend.close()
         assert store.read("s-1")[1] == events(1, 3)
 
     def test_write_after_close_is_refused(self, tmp_path: Path) -> None:
         """A closed writer raises instead of writing without its lock."""
-        backend = JsonlStore(tmp_path).open_writer(header(), create=True)
+        backend = JsonlStore(tmp_path).create(header())
         backend.close()
         with pytest.raises(SessionError):
-            backend.write(events(1, 2))
+            write(backend, events(1, 2))
 
 
 class TestLock:
     def test_second_writer_in_process_is_locked_out(self, tmp_path: Path) -> None:
         """Two writers of one session cannot coexist; closing the first frees the lock."""
         store = JsonlStore(tmp_path)
-        first = store.open_writer(header(), create=True)
+        first = store.create(header())
         with pytest.raises(SessionLockedError):
-            store.open_writer(header(), create=True)
+            store.create(header())
         first.close()
-        store.open_writer(header(), create=True).close()
+        store.create(header()).close()
 
     def test_writer_in_another_process_locks_us_out(self, tmp_path: Path) -> None:
-        """While a real subprocess holds the session, open_writer raises SessionLockedError naming it."""
+        """While a real subprocess holds the session, resume raises SessionLockedError naming it."""
         stored(tmp_path)
         script = textwrap.dedent(
             f"""
@@ -213,22 +242,22 @@ class TestLock:
         try:
             assert child.stdout is not None and child.stdout.readline().strip() == "locked"
             with pytest.raises(SessionLockedError) as info:
-                JsonlStore(tmp_path).open_writer(header(), create=False)
+                JsonlStore(tmp_path).resume("s-1")
             assert str(info.value) == "session s-1 is open for writing in another process"
             assert info.value.code == "SESSION_LOCKED"
         finally:
             child.communicate("", timeout=30)
-        JsonlStore(tmp_path).open_writer(header(), create=False).close()  # released on exit
+        JsonlStore(tmp_path).resume("s-1")[0].close()  # released on exit
 
 
 class TestRead:
     def test_missing_session(self, tmp_path: Path) -> None:
-        """read() and open_writer(create=False) of an unknown id raise SessionNotFoundError."""
+        """read() and resume() of an unknown id raise SessionNotFoundError."""
         store = JsonlStore(tmp_path)
         with pytest.raises(SessionNotFoundError):
             store.read("nope")
         with pytest.raises(SessionNotFoundError):
-            store.open_writer(header("nope"), create=False)
+            store.resume("nope")
         assert not store.exists("nope")
 
     @pytest.mark.parametrize("cut", [1, 2, 10, -2, -1])
@@ -252,7 +281,7 @@ class TestRead:
         assert logs[0]["event"] == "session.torn_tail" and "unparsable" in logs[0]["reason"]
 
     def test_writer_open_repairs_the_torn_tail_before_appending(self, tmp_path: Path) -> None:
-        """open_writer(create=False) truncates the torn bytes (fsynced) so new lines follow complete ones."""
+        """resume() truncates the torn bytes (fsynced) so new lines follow complete ones."""
         path = stored(tmp_path, 3)
         data = path.read_bytes()
         path.write_bytes(data[:-7])
@@ -262,7 +291,7 @@ class TestRead:
         assert found == events(1, 3)
         assert [e["event"] for e in logs] == ["session.torn_tail", "session.torn_tail_repaired"]
         assert path.stat().st_size == data.rindex(b"\n", 0, len(data) - 1) + 1
-        backend.write(events(3, 5))
+        write(backend, events(3, 5))
         backend.close()
         with capture_logs() as logs:
             assert store.read("s-1")[1] == events(1, 5)
@@ -278,8 +307,8 @@ class TestRead:
             JsonlStore(tmp_path).read("s-1")
         assert "line 3" in str(info.value) and info.value.code == "SESSION_CORRUPT"
         with pytest.raises(SessionCorruptError):
-            JsonlStore(tmp_path).open_writer(header(), create=False)
-        JsonlStore(tmp_path).open_writer(header("other"), create=True).close()  # the failed open left no lock
+            JsonlStore(tmp_path).resume("s-1")
+        JsonlStore(tmp_path).create(header("other")).close()  # the failed open left no lock
 
     @pytest.mark.parametrize("position", [1, 2])
     def test_seq_gap_is_corruption(self, tmp_path: Path, position: int) -> None:
@@ -337,7 +366,7 @@ class TestRead:
         blocked = JsonlStore(tmp_path / "file-root")
         (tmp_path / "file-root").write_text("not a directory")
         with pytest.raises(SessionError) as info:
-            blocked.open_writer(header(), create=True)
+            blocked.create(header())
         assert "file-root" in str(info.value)
         with pytest.raises(SessionError) as info:
             blocked.list_ids()
@@ -350,10 +379,10 @@ class TestList:
         store = JsonlStore(tmp_path)
         assert store.list_ids() == []
         for session_id, created in [("b", 2), ("c", 1), ("a", 2)]:
-            backend = store.open_writer(header(session_id, created_at=created), create=True)
-            backend.write(events(1, 2))
+            backend = store.create(header(session_id, created_at=created))
+            write(backend, events(1, 2))
             backend.close()
-        store.open_writer(header("lazy"), create=True).close()
+        store.create(header("lazy")).close()
         write_raw(tmp_path, [b"garbage\n"], session_id="bad")
         with capture_logs() as logs:
             assert store.list_ids() == ["c", "a", "b"]

@@ -356,7 +356,7 @@ class TestIdCollisions:
         host = await open_host(tmp_path, {})
         try:
             root = await start_root(host)
-            other = JsonlStore(tmp_path / "data").open_writer(SessionHeader(id="kid-1", created_at=1), create=True)
+            other = JsonlStore(tmp_path / "data").create(SessionHeader(id="kid-1", created_at=1))
             try:
                 with pytest.raises(SubagentError) as excinfo:
                     await host.continuations.start_continuable(

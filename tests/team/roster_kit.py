@@ -27,7 +27,8 @@ from host_spec.host.models.scripted import ScriptedModel
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.messages import message_text, text_block
 from host_spec.records import ToolSpec
-from kit_gates import BLOCK, BlockArgs, BlockResult, Gates  # noqa: F401 - re-exported to the suites
+from host_spec.testing import FaultyLog, FaultyStorage
+from kit_gates import BLOCK, BlockArgs, BlockResult, Gates, faulty_log  # noqa: F401 - re-exported to the suites
 
 class Flushes:
     """Records every completed group commit as ``(session id, durable seq)``, in order."""
@@ -81,7 +82,8 @@ async def open_team(
     if flushes is not None:
         extra.append(("test-flushes", flushes))
     extra.extend((f"test-plugin-{index}", plugin) for index, plugin in enumerate(plugins))
-    host = await Host.open(tmp_path / "data", None, ScriptedModel.from_mapping(dict(script or {})), extra_plugins=extra)
+    model = ScriptedModel.from_mapping(dict(script or {}))
+    host = await Host.open(tmp_path / "data", None, model, extra_plugins=extra, wrap_storage=FaultyStorage)
     host.plugins.load("dsh-team", dict(config or {}))
     if invariant:
         host.plugins.load("dsh-team-invariant")
@@ -197,82 +199,17 @@ def member_phases(state: TeamState) -> dict[str, str]:
     return {member.name: member.phase for member in state.members.listed()}
 
 
-class Faulty:
-    """Wraps a session's real JSONL backend: hold writes, or fail chosen writes (1-based count).
-
-    ``fail_at`` fails those write numbers, ``fail_from`` every write from that
-    number on (``None``: off), ``failing`` every write while set. ``on_write(n)``
-    runs in the writer thread before write ``n`` is decided. A held write blocks
-    until :meth:`release`.
-    """
-
-    #: Held writes block until the test releases them: never write on the loop thread.
-    inline = False
-
-    def __init__(
-        self,
-        session: Any,
-        *,
-        fail_at: Sequence[int] = (),
-        fail_from: int | None = None,
-        hold: bool = False,
-        on_write: Callable[[int], Any] | None = None,
-    ) -> None:
-        import threading
-
-        self.session = session
-        self.holder = getattr(session, "_commit", session)  # where the host keeps the backend
-        self.real = self.holder._backend
-        self.fail_at = set(fail_at)
-        self.fail_from = fail_from
-        self.failing = False
-        self.on_write = on_write
-        self.writes = 0
-        self.open = threading.Event()
-        self.entered = threading.Event()
-        if not hold:
-            self.open.set()
-        self.holder._backend = self
-
-    def hold(self) -> None:
-        self.entered.clear()
-        self.open.clear()
-
-    def release(self) -> None:
-        self.open.set()
-
-    def write(self, events: Any) -> None:
-        self.entered.set()
-        self.open.wait(20)
-        self.writes += 1
-        if self.on_write is not None:
-            self.on_write(self.writes)
-        if self.failing or self.writes in self.fail_at or (self.fail_from is not None and self.writes >= self.fail_from):
-            raise OSError(28, "No space left on device")
-        self.real.write(events)
-
-    def close(self) -> None:
-        self.real.close()
-
-    async def wait_entered(self) -> None:
-        while not self.entered.is_set():
-            await asyncio.sleep(0.001)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-
 class OnSession:
     """Calls ``callback(session)`` for every created or resumed session (before its first write)."""
 
     def __init__(self, callback: Callable[[Any], Any]) -> None:
         self.callback = callback
-        self.faults: dict[str, Faulty] = {}
+        self.faults: dict[str, FaultyLog] = {}
 
     @hookimpl
     def dsh_session_created(self, host: Any, session: Any) -> None:
         found = self.callback(session)
-        if isinstance(found, Faulty):
+        if isinstance(found, FaultyLog):
             self.faults[session.id] = found
 
 

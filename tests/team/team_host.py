@@ -1,8 +1,8 @@
 """A real reference host with JSONL persistence and the dsh-team plugin, for service tests.
 
-Fault injection wraps the session's real JSONL backend (:class:`Gate`): it can hold
-a write (to observe what happens before a flush completes) or fail the next one.
-Nothing of ours is mocked.
+The host is opened over the contract's fault-injecting storage, so a test can
+hold a session's writes (to observe what happens before a flush completes) or
+fail the next one (``faulty_log`` of ``kit_gates``). Nothing of ours is mocked.
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ from dsh_team.plugin import service_for
 from dsh_team.service import TeamService
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
+from host_spec.testing import FaultyStorage
+from kit_gates import faulty_log  # noqa: F401 - re-exported to the suites
 
 
 async def open_host(path: Path, config: Mapping[str, Any] | None = None, *, invariant: bool = False) -> Host:
-    host = await Host.open(path, None, ScriptedModel.from_mapping({}))
+    host = await Host.open(path, None, ScriptedModel.from_mapping({}), wrap_storage=FaultyStorage)
     host.plugins.load("dsh-team", dict(config or {}))
     if invariant:
         host.plugins.load("dsh-team-invariant")
@@ -72,48 +74,3 @@ async def team(host: Host, *names: str) -> tuple[Any, list[Any]]:
     return root, members
 
 
-class Gate:
-    """Wraps a session's real backend: hold writes until released, or fail the next write."""
-
-    #: Held writes block until the test releases them: never write on the loop thread.
-    inline = False
-
-    def __init__(self, session: Any) -> None:
-        # The reference host keeps the writer on its group-commit helper (older: on the session).
-        self.holder = getattr(session, "_commit", session)
-        self.session = session
-        self.real = self.holder._backend
-        self.open = threading.Event()
-        self.open.set()
-        self.entered = threading.Event()
-        self.failures: list[BaseException] = []
-        self.writes = 0
-        self.holder._backend = self
-
-    def hold(self) -> None:
-        self.open.clear()
-        self.entered.clear()
-
-    def release(self) -> None:
-        self.open.set()
-
-    def fail_next(self, error: BaseException | None = None) -> None:
-        self.failures.append(error or OSError(28, "No space left on device"))
-
-    def write(self, events: Any) -> None:
-        self.entered.set()
-        self.open.wait(10)
-        self.writes += 1
-        if self.failures:
-            raise self.failures.pop(0)
-        self.real.write(events)
-
-    def close(self) -> None:
-        self.real.close()
-
-    async def wait_entered(self) -> None:
-        while not self.entered.is_set():
-            await asyncio.sleep(0.001)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)

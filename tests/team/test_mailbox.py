@@ -17,7 +17,7 @@ from host_spec.records import AbortSignal, CancelCause
 
 from roster_kit import (
     PARK,
-    Faulty,
+    faulty_log,
     Flushes,
     Gates,
     lead,
@@ -112,7 +112,7 @@ class TestTeammateDelivery:
         """The second send waits for the first delivery; both are durable meanwhile; order is kept (case 30)."""
         host, root, gates, (worker,) = await parked_team(tmp_path, "worker")
         teams = teams_of(host)
-        gate = Faulty(worker.session, hold=False)
+        gate = faulty_log(worker.session, hold=False)
         gate.hold()
         first = asyncio.ensure_future(teams.send_message(root, target="worker", content=text("one")))
         await gate.wait_entered()
@@ -193,7 +193,7 @@ class TestDeduplication:
         journal = teams.journals.get(root.session)
         message = await queue_only(teams, root, worker, "gone soon")
         worker.steer(team_message(message))
-        gate = Faulty(worker.session)
+        gate = faulty_log(worker.session)
         gate.hold()
         acknowledging = asyncio.ensure_future(teams.coordination.dispatcher.acknowledge(journal, message))
         await gate.wait_entered()
@@ -211,7 +211,7 @@ class TestDeduplication:
         journal = teams.journals.get(root.session)
         message = await queue_only(teams, root, worker, "late")
         worker.session.append("test/marker", {})
-        gate = Faulty(worker.session)
+        gate = faulty_log(worker.session)
         gate.hold()
         acknowledging = asyncio.ensure_future(teams.coordination.dispatcher.acknowledge(journal, message))
         await gate.wait_entered()
@@ -256,7 +256,7 @@ class TestFailuresStayQueued:
         host, root, gates, (worker,) = await parked_team(tmp_path, "worker")
         teams = teams_of(host)
         journal = teams.journals.get(root.session)
-        Faulty(root.session, fail_at=[2])  # the queued record's write succeeds, the delivered one's fails
+        faulty_log(root.session, fail_at=[2])  # the queued record's write succeeds, the delivered one's fails
         sent = await teams.send_message(root, target="worker", content=text("ack me"))
         assert sent.status == "queued"
         gates.open("worker")  # the worker claims it at its next step: the observer acknowledges
@@ -354,7 +354,7 @@ class TestAbort:
         """The message is durable: the sender learns ``queued``; the delivery still lands."""
         host, root, gates, (worker,) = await parked_team(tmp_path, "worker")
         teams = teams_of(host)
-        gate = Faulty(worker.session)
+        gate = faulty_log(worker.session)
         gate.hold()
         signal = AbortSignal()
         sending = asyncio.ensure_future(teams.send_message(root, target="worker", content=text("x"), signal=signal))

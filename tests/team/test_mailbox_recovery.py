@@ -15,7 +15,7 @@ from host_spec.messages import text_block, user_message
 
 from roster_kit import (
     BLOCK,
-    Faulty,
+    faulty_log,
     Gates,
     history_ids,
     lead,
@@ -137,7 +137,7 @@ class TestRestart:
         def first_resume_fails(session: Any) -> Any:
             if session.header.parent_session and session.last_seq and not resumes:
                 resumes.append(session.id)
-                return Faulty(session, fail_at=[1])
+                return faulty_log(session, fail_at=[1])
             return None
 
         faults = OnSession(first_resume_fails)
@@ -184,7 +184,7 @@ class TestDispatchEdges:
         journal = teams.journals.get(root.session)
         message = TeamMessageSnapshot(id="team-message-x", sender_id="lead", sender_name="lead", target_id=worker.id, content=(text_block("x"),))
         root.session.append(TEAM_MESSAGE_QUEUED, MessageQueuedRecord(version=VERSION, team_id="lead", message=message))
-        Faulty(root.session, fail_at=[1])
+        faulty_log(root.session, fail_at=[1])
         assert await teams.coordination.dispatcher.dispatch(journal, message.id, worker.id) is False
         assert host.agents.get(worker.id).inbox.contains(message.id) is False
         gates.open("worker")
@@ -293,8 +293,8 @@ class TestAcknowledgementPaths:
         teams = teams_of(host)
         journal = teams.journals.get(root.session)
         message = await queue_only(host, root, worker.id, "team-message-1")
-        lead_fault = Faulty(root.session)
-        lead_fault.failing = True
+        lead_fault = faulty_log(root.session)
+        lead_fault.fail_when(lambda n: True)
         worker.session.append(EventType.USER_MESSAGE, team_user_message("lead", message))
         for _ in range(200):
             if lead_fault.writes:
@@ -303,7 +303,7 @@ class TestAcknowledgementPaths:
         for _ in range(20):
             await asyncio.sleep(0)
         assert lead_fault.writes >= 1 and journal.state.mail.is_delivered(message.id)  # visible, unconfirmed
-        lead_fault.failing = False
+        lead_fault.fail_when(None)
         late = await queue_only(host, root, worker.id, "team-message-2")
         worker.session.append(EventType.USER_MESSAGE, team_user_message("lead", late))
         teams.lifecycle.close()  # before the scheduled acknowledgement runs

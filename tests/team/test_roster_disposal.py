@@ -14,7 +14,7 @@ from host_spec.messages import text_block
 
 from roster_kit import (
     BLOCK,
-    Faulty,
+    faulty_log,
     Gates,
     OnSession,
     Provider,
@@ -100,7 +100,7 @@ class TestDrain:
 class TestInFlight:
     async def test_an_in_flight_spawn_is_cancelled_and_its_child_drained(self, tmp_path: Path) -> None:
         """During disposal waits return, new work is refused, the admitted spawn fails TEAM_DISPOSED (case 38)."""
-        faults = OnSession(lambda s: Faulty(s, hold=True) if s.header.parent_session else None)
+        faults = OnSession(lambda s: faulty_log(s, hold=True) if s.header.parent_session else None)
         host = await open_team(tmp_path, plugins=[faults])
         root = await lead(host)
         teams = teams_of(host)
@@ -128,7 +128,7 @@ class TestInFlight:
 
     async def test_a_creation_ignoring_cancellation_bounds_disposal_and_admission_stays_closed(self, tmp_path: Path) -> None:
         """A stuck creation: TEAM_DISPOSAL_TIMEOUT; spawn, send and internal dispatch stay refused (case 45)."""
-        faults = OnSession(lambda s: Faulty(s, hold=True) if s.header.parent_session else None)
+        faults = OnSession(lambda s: faulty_log(s, hold=True) if s.header.parent_session else None)
         host = await open_team(tmp_path, config={"disposal_timeout_ms": 50}, plugins=[faults])
         root = await lead(host)
         teams = teams_of(host)
@@ -156,7 +156,7 @@ class TestInFlight:
         teams = teams_of(host)
         view = await spawn(host, root, "worker")
         await until_released(host, view.id)
-        gate = Faulty(root.session)
+        gate = faulty_log(root.session)
         gate.hold()
         sending = asyncio.ensure_future(teams.send_message(root, target="worker", content=text("x")))
         await gate.wait_entered()
@@ -171,11 +171,11 @@ class TestInFlight:
 
     async def test_an_in_flight_creation_cleanup_failure_is_reported_by_disposal(self, tmp_path: Path) -> None:
         """The cancelled creator cannot record its failure: disposal reports that, not the cancellation (case 39)."""
-        faults = OnSession(lambda s: Faulty(s, hold=True) if s.header.parent_session else None)
+        faults = OnSession(lambda s: faulty_log(s, hold=True) if s.header.parent_session else None)
         host = await open_team(tmp_path, plugins=[faults])
         root = await lead(host)
         teams = teams_of(host)
-        lead_fault = Faulty(root.session)
+        lead_fault = faulty_log(root.session)
         creating = asyncio.ensure_future(spawn(host, root, "worker"))
         while not faults.faults:
             await asyncio.sleep(0.001)
@@ -183,7 +183,7 @@ class TestInFlight:
         await fault.wait_entered()
         disposing = asyncio.ensure_future(teams.dispose())
         await asyncio.sleep(0)
-        lead_fault.failing = True  # the ``failed`` record cannot be flushed
+        lead_fault.fail_when(lambda n: True)  # the ``failed`` record cannot be flushed
         fault.release()
         with pytest.raises(BaseExceptionGroup) as created:
             await creating
@@ -192,7 +192,7 @@ class TestInFlight:
         with pytest.raises(BaseExceptionGroup) as disposed:
             await disposing
         assert created.value in disposed.value.exceptions
-        lead_fault.failing = False
+        lead_fault.fail_when(None)
         await host.close()
 
 
@@ -204,7 +204,7 @@ class TestRecoveryScheduling:
         await add_member(host, root, "child-x", "ghost", "provisioning")
         teams = teams_of(host)
         coordination = teams.coordination
-        Faulty(root.session, fail_at=[1])  # the reconciliation's terminal record cannot be flushed
+        faulty_log(root.session, fail_at=[1])  # the reconciliation's terminal record cannot be flushed
         await coordination.recover(root, frozenset({"child-x"}))  # logged, not raised
         assert member_phases(teams.journals.get(root.session).state) == {"ghost": "failed"}
         teams.lifecycle.close()

@@ -18,7 +18,7 @@ from host_spec.records import AbortSignal, CancelCause
 from roster_kit import (
     BLOCK,
     AfterPrompt,
-    Faulty,
+    faulty_log,
     Flushes,
     Gates,
     OnSession,
@@ -34,7 +34,6 @@ from roster_kit import (
     team_types,
     teams_of,
 )
-from team_host import Gate
 
 
 def terminal(root: Any, member_id: str, name: str, phase: str, provider: str, error: str | None = None) -> MemberRecord:
@@ -73,7 +72,7 @@ class TestDurabilityOrder:
         """A failed provisioning flush: no child is started and the record is settled ``failed``."""
         host = await open_team(tmp_path)
         root = await lead(host)
-        Gate(root.session).fail_next()
+        faulty_log(root.session).fail_next()
         with pytest.raises(TeamError) as caught:
             await spawn(host, root, "worker")
         assert caught.value.code == "TEAM_TASK_PERSISTENCE_UNCONFIRMED"
@@ -121,15 +120,15 @@ class TestDurableFailure:
 
     async def test_a_checkpoint_failure_drains_the_accepted_child(self, tmp_path: Path) -> None:
         """The child accepted the prompt but the checkpoint flush failed: failed, child gone (case 7)."""
-        faults = OnSession(lambda s: Faulty(s, fail_from=2) if s.header.parent_session else None)
+        faults = OnSession(lambda s: faulty_log(s, fail_from=2) if s.header.parent_session else None)
         host = await open_team(tmp_path, plugins=[faults, AfterPrompt()])
         root = await lead(host)
 
         def heal_child(write: int) -> None:  # the Lead records ``failed``: the child's disk recovers
             for fault in faults.faults.values():
-                fault.fail_from = None
+                fault.fail_when(None)
 
-        Faulty(root.session, on_write=lambda n: n == 2 and heal_child(n))
+        faulty_log(root.session, on_write=lambda n: n == 2 and heal_child(n))
         with pytest.raises(OSError) as caught:
             await spawn(host, root, "worker")
         member = only_member(host, root)
@@ -139,7 +138,7 @@ class TestDurableFailure:
 
     async def test_an_abort_during_creation_fails_the_member_and_drains_the_child(self, tmp_path: Path) -> None:
         """An abort while the prompt is being accepted: the reason is raised, ``failed`` recorded, child drained."""
-        faults = OnSession(lambda s: Faulty(s, hold=True) if s.header.parent_session else None)
+        faults = OnSession(lambda s: faulty_log(s, hold=True) if s.header.parent_session else None)
         host = await open_team(tmp_path, plugins=[faults])
         root = await lead(host)
         signal = AbortSignal()
@@ -233,10 +232,10 @@ class TestSettlementRaces:
     async def test_a_conflict_cleanup_failure_is_reported_with_the_conflict(self, tmp_path: Path) -> None:
         """Reconciled ``failed`` and the child cannot be released: conflict and teardown failure together."""
         gates = Gates()
-        faults = OnSession(lambda s: Faulty(s) if s.header.parent_session else None)
+        faults = OnSession(lambda s: faulty_log(s) if s.header.parent_session else None)
         host = await open_team(tmp_path, {"worker": [{"text": "park", "tool_calls": [BLOCK]}]}, gates=gates, plugins=[faults])
         root = await lead(host)
-        lead_gate = Gate(root.session)
+        lead_gate = faulty_log(root.session)
 
         def reconciled_failed(parent: Any) -> None:
             member = only_member(host, root)
@@ -248,20 +247,20 @@ class TestSettlementRaces:
         await gates.parked("worker")
         await lead_gate.wait_entered()
         (child_fault,) = faults.faults.values()
-        child_fault.failing = True  # the drained child's final flushes fail
+        child_fault.fail_when(lambda n: True)  # the drained child's final flushes fail
         lead_gate.release()
         with pytest.raises(BaseExceptionGroup) as caught:
             await creating
         conflict, cleanup = caught.value.exceptions
         assert conflict.code == "TEAM_PROVISIONING_CONFLICT" and cleanup.code == "ACTIVATION_TEARDOWN_FAILED"
-        child_fault.failing = False
+        child_fault.fail_when(None)
         await host.close()
 
     async def test_a_failure_that_cannot_be_recorded_is_reported_with_the_original(self, tmp_path: Path) -> None:
         """The start failed and the Lead cannot record it: both errors come back together."""
         host = await open_team(tmp_path)
         root = await lead(host)
-        lead_gate = Gate(root.session)
+        lead_gate = faulty_log(root.session)
         boom = RuntimeError("start failed")
 
         def fail(parent: Any) -> None:

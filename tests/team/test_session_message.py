@@ -23,7 +23,7 @@ from host_spec.events import Event, EventType, InboxSplice, SubagentDescriptor, 
 from host_spec.records import AbortSignal, CancelCause
 
 from roster_kit import lead, open_team
-from team_host import Gate
+from team_host import faulty_log
 
 TEAM_SOURCE = {"kind": "team-message", "team_id": "lead", "message_id": "team-message-1", "sender_id": "a", "sender_name": "a"}
 
@@ -200,7 +200,7 @@ class TestAwaitAccepted:
         teams = host.service("agent_teams")
         child = await host.create_session("child")
         child.append(EventType.TURN_START, {"turn": 1})
-        gate = Gate(child)
+        gate = faulty_log(child)
         gate.hold()
         waiting = asyncio.ensure_future(await_accepted(host.sessions, teams.coordination.messages, "child", "m1"))
         await gate.wait_entered()  # the checkpoint's flush is writing
@@ -251,7 +251,7 @@ class TestAwaitAccepted:
         host = await open_team(tmp_path)
         child = await host.create_session("child")
         child.append(EventType.TURN_START, {"turn": 1})
-        gate = Gate(child)
+        gate = faulty_log(child)
         gate.hold()
         waiting = asyncio.ensure_future(await_accepted(host.sessions, SessionMessages(), "child", "m1"))
         await gate.wait_entered()

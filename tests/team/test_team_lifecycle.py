@@ -10,7 +10,7 @@ import pytest
 from dsh_team.errors import TeamCode, TeamError
 from dsh_team.log.lifecycle import Lifecycle, disposed_error
 
-from team_host import Gate, lead, open_host, service
+from team_host import faulty_log, lead, open_host, service
 
 
 class TestLifecycle:
@@ -149,7 +149,7 @@ class TestServiceDisposal:
         host = await open_host(tmp_path, {"disposal_timeout_ms": 30})
         root = await lead(host)
         teams = service(host)
-        gate = Gate(root.session)
+        gate = faulty_log(root.session)
         gate.hold()
         stuck = asyncio.ensure_future(teams.create_task(root, subject="s", description="d"))
         await gate.wait_entered()

@@ -11,7 +11,7 @@ import pytest
 
 from dsh_team.errors import TeamError
 
-from team_host import Gate, child, lead, open_host, service, team
+from team_host import faulty_log, child, lead, open_host, service, team
 
 
 def mode_records(agent: Any) -> list[bool]:
@@ -77,7 +77,7 @@ class TestSelection:
         host = await open_host(tmp_path)
         root = await lead(host)
         teams = service(host)
-        gate = Gate(root.session)
+        gate = faulty_log(root.session)
         gate.fail_next()
         with pytest.raises(TeamError) as caught:
             await teams.set_enabled(root, False)

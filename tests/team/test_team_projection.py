@@ -12,7 +12,7 @@ from dsh_team.errors import TeamCode, TeamError
 from dsh_team.views.projection import MemberRow, Publisher, RemoteTeam, TeamView, build_view
 
 from team_builders import Log
-from team_host import Gate, add_member, child, lead, open_host, service, team
+from team_host import faulty_log, add_member, child, lead, open_host, service, team
 
 
 class TestView:
@@ -172,7 +172,7 @@ class TestRemote:
         host = await open_host(tmp_path)
         root = await lead(host)
         remote = service(host).remote
-        Gate(root.session).fail_next()
+        faulty_log(root.session).fail_next()
         answer = await remote.create_task(root, {"subject": "s", "description": "d"})
         assert answer["ok"] is True and answer["value"]["id"] == "task-1" and answer["value"]["revision"] == 1
         assert answer["unconfirmed"]["code"] == "team-persistence-unconfirmed"

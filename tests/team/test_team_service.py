@@ -12,7 +12,7 @@ from dsh_team.errors import TeamError
 from dsh_team.core.fold import replay
 from host_spec.events import SubagentDescriptor
 
-from team_host import Gate, add_member, child, lead, open_host, resume_lead, service, team
+from team_host import faulty_log, add_member, child, lead, open_host, resume_lead, service, team
 
 
 class TestMembership:
@@ -122,7 +122,7 @@ class TestTasks:
         host = await open_host(tmp_path)
         root, members = await team(host, *(f"m{i}" for i in range(16)))
         teams = service(host)
-        gate = Gate(root.session)
+        gate = faulty_log(root.session)
         shared = await teams.create_task(root, subject="shared", description="d")
         created = await asyncio.gather(
             *(teams.create_task(m, subject=f"s{i}", description="d") for i, m in enumerate(members))
@@ -192,7 +192,7 @@ class TestDurability:
         host = await open_host(tmp_path)
         root = await lead(host)
         teams = service(host)
-        gate = Gate(root.session)
+        gate = faulty_log(root.session)
         gate.fail_next()
         with pytest.raises(TeamError, match="read it before retrying") as caught:
             await teams.create_task(root, subject="s", description="d")

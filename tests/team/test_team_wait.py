@@ -13,7 +13,7 @@ from dsh_team.errors import TeamError
 from dsh_team.service import TeamService
 from host_spec.records import AbortSignal, CancelCause
 
-from team_host import Gate, lead, open_host, service, team
+from team_host import faulty_log, lead, open_host, service, team
 
 TEN_S = 10_000
 
@@ -61,7 +61,7 @@ class TestWaking:
         host = await open_host(tmp_path)
         root, (alpha,) = await team(host, "alpha")
         teams = service(host)
-        gate = Gate(root.session)
+        gate = faulty_log(root.session)
         waiting = await started(teams.wait_for_change(alpha, TEN_S))
         gate.hold()
         creating = asyncio.ensure_future(teams.create_task(root, subject="s", description="d"))

@@ -8,10 +8,14 @@ thread and waking the loop afterwards costs a third of the fsync again, and no
 flusher could join the batch during the write anyway. While the moving average of
 recent write times exceeds :data:`INLINE_MAX_SECONDS`, writes go to the worker
 thread (:mod:`.iothread`) instead, so a slow or stalled disk does not stall the
-loop; they come back inline once writes are fast again. The worker does the bookkeeping (``durable_seq``, next batch) under a lock, so a
-write's outcome is never lost even if the loop that started it has closed.
-Waiters are woken on their own loops. A failed write leaves its events pending
-and raises to every waiter of that batch; the next batch retries them.
+loop; they come back inline once writes are fast again. The worker does the
+bookkeeping (``durable_seq``, next batch) under a lock, so a write's outcome is
+never lost even if the loop that started it has closed.
+
+A write is one :class:`~host_spec.storage.SessionLog` ``append`` at the durable
+tail (its compare-and-set) followed by ``sync``. Waiters are woken on their own
+loops. A failed write leaves its events pending and raises to every waiter of
+that batch; the next batch retries them at the same tail.
 """
 
 from __future__ import annotations
@@ -20,16 +24,16 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 import structlog
 
 from host_spec.errors import SessionNotLiveError
 from host_spec.events import Event
+from host_spec.storage import SessionLog
 
 from host_spec.host.store.iothread import submit
 
-__all__ = ["Backend", "GroupCommit", "INLINE_MAX_SECONDS"]
+__all__ = ["GroupCommit", "INLINE_MAX_SECONDS"]
 
 #: Writes run inline while their moving average stays at or below this.
 INLINE_MAX_SECONDS = 0.005
@@ -39,12 +43,14 @@ _EWMA_WEIGHT = 0.25
 log = structlog.get_logger(__name__)
 
 
-class Backend(Protocol):
-    """Where batches go (``store_jsonl.SessionBackend``): blocking write + fsync, then release."""
+_Job = tuple[SessionLog, int, Sequence[Event]]
 
-    def write(self, events: Sequence[Event]) -> None: ...
 
-    def close(self) -> None: ...
+def _store(job: _Job) -> None:
+    """One batch ``(log, tail, events)``: appended at the durable tail, then synced."""
+    target, tail, events = job
+    target.append(events, expected_seq=tail)
+    target.sync()
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -83,7 +89,8 @@ class GroupCommit:
     Args:
         name: Session id, for messages and logs.
         events: The session's event list (appended to by the session, only read here).
-        backend: The sink; ``None`` makes every flush succeed at once (in-memory sessions).
+        backend: The session's log (``append`` + ``sync`` per batch); ``None`` makes
+            every flush succeed at once (in-memory sessions).
         durable_seq: How many leading events are already stored.
         on_flushed: Called on the loop thread with the new ``durable_seq`` after each commit.
     """
@@ -92,7 +99,7 @@ class GroupCommit:
         self,
         name: str,
         events: list[Event],
-        backend: Backend | None,
+        backend: SessionLog | None,
         durable_seq: int,
         on_flushed: Callable[[int], None],
     ) -> None:
@@ -113,7 +120,7 @@ class GroupCommit:
         return self._durable
 
     @property
-    def backend(self) -> Backend | None:
+    def backend(self) -> SessionLog | None:
         return self._backend
 
     def _not_live(self) -> SessionNotLiveError:
@@ -160,31 +167,32 @@ class GroupCommit:
             if started:
                 batch.end = end = len(self._events)
                 self._inflight = batch
-                pending = self._events[self._durable : end]
+                tail = self._durable
+                pending = self._events[tail:end]
         if started:
             backend = self._backend
-            write = backend.write  # type: ignore[union-attr]
+            assert backend is not None  # a backend-less flush never forms a batch
+            job = (backend, tail, pending)
             if not getattr(backend, "inline", False):
-                submit(write, pending, lambda error, _: self._finished(batch, error))
+                submit(_store, job, lambda error, _: self._finished(batch, error))
             elif self._write_seconds <= INLINE_MAX_SECONDS and _running_loop() is batch.loop:
-                self._finished(batch, self._timed((write, pending)))
+                self._finished(batch, self._timed(job))
             else:
-                submit(self._timed, (write, pending), lambda _, error: self._finished(batch, error))
+                submit(self._timed, job, lambda _, error: self._finished(batch, error))
         else:
             self._release_if_idle()  # before waking anyone: a woken waiter may reopen the session
             self._deliver(batch, self._not_live())
 
-    def _timed(self, job: tuple[Callable[[Sequence[Event]], None], Sequence[Event]]) -> BaseException | None:
-        """Run one write ``(write, pending)``, fold its duration into the moving average.
+    def _timed(self, job: _Job) -> BaseException | None:
+        """Store one batch, fold the write's duration into the moving average.
 
         Returns the write's error instead of raising it, so the inline and the
         threaded path hand it to :meth:`_finished` alike.
         """
-        write, pending = job
         error: BaseException | None = None
         start = time.perf_counter()
         try:
-            write(pending)
+            _store(job)
         except BaseException as exc:  # raised to the batch's waiters, never lost
             error = exc
         self._write_seconds += (time.perf_counter() - start - self._write_seconds) * _EWMA_WEIGHT

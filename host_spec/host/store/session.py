@@ -19,11 +19,12 @@ import structlog
 
 from host_spec.errors import InvalidEventError, ReentrantAppendError, SessionNotLiveError
 from host_spec.events import Cause, Event, SessionHeader, encode_data
+from host_spec.storage import SessionLog
 
-from host_spec.host.store.commit import Backend, GroupCommit
+from host_spec.host.store.commit import GroupCommit
 from host_spec.host.store.context import current_cause
 
-__all__ = ["Backend", "NullObserver", "Session", "SessionObserver", "time_ms"]
+__all__ = ["NullObserver", "Session", "SessionObserver", "time_ms"]
 
 log = structlog.get_logger(__name__)
 
@@ -115,7 +116,7 @@ class Session:
     Args:
         header: The immutable log header; ``header.id`` is the session id.
         events: Events already in the log (a seed or a loaded log); seqs must be 1..n.
-        backend: Durable sink; ``None`` keeps the session in memory (flush only reports).
+        backend: The session's durable log; ``None`` keeps the session in memory (flush only reports).
         observer: Veto and notification seam; defaults to :class:`NullObserver`.
         clock: Epoch-milliseconds source for ``Event.time``.
         durable_seq: How many of ``events`` are already stored (``len(events)`` on resume).
@@ -126,7 +127,7 @@ class Session:
         header: SessionHeader,
         *,
         events: Sequence[Event] = (),
-        backend: Backend | None = None,
+        backend: SessionLog | None = None,
         observer: SessionObserver | None = None,
         clock: Callable[[], int] = time_ms,
         durable_seq: int = 0,
@@ -178,7 +179,7 @@ class Session:
         return self._live
 
     @property
-    def backend(self) -> Backend | None:
+    def backend(self) -> SessionLog | None:
         return self._commit.backend
 
     def own_events(self) -> Sequence[Event]:

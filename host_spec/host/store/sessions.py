@@ -2,7 +2,9 @@
 
 It owns the bookkeeping the ``Session`` itself should not know about: which ids
 are live, where their logs live (a :class:`JsonlStore`, or nowhere), and how a
-seed becomes the inherited prefix of a new log. With ``store=None`` everything
+seed becomes the inherited prefix of a new log. The logs live in any
+:class:`~host_spec.storage.StorageBackend` (the reference host's is a
+:class:`~host_spec.host.store.jsonl.JsonlStore`). With ``store=None`` everything
 stays in memory — disposed sessions are kept as snapshots so ``resume`` and
 ``inspect`` still work — which is what unit tests of the upper layers want.
 """
@@ -20,9 +22,9 @@ import structlog
 
 from host_spec.errors import SessionError, SessionExistsError, SessionNotFoundError, SessionNotLiveError
 from host_spec.events import Event, SessionHeader
+from host_spec.storage import StorageBackend
 
 from host_spec.host.store.session import Session, SessionObserver, time_ms
-from host_spec.host.store.jsonl import JsonlStore
 
 __all__ = ["PersistedSession", "SessionStore"]
 
@@ -42,17 +44,19 @@ class PersistedSession:
 
 
 class SessionStore:
-    """Live sessions over an optional :class:`JsonlStore` (implements ``protocols.SessionStore``).
+    """Live sessions over an optional storage backend (implements ``protocols.SessionStore``).
 
     Args:
-        store: Where logs are persisted; ``None`` keeps sessions in memory only.
+        store: Where logs are persisted (any ``host_spec.storage.StorageBackend``, e.g.
+            a ``JsonlStore``, or a test's fault-injecting wrapper around one);
+            ``None`` keeps sessions in memory only.
         observer: Receives every session's veto, commit and flush callbacks
             (``None``: a no-op observer).
         clock: Epoch-milliseconds source for headers and events.
     """
 
     def __init__(
-        self, store: JsonlStore | None, observer: SessionObserver | None, *, clock: Callable[[], int] = time_ms
+        self, store: StorageBackend | None, observer: SessionObserver | None, *, clock: Callable[[], int] = time_ms
     ) -> None:
         self.store = store
         self._observer = observer
@@ -104,7 +108,7 @@ class SessionStore:
             delegation_depth=delegation_depth,
         )
         events = [msgspec.structs.replace(event, seq=seq) for seq, event in enumerate(seed, 1)]
-        backend = self.store.open_writer(header, create=True) if self.store is not None else None
+        backend = self.store.create(header) if self.store is not None else None
         session = Session(header, events=events, backend=backend, observer=self._observer, clock=self._clock)
         self._live[session_id] = session
         return session

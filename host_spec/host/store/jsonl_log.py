@@ -1,0 +1,188 @@
+"""The writer of one JSONL session log: ``pwrite`` at the end, ``fsync`` on sync, truncate back on failure.
+
+The first batch *materializes* the log atomically (temp file, fsync, ``link``
+onto the final name, directory fsync), so a crash never leaves a headerless log
+and two creators cannot both win. Every later batch is written at the end of
+what was appended; a failed write or fsync truncates the file back to its synced
+size, so a retry of the same events never stores a seq twice.
+:class:`~host_spec.host.store.jsonl.JsonlStore` opens these writers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import structlog
+
+from host_spec.errors import SequenceConflictError, SessionExistsError, SessionNotLiveError
+from host_spec.events import Event, SessionHeader
+
+from host_spec.host.store.jsonl_format import LOG_NAME, TEMP_NAME, encode_batch, header_line
+
+__all__ = ["JsonlSessionLog"]
+
+log = structlog.get_logger(__name__)
+
+
+def _write_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class JsonlSessionLog:
+    """The exclusive writer of one session log (holds its ``flock`` until :meth:`close`).
+
+    Implements :class:`host_spec.storage.SessionLog`: ``append`` is one ``pwrite``
+    at the end of the log, ``sync`` one ``fsync``. Not thread-safe: the owning
+    ``Session`` runs at most one call at a time.
+    """
+
+    #: A local-file write may run on the event loop thread while it stays fast
+    #: (see :mod:`host_spec.host.store.commit`); wrappers that can block must say ``False``.
+    inline = True
+
+    def __init__(
+        self, directory: Path, header: SessionHeader, lock_fd: int, fd: int | None, size: int, tail_seq: int
+    ) -> None:
+        self.directory = directory
+        self.path = directory / LOG_NAME
+        self.header = header
+        self._lock_fd: int | None = lock_fd
+        self._fd = fd  # None until the first batch materializes the file
+        self._size = size  # synced bytes
+        self._end = size  # bytes appended (synced or not)
+        self._synced = self._tail = tail_seq
+        self._dirty = False  # bytes past _end may exist (a failed write whose truncate failed too)
+
+    @property
+    def materialized(self) -> bool:
+        return self._fd is not None
+
+    @property
+    def size(self) -> int:
+        """Bytes of synced log (header included) on disk."""
+        return self._size
+
+    @property
+    def tail_seq(self) -> int:
+        return self._tail
+
+    def _check_live(self) -> None:
+        if self._lock_fd is None:
+            raise SessionNotLiveError(f"session {self.header.id}: writer is closed", session=self.header.id)
+
+    def append(self, events: Sequence[Event], *, expected_seq: int) -> None:
+        """Write ``events`` at the end of the log; the first batch materializes it durably.
+
+        Raises:
+            SequenceConflictError: the log does not end at ``expected_seq`` or the batch does not continue it.
+            SessionNotLiveError: the writer was closed.
+            SessionExistsError: materialization found another log at the path.
+            OSError: the write failed (the file is truncated back to its synced size first).
+        """
+        self._check_live()
+        count = len(events)
+        if expected_seq != self._tail or (
+            count and (events[0].seq != expected_seq + 1 or events[-1].seq != expected_seq + count)
+        ):
+            raise SequenceConflictError(
+                f"session {self.header.id}: append at seq {expected_seq} "
+                f"(batch {events[0].seq if count else '-'}..) but the log ends at seq {self._tail}",
+                session=self.header.id,
+                expected=expected_seq,
+                actual=self._tail,
+            )
+        if not count:
+            return
+        data = encode_batch(events)
+        if self._fd is None:
+            self._materialize(data)
+            self._synced = self._tail = events[-1].seq
+            return
+        fd = self._fd
+        try:
+            if self._dirty:
+                os.ftruncate(fd, self._end)
+                self._dirty = False
+            self._dirty = True
+            _write_all(fd, data, self._end)
+        except BaseException:
+            self._roll_back(fd)
+            raise
+        self._dirty = False
+        self._end += len(data)
+        self._tail = events[-1].seq
+
+    def sync(self) -> None:
+        """``fsync`` what was appended since the last sync; on failure drop it again.
+
+        Raises:
+            SessionNotLiveError: the writer was closed.
+            OSError: the fsync failed (the file is truncated back to its synced size first).
+        """
+        self._check_live()
+        if self._end == self._size:
+            return
+        fd = self._fd
+        assert fd is not None  # bytes were appended, so the log is materialized
+        try:
+            os.fsync(fd)
+        except BaseException:
+            self._roll_back(fd)
+            raise
+        self._size = self._end
+        self._synced = self._tail
+
+    def _roll_back(self, fd: int) -> None:
+        """Forget everything appended since the last sync, on disk too when the disk lets us."""
+        self._end, self._tail = self._size, self._synced
+        self._dirty = True
+        try:
+            os.ftruncate(fd, self._size)
+            os.fsync(fd)
+            self._dirty = False
+        except OSError:
+            log.exception("session.truncate_failed", session=self.header.id, path=str(self.path))
+
+    def _materialize(self, batch: bytes) -> None:
+        data = header_line(self.header) + batch
+        temp = self.directory / TEMP_NAME
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        try:
+            _write_all(fd, data, 0)
+            os.fsync(fd)
+            try:
+                os.link(temp, self.path)
+            except FileExistsError:
+                raise SessionExistsError(
+                    f"session {self.header.id} already has a persisted log at {self.path}; resume it instead",
+                    session=self.header.id,
+                ) from None
+        except BaseException:
+            os.close(fd)
+            temp.unlink(missing_ok=True)
+            raise
+        temp.unlink()
+        _fsync_dir(self.directory)
+        self._fd, self._size, self._end = fd, len(data), len(data)  # the temp's fd now names the published inode
+
+    def close(self) -> None:
+        """Close the log and release the lock. Idempotent."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the description releases the flock
+            self._lock_fd = None

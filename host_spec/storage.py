@@ -1,0 +1,133 @@
+"""The storage-backend contract: where a host keeps its session logs.
+
+A session log is an append-only list of :class:`~host_spec.events.Event` whose
+seqs run ``1..n`` behind one :class:`~host_spec.events.SessionHeader`. A host's
+live session appends in memory and makes batches durable through the log's
+:class:`SessionLog`; everything else (listing, ``inspect``, ``team show``) reads
+through the :class:`StorageBackend`.
+
+The contract is shaped so that very different media can keep it:
+
+* **Compare-and-set on the tail.** :meth:`SessionLog.append` names the seq the
+  log must currently end at (``expected_seq``); a log that ends elsewhere refuses
+  with :class:`~host_spec.errors.SequenceConflictError` and stores nothing. A
+  local file checks its own tail (its lock already excludes a second writer); a
+  SQL backend can make it one ``INSERT ... WHERE`` on the highest seq (or a
+  unique key on ``(session, seq)``); a networked log sends it with the batch.
+* **Append, then sync.** ``append`` places a batch at the tail, ``sync`` makes
+  every appended batch durable. A file may write in ``append`` and ``fsync`` in
+  ``sync``; a database may insert and commit; a remote log may send and await the
+  acknowledgement. A failed ``append`` or ``sync`` leaves the log ending at its
+  last synced seq, so the caller retries the same events at the same
+  ``expected_seq`` and no seq is stored twice.
+* **Layout is the backend's business.** Nothing here names files, lines or
+  tables; one file per session, preallocated segments or rows are all fine.
+
+``host_spec.testing`` holds the conformance suite every backend runs against
+itself, an in-memory backend and a fault-injecting wrapper; ``docs/host-contract.md``
+(section for backend authors) explains both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from host_spec.events import Event, SessionHeader
+
+__all__ = ["SessionLog", "StorageBackend"]
+
+
+@runtime_checkable
+class SessionLog(Protocol):
+    """The exclusive writer of one session's log, from open until :meth:`close`.
+
+    One caller drives a log at a time (the host never runs two ``append`` or
+    ``sync`` calls of one log concurrently), possibly from a worker thread.
+    A log may declare ``inline = True`` when its calls are fast local I/O that
+    a host may run on its event-loop thread; without it a host uses a thread.
+    """
+
+    @property
+    def header(self) -> SessionHeader:
+        """The header the log was created with (or found under on resume)."""
+
+    @property
+    def tail_seq(self) -> int:
+        """The seq the log ends at: its last appended event (``0`` when empty)."""
+
+    def append(self, events: Sequence[Event], *, expected_seq: int) -> None:
+        """Place ``events`` (seqs ``expected_seq + 1 ...`` in order) at the tail.
+
+        Appended events count for :attr:`tail_seq` at once but are durable only
+        after :meth:`sync`. An empty batch checks the tail and stores nothing.
+
+        Raises:
+            SequenceConflictError: the log does not end at ``expected_seq``, or the
+                batch does not continue it; nothing is stored.
+            SessionNotLiveError: the log was closed.
+            SessionExistsError: the first batch of a created log found another
+                log stored under the same id (two creators raced).
+            OSError: the medium failed; nothing of this batch stays behind.
+        """
+
+    def sync(self) -> None:
+        """Make every appended event durable; a no-op when nothing is pending.
+
+        Raises:
+            SessionNotLiveError: the log was closed.
+            OSError: the medium failed; every event appended since the last
+                successful sync is dropped and :attr:`tail_seq` returns to the
+                synced tail, so the caller appends them again.
+        """
+
+    def close(self) -> None:
+        """Release the log (its lock, handle or connection). Idempotent.
+
+        Events appended but not synced may be lost; the owner syncs first.
+        """
+
+
+@runtime_checkable
+class StorageBackend(Protocol):
+    """Where the session logs of one host (one data directory, database, cluster) live."""
+
+    def exists(self, session_id: str) -> bool:
+        """Whether a log with at least its header is stored under ``session_id``."""
+
+    def list_ids(self) -> list[str]:
+        """Stored session ids in creation order (header ``created_at``, then id)."""
+
+    def read(self, session_id: str) -> tuple[SessionHeader, list[Event]]:
+        """The stored header and durable events, without taking the writer's lock.
+
+        A damaged tail that a crash explains (a half-written last batch) is left
+        out; damage before it is corruption.
+
+        Raises:
+            SessionNotFoundError: nothing is stored under this id.
+            SessionCorruptError: a stored event is unreadable or a seq is missing.
+            SessionFormatError: the log was written in a version this backend does not read.
+        """
+
+    def create(self, header: SessionHeader) -> SessionLog:
+        """Open a new, empty log for writing; it is stored by its first ``append``.
+
+        Until then :meth:`exists` is false, and a crash leaves nothing to resume.
+
+        Raises:
+            SessionExistsError: a log is already stored under ``header.id``.
+            SessionLockedError: another writer holds this id.
+        """
+
+    def resume(self, session_id: str) -> tuple[SessionLog, list[Event]]:
+        """Open a stored log for writing, dropping a torn tail, and return its events.
+
+        The log's ``header`` is the stored one and its ``tail_seq`` is the last
+        returned event's seq.
+
+        Raises:
+            SessionNotFoundError: nothing is stored under this id.
+            SessionLockedError: another writer holds this id.
+            SessionCorruptError / SessionFormatError: as for :meth:`read`.
+        """
