@@ -24,7 +24,7 @@ from host_spec.storage import SessionLog, StorageBackend
 
 __all__ = ["FaultyLog", "FaultyStorage", "disk_full"]
 
-#: How long a held write waits for :meth:`FaultyLog.release` before it fails.
+#: How long a held write waits for :meth:`FaultyLog.release` before it fails (default).
 HOLD_SECONDS = 30.0
 
 
@@ -43,6 +43,8 @@ class FaultyLog:
         batches: The seqs of every batch that reached ``inner``.
         entered: Set by every write as it starts (before a hold), from any thread.
         closed: Whether :meth:`close` ran.
+        hold_seconds: How long a held write waits for :meth:`release` before it
+            fails with ``TimeoutError`` (a test that forgot to release fails loudly).
         threaded: Keep writes off the event loop's thread even when the real log
             allows inline writes; :meth:`hold` sets it, since a held write must
             never block the loop. Set it for callbacks that block too.
@@ -54,6 +56,7 @@ class FaultyLog:
         self.batches: list[list[int]] = []
         self.entered = threading.Event()
         self.closed = False
+        self.hold_seconds = HOLD_SECONDS
         self._open = threading.Event()
         self._open.set()
         self._failures: list[BaseException] = []
@@ -120,7 +123,7 @@ class FaultyLog:
     def append(self, events: Sequence[Event], *, expected_seq: int) -> None:
         if events:
             self.entered.set()
-            if not self._open.wait(HOLD_SECONDS):
+            if not self._open.wait(self.hold_seconds):
                 raise TimeoutError(f"a held write of session {self.header.id} was never released")
             self.writes += 1
             number = self.writes

@@ -1,10 +1,12 @@
 """An in-memory storage backend: the smallest honest implementation of the storage contract.
 
-It keeps every rule a durable backend keeps (one writer per id, compare-and-set
-on the tail, nothing visible before ``sync``, a created log is stored only by its
-first append), so tests of upper layers can run without files, and the
-conformance suite has a second, independent implementation to agree with.
-Nothing survives the process.
+It keeps every rule a durable backend keeps (compare-and-set on the tail,
+nothing visible before ``sync``, a created log is stored only by its first
+append), so tests of upper layers can run without files, and the conformance
+suite has a second, independent implementation to agree with. Like a file store
+it lets one writer per id open at a time; with ``exclusive=False`` it instead
+lets any number open and decides at ``sync`` by the stored tail, as a database
+with a compare-and-set on the log tail would. Nothing survives the process.
 """
 
 from __future__ import annotations
@@ -29,9 +31,14 @@ class MemoryStorage:
 
     Every :meth:`reopen` shares the same logs and locks, as two processes share
     one data directory.
+
+    Args:
+        exclusive: Refuse a second writer of an id (``SessionLockedError``) while
+            one is open; ``False`` lets the stored tail decide at ``sync``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, exclusive: bool = True) -> None:
+        self.exclusive = exclusive
         self._logs: dict[str, tuple[SessionHeader, list[Event]]] = {}
         self._writers: set[str] = set()
         self._lock = threading.Lock()
@@ -41,7 +48,7 @@ class MemoryStorage:
 
     def reopen(self) -> MemoryStorage:
         """Another handle on the same logs (a second process, a restart)."""
-        other = MemoryStorage.__new__(MemoryStorage)
+        other = MemoryStorage(exclusive=self.exclusive)
         other._logs, other._writers, other._lock = self._logs, self._writers, self._lock
         return other
 
@@ -77,18 +84,29 @@ class MemoryStorage:
         return MemoryLog(self, header, len(events)), events
 
     def _take(self, session_id: str) -> None:
+        if not self.exclusive:
+            return
         if session_id in self._writers:
             raise SessionLockedError(f"session {session_id} is open for writing elsewhere", session=session_id)
         self._writers.add(session_id)
 
-    def _store(self, header: SessionHeader, events: list[Event], *, first: bool) -> None:
+    def _store(self, header: SessionHeader, events: list[Event], *, first: bool, tail: int) -> None:
+        """Store a synced batch if the stored log still ends at ``tail`` (the compare-and-set)."""
         with self._lock:
             if first:
                 if header.id in self._logs:
                     raise SessionExistsError(f"session {header.id} is already stored", session=header.id)
                 self._logs[header.id] = (header, events)
-            else:
-                self._logs[header.id][1].extend(events)
+                return
+            stored = self._logs[header.id][1]
+            if len(stored) != tail:
+                raise SequenceConflictError(
+                    f"session {header.id}: append at seq {tail} but the stored log ends at seq {len(stored)}",
+                    session=header.id,
+                    expected=tail,
+                    actual=len(stored),
+                )
+            stored.extend(events)
 
     def _release(self, session_id: str) -> None:
         with self._lock:
@@ -135,7 +153,7 @@ class MemoryLog:
             return
         pending, self._pending = self._pending, []
         try:
-            self._storage._store(self.header, pending, first=not self._stored)
+            self._storage._store(self.header, pending, first=not self._stored, tail=self._synced)
         except BaseException:
             self._tail = self._synced
             raise

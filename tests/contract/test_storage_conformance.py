@@ -30,6 +30,15 @@ class TestMemoryStorage(StorageBackendContract):
         return medium.reopen
 
 
+class TestSharedMemoryStorage(StorageBackendContract):
+    """Writers are not exclusive: the stored tail alone decides, as in a database."""
+
+    @pytest.fixture
+    def storage(self) -> StorageFactory:
+        medium = MemoryStorage(exclusive=False)
+        return medium.reopen
+
+
 class TestFaultyJsonlStore(StorageBackendContract):
     @pytest.fixture
     def storage(self, tmp_path: Path) -> StorageFactory:
