@@ -271,8 +271,8 @@ class TestFailuresStayQueued:
         host, root, gates, (worker,) = await parked_team(tmp_path, "worker")
         teams = teams_of(host)
         journal = teams.journals.get(root.session)
-        faulty = Faulty(root.session)
-        faulty.failing = True
+        faulty = faulty_log(root.session)
+        faulty.fail_when(lambda n: True)
         with pytest.raises(TeamError) as caught:
             await teams.send_message(root, target="worker", content=text("late"))
         assert caught.value.code == "TEAM_TASK_PERSISTENCE_UNCONFIRMED"
@@ -283,7 +283,7 @@ class TestFailuresStayQueued:
         for _ in range(20):
             await asyncio.sleep(0)
         assert message_id not in journal.state.mail.delivered
-        faulty.failing = False
+        faulty.fail_when(None)
         root.session.append("test/marker", {})  # an unrelated later flush
         await root.session.flush()
         await until(lambda: message_id in journal.state.mail.delivered, what="delivery after the flush")
