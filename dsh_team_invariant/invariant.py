@@ -30,6 +30,7 @@ import attrs
 from dsh_team.core.records import TEAM_EVENT_TYPES
 from dsh_team.core.fold import evolve, replay
 from dsh_team.core.state import TeamState
+from host_spec import hookimpl
 from host_spec.records import Violation
 
 if TYPE_CHECKING:
@@ -100,14 +101,20 @@ class TeamStreamInvariant:
     Keyed by session id: a Team lives in its Lead's log and its id is that session's
     id, so each session folds as the Team it would lead (records of other Teams,
     such as a fork's inherited prefix, are ignored by the fold itself).
+
+    One instance serves one host: the plugin registers it with that host's hooks
+    (``seed`` on ``dsh_session_created``, ``check`` on ``dsh_pre_append``,
+    ``forget`` on ``dsh_session_disposed``).
     """
 
     _folds: dict[str, _Fold] = attrs.Factory(dict)
 
+    @hookimpl(specname="dsh_session_created")
     def seed(self, session: Session) -> None:
         """Fold ``session``'s current events once (on creation, resume, or plugin load)."""
         self._folds[session.id] = _Fold(session, replay(session.events, session.id))
 
+    @hookimpl(specname="dsh_session_disposed")
     def forget(self, session: Session) -> None:
         """Drop the fold of a session that left the live store (a stale object's disposal is a no-op)."""
         fold = self._folds.get(session.id)
@@ -133,6 +140,7 @@ class TeamStreamInvariant:
             fold = self._folds[session.id]
         return fold
 
+    @hookimpl(specname="dsh_pre_append")
     def check(self, session: Session, event: Event) -> Violation | None:
         """Veto ``event`` if the Team fold would reject it; otherwise stage its outcome.
 

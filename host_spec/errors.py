@@ -200,7 +200,13 @@ class PluginError(DshError):
     code = "PLUGIN_ERROR"
 
 
+class ServiceNotFoundError(PluginError):
+    """No loaded plugin provides the service type asked for (``host.service(api)``)."""
+
+    code = "SERVICE_NOT_FOUND"
+
+
 class RegistrationError(DshError):
-    """A scoped registration collided with an existing name in the same layer."""
+    """A registration collided with an existing one in the same layer (a name, a service type)."""
 
     code = "ALREADY_REGISTERED"

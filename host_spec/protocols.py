@@ -12,9 +12,11 @@ tells a live agent from a stale copy or a disposed handle.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeForm
+
     from host_spec.events import Cause, Event, SessionHeader, SubagentDescriptor
     from host_spec.messages import ContentBlock, Source, UserMessage
     from host_spec.records import AbortSignal, CancelCause, Handle, PromptSection, ToolSpec
@@ -39,6 +41,9 @@ __all__ = [
 ]
 
 AgentStatus = Literal["running", "idle"]
+
+#: The type of a service: what ``ctx.provide`` publishes and ``host.service`` returns.
+S = TypeVar("S")
 
 
 @runtime_checkable
@@ -329,7 +334,13 @@ class Continuations(Protocol):
 
 
 class PluginContext(Protocol):
-    """What a plugin gets on load: its config, the host, and an ownership ledger."""
+    """What a plugin gets on load: its config, the host, and an ownership ledger.
+
+    A plugin keeps per-host state in objects it registers here (pytest's way with
+    stateful plugins): the plugin module's ``dsh_plugin_loaded`` builds them for
+    *this* host and calls :meth:`register`, so a module loaded into several hosts
+    shares nothing between them and needs no table keyed by host.
+    """
 
     @property
     def name(self) -> str: ...
@@ -348,8 +359,38 @@ class PluginContext(Protocol):
         """Run a supervised background task, cancelled on unload."""
         ...
 
-    def provide(self, key: str, service: Any) -> Handle:
-        """Publish a service under ``key`` for other plugins (removed on unload)."""
+    def register(self, plugin: object, *, name: str | None = None) -> Handle:
+        """Register ``plugin``'s ``@hookimpl`` methods with this host, owned by this plugin.
+
+        The object's hooks are called like the module's: a veto names this plugin,
+        ``dsh_plugin_teardown`` and ``dsh_plugin_unload`` reach it on unload, and the
+        returned handle (in the ledger) unregisters it. ``dsh_plugin_loaded`` is the
+        module's alone (the object is built inside it), so an object may not implement it.
+
+        Args:
+            plugin: Any object with ``@hookimpl`` methods (``self`` plus any subset of the
+                spec's arguments).
+            name: Distinguishes several objects of one class (default: the class name).
+
+        Raises:
+            PluginError: an invalid hook (as for a plugin module), or the name is taken.
+        """
+        ...
+
+    def provide(self, api: TypeForm[S], service: S) -> Handle:
+        """Publish ``service`` as the implementation of ``api`` until unload.
+
+        ``api`` is a class or a Protocol; callers get the service back, typed, with
+        ``host.service(api)``. The key is the type's import path (module and
+        qualified name), so a caller still holding the ``api`` class from before the
+        providing plugin reloaded finds the new service.
+
+        Raises:
+            RegistrationError: another plugin already provides ``api``
+                (``ALREADY_REGISTERED``), or ``service`` is not an instance of ``api``
+                (``SERVICE_MISMATCH``; checked where ``isinstance`` can tell, i.e. a
+                class or a ``@runtime_checkable`` Protocol).
+        """
         ...
 
 
@@ -362,8 +403,19 @@ class Host(Protocol):
     prompts: PromptRegistry
     continuations: Continuations
 
-    def service(self, key: str) -> Any | None:
-        """A service another plugin provided with ``ctx.provide`` (or ``None``)."""
+    def service(self, api: TypeForm[S]) -> S:
+        """The service another plugin provided for ``api`` with ``ctx.provide``.
+
+        Look it up when you use it rather than keeping it: a reload of the
+        providing plugin replaces the object.
+
+        Raises:
+            ServiceNotFoundError: no loaded plugin provides ``api`` (``SERVICE_NOT_FOUND``).
+        """
+        ...
+
+    def find_service(self, api: TypeForm[S]) -> S | None:
+        """:meth:`service`, or ``None`` while no loaded plugin provides ``api``."""
         ...
 
     def call_soon(self, fn: Callable[[], Any]) -> None:

@@ -25,7 +25,7 @@ import inspect
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
@@ -47,7 +47,12 @@ from host_spec.host.agents.tools import ToolRegistry
 
 __all__ = ["Host", "resolve_model"]
 
+if TYPE_CHECKING:
+    from typing_extensions import TypeForm
+
 log = structlog.get_logger(__name__)
+
+S = TypeVar("S")
 
 
 def resolve_model(model: Any) -> Any:
@@ -169,9 +174,17 @@ class Host:
 
     # ------------------------------------------------------------ protocols.Host
 
-    def service(self, key: str) -> Any | None:
-        """A service a plugin published with ``ctx.provide`` (``None`` if absent)."""
-        return self.plugins.services.get(key)
+    def service(self, api: TypeForm[S]) -> S:
+        """The service a plugin published for ``api`` with ``ctx.provide``.
+
+        Raises:
+            ServiceNotFoundError: no loaded plugin provides ``api``.
+        """
+        return self.plugins.services.get(api)
+
+    def find_service(self, api: TypeForm[S]) -> S | None:
+        """The service a plugin published for ``api``, or ``None``."""
+        return self.plugins.services.find(api)
 
     def call_soon(self, fn: Callable[[], Any]) -> None:
         """Run ``fn`` on the next loop iteration; an awaitable result becomes a tracked task.

@@ -7,7 +7,7 @@ from importlib.metadata import entry_points
 import pytest
 
 from host_spec import ENTRY_POINT_GROUP
-from host_spec.host.plugins.manager import discover, new_pluggy_manager, validate_plugin
+from host_spec.host.plugins.discovery import discover, new_pluggy_manager, validate_plugin
 
 EXPECTED = {
     "subagent": "host_spec.host.base.subagent",

@@ -10,7 +10,7 @@ import pluggy
 import pytest
 
 from host_spec import PROJECT, hookspecs
-from host_spec.host.plugins.manager import new_pluggy_manager
+from host_spec.host.plugins.discovery import new_pluggy_manager
 
 EXPECTED = {
     "dsh_plugin_loaded",

@@ -10,7 +10,7 @@ import pytest
 import structlog
 
 from host_spec import hookimpl
-from host_spec.errors import InvariantError, ModelError, PluginError, SessionNotFoundError
+from host_spec.errors import InvariantError, ModelError, PluginError, ServiceNotFoundError, SessionNotFoundError
 from host_spec.events import EventType, SubagentDescriptor
 from host_spec.host.app import Host, agent_name, resolve_model
 from host_spec.host.models.scripted import ScriptedModel
@@ -224,17 +224,29 @@ class TestLifecycle:
 
 class TestServices:
     async def test_service_lookup(self) -> None:
-        """``service`` returns what a plugin provided, ``None`` otherwise."""
+        """``service`` returns what a plugin provided for a type; absent types raise or find ``None``."""
+
+        class Thing:
+            pass
+
+        class Other:
+            pass
+
+        thing = Thing()
 
         class Provider:
             @hookimpl
             def dsh_plugin_loaded(self, ctx: Any) -> None:
-                ctx.provide("thing", 42)
+                ctx.provide(Thing, thing)
 
         host = await Host.open(None, None, model(), extra_plugins=[("p", Provider())])
-        assert host.service("thing") == 42 and host.service("other") is None
+        assert host.service(Thing) is thing and host.find_service(Thing) is thing
+        assert host.find_service(Other) is None
+        with pytest.raises(ServiceNotFoundError) as info:
+            host.service(Other)
+        assert info.value.code == "SERVICE_NOT_FOUND" and "Other" in str(info.value)
         await host.close()
-        assert host.service("thing") is None
+        assert host.find_service(Thing) is None
 
     async def test_call_soon_runs_later_and_quiescence_waits(self) -> None:
         """``call_soon`` runs after the current call; awaitable results are awaited by quiesce."""

@@ -11,8 +11,9 @@ import structlog
 
 from host_spec import hookimpl
 from host_spec.errors import ConfigError, InvariantError, PluginError, RegistrationError
-from host_spec.host.plugins import manager as plugins_module
-from host_spec.host.plugins.manager import PluginManager, discover
+from host_spec.host.plugins import discovery, manager as plugins_module
+from host_spec.host.plugins.discovery import discover
+from host_spec.host.plugins.manager import PluginManager
 from host_spec.host.agents.tools import ToolRegistry
 from host_spec.records import Handle, Violation
 
@@ -78,8 +79,8 @@ class TestLoading:
 
     def test_duplicate_entry_point_names_are_an_error(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Two distributions declaring one name with different targets are never silently merged."""
-        eps = [plugins_module.EntryPoint("x", "a.b", "dsh"), plugins_module.EntryPoint("x", "c.d", "dsh")]
-        monkeypatch.setattr(plugins_module, "entry_points", lambda group: eps)
+        eps = [discovery.EntryPoint("x", "a.b", "dsh"), discovery.EntryPoint("x", "c.d", "dsh")]
+        monkeypatch.setattr(discovery, "entry_points", lambda group: eps)
         with pytest.raises(PluginError, match='"x" is declared twice'):
             discover()
 
@@ -266,25 +267,23 @@ class TestContext:
         assert [entry["event"] for entry in logs] == ["plugin.loaded"]
 
     async def test_provide_publishes_until_unload(self) -> None:
-        """``provide`` publishes a service; unload removes it; a key is provided once."""
+        """``provide`` publishes a service for its type; unload removes it; a type is provided once."""
 
         class Provider:
             @hookimpl
             def dsh_plugin_loaded(self, ctx: Any) -> None:
-                ctx.provide("svc", "service-object")
+                ctx.provide(str, "service-object")
 
         pm = manager()
         pm.load("p", plugin=Provider())
-        assert pm.services == {"svc": "service-object"}
-        with pytest.raises(RegistrationError, match='service "svc" is already provided'):
+        assert pm.services.keys() == ["builtins.str"] and pm.services.get(str) == "service-object"
+        with pytest.raises(RegistrationError, match='service "builtins.str" is already provided by plugin "p"'):
             pm.load("q", plugin=Provider())
         assert pm.names() == ["p"]
         await pm.unload("p")
-        assert pm.services == {}
-        pm.load("p", plugin=Provider())
-        pm.services["svc"] = "replaced elsewhere"
-        await pm.unload("p")
-        assert pm.services == {"svc": "replaced elsewhere"}  # unload removes only its own object
+        assert pm.services.keys() == []
+        pm.load("q", plugin=Provider())  # the type is free again
+        assert pm.services.get(str) == "service-object"
 
     async def test_closed_context_refuses_and_disposes(self) -> None:
         """A registration on a closed context is disposed at once and refused."""

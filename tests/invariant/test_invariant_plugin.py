@@ -46,7 +46,8 @@ async def open_host(data_dir: Path, *, invariant: bool = True, recorder: Recorde
 
 
 def invariant_of(host: Host) -> Any:
-    return host.plugins.get(NAME).plugin.invariant_for(host)
+    (invariant,) = host.plugins.hook_objects(NAME)
+    return invariant
 
 
 def member(team: str, id: str, phase: str) -> dict[str, Any]:
@@ -133,15 +134,15 @@ class TestSeeding:
 
 class TestLifecycle:
     async def test_unload_stops_the_veto(self, tmp_path: Path) -> None:
-        """After unload nothing is checked any more and the per-host fold is gone."""
+        """After unload nothing is checked any more and the per-host fold is unregistered."""
         async with open_host(tmp_path) as host:
             session = await host.create_session()
-            module = host.plugins.get(NAME).plugin
+            invariant = invariant_of(host)
             await host.plugins.unload(NAME)
-            assert id(host) not in module._by_host
+            assert host.plugins.hook_objects(NAME) == []
+            assert all(plugin is not invariant for plugin in host.plugins.pm.get_plugins())
             session.append("team/task", task(session.id, "task-1", revision=5))
             assert session.last_seq == 1
-            module.dsh_plugin_unload(host=host, ctx=None)  # a second unload is harmless
 
     async def test_reload_reseeds(self, tmp_path: Path) -> None:
         """A hot reload folds the live sessions again and keeps vetoing."""

@@ -1,10 +1,10 @@
 """A loaded plugin's context: its config, the host, and its ownership ledger.
 
-Everything a plugin registers outside pluggy (tools, prompt sections, services,
-background tasks) goes through its context, which keeps the disposers in a LIFO
-ledger. Unload and reload dispose exactly that ledger, so a plugin removes what it
-added and nothing else (the hermes-agent lesson: registrations made beside the
-plugin manager leak on reload unless an owner tracks them).
+Everything a plugin registers beyond its module (per-host hook objects, tools,
+prompt sections, services, background tasks) goes through its context, which
+keeps the disposers in a LIFO ledger. Unload and reload dispose exactly that
+ledger, so a plugin removes what it added and nothing else: registrations made
+beside the plugin manager would leak on reload unless an owner tracks them.
 """
 
 from __future__ import annotations
@@ -12,17 +12,32 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 import structlog
 
-from host_spec.errors import PluginError, RegistrationError
+from host_spec.errors import PluginError
 from host_spec.records import Handle
 
-__all__ = ["PluginContext"]
+from host_spec.host.plugins.services import ServiceRegistry
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeForm
+
+__all__ = ["HookObjects", "PluginContext"]
 
 log = structlog.get_logger(__name__)
+
+S = TypeVar("S")
+
+
+class HookObjects(Protocol):
+    """Where a context registers its plugin's per-host hook objects (the plugin manager)."""
+
+    def attach(self, owner: str, plugin: object, name: str) -> Handle:
+        """Register ``plugin`` under ``name`` for plugin ``owner``; the handle unregisters it."""
+        ...
 
 
 @attrs.define(eq=False)
@@ -37,7 +52,8 @@ class PluginContext:
     name: str
     config: Mapping[str, Any]
     host: Any
-    _services: dict[str, Any]
+    _services: ServiceRegistry
+    _hooks: HookObjects
     _ledger: list[Handle] = attrs.Factory(list)
     _tasks: set[asyncio.Future[Any]] = attrs.Factory(set)
     closed: bool = False
@@ -67,21 +83,29 @@ class PluginContext:
         if not task.cancelled() and task.exception() is not None:
             log.error("plugin.task_failed", plugin=self.name, task=label, exc_info=task.exception())
 
-    def provide(self, key: str, service: Any) -> Handle:
-        """Publish ``service`` under ``key`` until unload.
+    def register(self, plugin: object, *, name: str | None = None) -> Handle:
+        """Register ``plugin``'s hooks for this host as ``<plugin name>/<name>`` until unload.
 
         Raises:
-            RegistrationError: another plugin already provides ``key``.
+            PluginError: the context is closed, an impl is invalid, or the name is taken.
         """
-        if key in self._services:
-            raise RegistrationError(f'service "{key}" is already provided')
-        self._services[key] = service
+        self._refuse_when_closed("hook object")
+        label = f"{self.name}/{name or type(plugin).__name__}"
+        return self.own(self._hooks.attach(self.name, plugin, label))
 
-        def remove() -> None:
-            if self._services.get(key) is service:
-                del self._services[key]
+    def provide(self, api: TypeForm[S], service: S) -> Handle:
+        """Publish ``service`` as ``api``'s implementation until unload.
 
-        return self.own(Handle(remove, label=f"service:{key}"))
+        Raises:
+            PluginError: the context is closed.
+            RegistrationError: ``api`` is taken or ``service`` is not an ``api``.
+        """
+        self._refuse_when_closed("service")
+        return self.own(self._services.provide(self.name, api, service))
+
+    def _refuse_when_closed(self, what: str) -> None:
+        if self.closed:
+            raise PluginError(f'plugin "{self.name}" is unloaded; {what} refused')
 
     def close(self) -> list[asyncio.Future[Any]]:
         """Cancel tasks, dispose the ledger LIFO (each failure contained). Returns the tasks."""

@@ -4,8 +4,15 @@ Plugins are discovered through entry points of group ``dsh`` but only the names 
 profile lists are registered, always under their entry name (pluggy's canonical
 names are unstable for instances). Each loaded plugin gets a :class:`PluginContext`:
 its config table, the host, and an ownership ledger. Everything the plugin
-registers outside pluggy (tools, prompt sections, services, tasks) is owned by that
-ledger, so unload and reload remove exactly what the plugin added and nothing else.
+registers beyond its module (tools, prompt sections, services, tasks) is owned by
+that ledger, so unload and reload remove exactly what the plugin added and nothing
+else.
+
+A plugin keeps its per-host state in *hook objects* it registers through
+``ctx.register`` (pytest registers its stateful plugins the same way). Each is a
+pluggy plugin of its own, named ``<plugin>/<object>``, but owned by the plugin that
+registered it: a veto names the owner, the owner's lifecycle hooks reach it, and
+the owner's ledger unregisters it.
 
 Hook calling follows :mod:`host_spec.hookspecs`:
 
@@ -14,7 +21,8 @@ Hook calling follows :mod:`host_spec.hookspecs`:
 * veto hooks (:meth:`PluginManager.veto`) let the exception reach the caller;
 * ``dsh_pre_append`` (:meth:`PluginManager.pre_append`) collects every violation and
   raises one ``InvariantError`` naming the first vetoing plugin;
-* lifecycle hooks (:meth:`PluginManager.call_for`) reach one plugin only.
+* lifecycle hooks (:meth:`PluginManager.call_for`) reach one plugin (and its hook
+  objects) only.
 
 Implementations are called directly from a per-hook cache of ``(plugin, function,
 argnames)``: observers run on every append, so the hot path never rebuilds anything.
@@ -24,7 +32,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from types import MappingProxyType, ModuleType
 from typing import Any
 
@@ -32,71 +40,19 @@ import attrs
 import pluggy
 import structlog
 
-from host_spec import ENTRY_POINT_GROUP, PROJECT, hookspecs
+from host_spec import ENTRY_POINT_GROUP
 from host_spec.errors import DshError, InvariantError, PluginError
+from host_spec.records import Handle
 
+from host_spec.host.plugins.discovery import discover, new_pluggy_manager, validate_plugin
 from host_spec.host.plugins.ledger import PluginContext
+from host_spec.host.plugins.services import ServiceRegistry
 
-__all__ = ["PluginContext", "LoadedPlugin", "PluginManager", "discover", "new_pluggy_manager"]
+__all__ = ["LoadedPlugin", "PluginManager"]
 
 log = structlog.get_logger(__name__)
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
-
-#: Hooks the host awaits; every other hook is called synchronously (an async impl would never run).
-_ASYNC_HOOKS = frozenset(name for name, fn in vars(hookspecs).items() if inspect.iscoroutinefunction(fn))
-
-
-def new_pluggy_manager() -> pluggy.PluginManager:
-    """A pluggy manager for project ``dsh`` with every spec of :mod:`host_spec.hookspecs`."""
-    pm = pluggy.PluginManager(PROJECT)
-    pm.add_hookspecs(hookspecs)
-    return pm
-
-
-def discover() -> dict[str, EntryPoint]:
-    """Entry points of group ``dsh`` by name.
-
-    Raises:
-        PluginError: two installed distributions declare one name with different targets.
-    """
-    found: dict[str, EntryPoint] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        seen = found.setdefault(ep.name, ep)
-        if seen.value != ep.value:
-            raise PluginError(f'plugin name "{ep.name}" is declared twice ({seen.value}, {ep.value})')
-    return found
-
-
-def validate_plugin(pm: pluggy.PluginManager, plugin: object, name: str) -> None:
-    """Register ``plugin`` on ``pm`` and check it; on failure leave ``pm`` unchanged.
-
-    pluggy writes the name before validating the impls, so a failed ``register`` would
-    leave the name taken; we unregister it explicitly.
-
-    Raises:
-        PluginError: an impl matches no spec or has arguments the spec lacks, uses a
-            wrapper (dsh hooks are called per implementation, wrappers would not run),
-            or is ``async`` where the host calls the hook synchronously.
-    """
-    try:
-        pm.register(plugin, name=name)
-        pm.check_pending()
-        for caller in pm.get_hookcallers(plugin) or ():
-            for impl in caller.get_hookimpls():
-                if impl.plugin is not plugin:
-                    continue
-                if impl.wrapper or impl.hookwrapper:
-                    raise PluginError(f'plugin "{name}": hook wrappers are not supported ({caller.name})')
-                if caller.name not in _ASYNC_HOOKS and inspect.iscoroutinefunction(impl.function):
-                    raise PluginError(f'plugin "{name}": {caller.name} must not be async (it is called synchronously)')
-    except Exception as exc:
-        if pm.get_plugin(name) is plugin:
-            pm.unregister(name=name)
-        if isinstance(exc, PluginError):
-            raise
-        raise PluginError(f'plugin "{name}" is invalid: {exc}') from exc
-
 
 @attrs.define(eq=False)
 class LoadedPlugin:
@@ -110,8 +66,9 @@ class LoadedPlugin:
     attr: str | None = None
 
 
-#: The full ``dsh_pre_append`` signature, called positionally.
+#: ``dsh_pre_append`` signatures called positionally: a module's full one, a hook object's.
 _PRE_APPEND_ARGS = ("host", "session", "event")
+_PRE_APPEND_OBJECT_ARGS = ("session", "event")
 
 
 @attrs.frozen
@@ -142,8 +99,9 @@ class PluginManager:
 
     host: Any = None
     pm: pluggy.PluginManager = attrs.Factory(new_pluggy_manager)
-    services: dict[str, Any] = attrs.Factory(dict)
+    services: ServiceRegistry = attrs.Factory(ServiceRegistry)
     _loaded: dict[str, LoadedPlugin] = attrs.Factory(dict)
+    _owners: dict[str, str] = attrs.Factory(dict)
     _impls: dict[str, tuple[_Impl, ...]] = attrs.Factory(dict)
 
     # ------------------------------------------------------------ loading
@@ -195,7 +153,7 @@ class PluginManager:
             module, attr = _origin(plugin, ep)
         validate_plugin(self.pm, plugin, name)
         frozen = MappingProxyType(dict(config or _EMPTY))
-        ctx = PluginContext(name, frozen, self.host, self.services)
+        ctx = PluginContext(name, frozen, self.host, self.services, self)
         loaded = LoadedPlugin(name, plugin, ctx, frozen, module, attr)
         self._insert(loaded, position)
         try:
@@ -220,6 +178,33 @@ class PluginManager:
         self._loaded.pop(name, None)
         self.pm.unregister(name=name)
         self._impls.clear()
+
+    def hook_objects(self, owner: str) -> list[object]:
+        """The hook objects plugin ``owner`` registered with ``ctx.register``, oldest first."""
+        return [self.pm.get_plugin(name) for name, who in self._owners.items() if who == owner]
+
+    def attach(self, owner: str, plugin: object, name: str) -> Handle:
+        """Register hook object ``plugin`` as ``name``, owned by loaded plugin ``owner``.
+
+        Returns:
+            The handle that unregisters it (the owner's ledger keeps it).
+
+        Raises:
+            PluginError: invalid hooks (see :func:`validate_plugin`) or ``name`` is taken.
+        """
+        if self.pm.has_plugin(name):
+            raise PluginError(f'hook object "{name}" is already registered')
+        validate_plugin(self.pm, plugin, name, hook_object=True)
+        self._owners[name] = owner
+        self._impls.clear()
+
+        def detach() -> None:
+            if self.pm.get_plugin(name) is plugin:
+                self.pm.unregister(name=name)
+            del self._owners[name]
+            self._impls.clear()
+
+        return Handle(detach, label=f"hooks:{name}")
 
     async def unload(self, name: str) -> int:
         """Tear one plugin down: teardown (awaited), unload, ledger LIFO, unregister.
@@ -264,8 +249,9 @@ class PluginManager:
         cached = self._impls.get(hook)
         if cached is None:
             caller = getattr(self.pm.hook, hook)
+            owners = self._owners
             cached = tuple(
-                _Impl(impl.plugin_name, impl.function, tuple(impl.argnames))
+                _Impl(owners.get(impl.plugin_name, impl.plugin_name), impl.function, tuple(impl.argnames))
                 for impl in reversed(caller.get_hookimpls())
             )
             self._impls[hook] = cached
@@ -300,7 +286,9 @@ class PluginManager:
         host = self.host
         vetoes: list[tuple[str, str]] | None = None
         for impl in impls:
-            if impl.argnames == _PRE_APPEND_ARGS:
+            if impl.argnames == _PRE_APPEND_OBJECT_ARGS:
+                violation = impl.function(session, event)
+            elif impl.argnames == _PRE_APPEND_ARGS:
                 violation = impl.function(host, session, event)
             else:
                 kwargs = {"host": host, "session": session, "event": event}
@@ -313,7 +301,7 @@ class PluginManager:
             raise InvariantError(vetoes[0][0], vetoes[0][1], reasons=[reason for _, reason in vetoes])
 
     def call_for(self, name: str, hook: str, **kwargs: Any) -> list[Any]:
-        """Call ``hook`` on plugin ``name`` only; exceptions propagate. Returns the results."""
+        """Call ``hook`` on plugin ``name`` (and its hook objects) only; exceptions propagate."""
         return [
             impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
             for impl in self.impls(hook)

@@ -35,7 +35,8 @@ import structlog
 
 from host_spec.errors import PluginError
 
-from host_spec.host.plugins.manager import LoadedPlugin, new_pluggy_manager, validate_plugin
+from host_spec.host.plugins.discovery import new_pluggy_manager, validate_plugin
+from host_spec.host.plugins.manager import LoadedPlugin
 
 if TYPE_CHECKING:
     from host_spec.host.plugins.manager import PluginManager
