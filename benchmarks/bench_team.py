@@ -35,7 +35,8 @@ from benchmarks._common import report  # noqa: E402
 from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord, TaskRecord, TeamMemberSnapshot, TeamTaskSnapshot  # noqa: E402
 from dsh_team.core.fold import replay  # noqa: E402
 from dsh_team.log.journal import Append  # noqa: E402
-from dsh_team.plugin import service_for  # noqa: E402
+from dsh_team.api import TeamServiceAPI  # noqa: E402
+from dsh_team.service import TeamService  # noqa: E402
 from host_spec.events import Event, SessionHeader, encode_event, json_encode  # noqa: E402
 from host_spec.host.app import Host  # noqa: E402
 from host_spec.host.models.scripted import ScriptedModel  # noqa: E402
@@ -81,11 +82,18 @@ class _Totals(dict[str, tuple[int, float]]):
 # ---------------------------------------------------------------- P1 / P2
 
 
+def _teams(host: Host) -> TeamService:
+    """The host's concrete Team service (provided by type; the benches read its journals)."""
+    teams = host.service(TeamServiceAPI)
+    assert isinstance(teams, TeamService)
+    return teams
+
+
 async def _member(host: Host, root: Any, index: int) -> Any:
     """A teammate: a child session listed on the Lead's roster (what spawn_teammate leaves behind)."""
     session = await host.create_session(f"member-{index}", parent_session=root.id)
     agent = host.start_agent(session, name=f"m{index}")
-    journal = service_for(host).journals.get(root.session)  # type: ignore[union-attr]
+    journal = _teams(host).journals.get(root.session)
     for phase in ("provisioning", "active"):
         snapshot = TeamMemberSnapshot(
             id=agent.id, name=f"m{index}", description="bench", provider="spawn", context="fresh", phase=phase
@@ -98,8 +106,7 @@ async def _member(host: Host, root: Any, index: int) -> Any:
 async def _durable(directory: Path) -> dict[str, float]:
     host = await Host.open(directory, None, ScriptedModel.from_mapping({}))
     host.plugins.load("dsh-team", {})
-    teams = service_for(host)
-    assert teams is not None
+    teams = _teams(host)
     session = await host.create_session("lead")
     root = host.start_agent(session, name="lead")
     members = [await _member(host, root, i) for i in range(MEMBERS)]
@@ -234,8 +241,7 @@ async def _reads(directory: Path) -> dict[str, float]:
     replay_ratio, typed_s, replay_s = _replay_ratio(store, "big", BIG)
     host = await Host.open(directory, None, ScriptedModel.from_mapping({}))
     host.plugins.load("dsh-team", {})
-    teams = service_for(host)
-    assert teams is not None
+    teams = _teams(host)
     leads = {}
     for name in ("big", "small"):
         leads[name] = host.start_agent(await host.resume_session(name), name="lead", source="resume")

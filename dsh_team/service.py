@@ -4,9 +4,10 @@ Every method takes the exact live calling agent as its credential and resolves
 its membership again (a stale object is no member). Reads come from the Lead's
 incrementally folded state; mutations go through the Lead's journal (serialized
 read-check-append, shared flush, waiters told after the flush). The host feeds
-the service through the plugin's hooks (:mod:`dsh_team.plugin`): session events
+the service through its own hooks: the ``dsh-team`` plugin registers the service
+object with the host it was built for (:mod:`dsh_team.plugin`), so session events
 keep the folds current, flushes announce durable changes, status changes wake
-waiters.
+waiters, and plugin teardown disposes it.
 
 Roster and mailbox operations (``list_members``, ``spawn_teammate``,
 ``send_message``, ``interrupt``) are added on top of this service by the roster
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from host_spec import hookimpl
 from host_spec.records import AbortSignal, Handle
 
 from dsh_team.log.waits import Activity, Timer, WaitResult, check_since, check_timeout
@@ -37,12 +39,9 @@ from dsh_team.core.state import TeamState, mode_enabled
 from dsh_team.core.board import Actor, decide_create, decide_update, require_task
 from dsh_team.core.task_view import TaskView, list_views, task_view
 
-__all__ = ["SERVICE_KEY", "TeamService"]
+__all__ = ["TeamService"]
 
 log = structlog.get_logger(__name__)
-
-#: Key under which the ``dsh-team`` plugin provides the service.
-SERVICE_KEY = "agent_teams"
 
 T = TypeVar("T")
 
@@ -306,12 +305,14 @@ class TeamService:
         """Receive every changed Team view ``(team_id, view)`` until the handle is disposed."""
         return self.publisher.subscribe(listener)
 
-    # ------------------------------------------------------------ host feed (plugin hooks)
+    # ------------------------------------------------------------ host feed (this host's hooks)
 
+    @hookimpl(specname="dsh_session_created")
     def session_created(self, session: Any) -> None:
         """Fold a created or resumed session once; it may lead a Team."""
         self.journals.get(session)
 
+    @hookimpl(specname="dsh_session_event")
     def session_event(self, session: Any, event: Any) -> None:
         """Fold a committed Team event into its session's journal (O(1) per event)."""
         self.coordination.session_event(session, event)
@@ -320,12 +321,14 @@ class TeamService:
             if journal is not None and journal.session is session:
                 journal.catch_up()
 
+    @hookimpl(specname="dsh_session_flushed")
     def session_flushed(self, session: Any, durable_seq: int) -> None:
         """Announce a Team change that just became durable."""
         journal = self.journals.find(session.id)
         if journal is not None and journal.session is session:
             journal.flushed(durable_seq)
 
+    @hookimpl(specname="dsh_session_disposed")
     def session_disposed(self, session: Any) -> None:
         """Forget a session that left the live store."""
         self.journals.drop(session)
@@ -333,20 +336,26 @@ class TeamService:
         self.publisher.forget(session.id)
         self.coordination.session_disposed(session)
 
+    @hookimpl(specname="dsh_agent_status")
     def agent_status(self, agent: Any, status: str) -> None:
         """A member's live status changed: wake its Team's waiters (§8 notify sources)."""
         membership = self.try_membership(agent)
         if membership is not None:
             self.activity.notify(membership.team_id)
 
+    @hookimpl(specname="dsh_agent_session_start")
     def agent_session_start(self, agent: Any, source: str) -> None:
         """An agent was published: schedule its recovery (reconcile, retry queued mail)."""
         self.coordination.agent_started(agent)
 
     # ------------------------------------------------------------ disposal
 
+    @hookimpl(specname="dsh_plugin_teardown")
     async def dispose(self) -> None:
         """Close admission and waits, then settle admitted operations (bounded).
+
+        The host awaits this as plugin teardown, before the plugin's ledger
+        withdraws the service and unregisters these hooks.
 
         Raises:
             ExceptionGroup: "Agent Teams runtime disposal failed" with every failure

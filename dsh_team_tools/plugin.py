@@ -11,20 +11,22 @@ propagates. Installs are removed when their agent is disposed, and all at once
 by a single handle in the plugin's ledger on unload/reload, so a reload leaves no
 duplicate and running agents keep running.
 
-The tools do not hold the Team service object: they look it up on every call
-through ``host.service``, so reloading ``dsh-team`` never leaves them talking to
-a disposed service.
+One :class:`Installer` per host holds that host's installs; the plugin registers
+it with the host's hooks (``dsh_agent_created``, ``dsh_agent_disposed``). The
+tools do not hold the Team service object: they look it up by type
+(``host.find_service(TeamServiceAPI)``) on every call, so reloading ``dsh-team``
+never leaves them talking to a disposed service.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 import structlog
 
+from dsh_team.api import TeamServiceAPI
 from dsh_team.errors import TeamCode, TeamError
-from dsh_team.service import SERVICE_KEY
 from host_spec import hookimpl
 from host_spec.errors import PluginError
 from host_spec.records import Handle, PromptSection
@@ -34,60 +36,44 @@ from dsh_team_tools.policy import POLICY_TEXT, SECTION_NAME, TEAM_POLICY
 from dsh_team_tools.tools import build_tools
 
 if TYPE_CHECKING:
-    from host_spec.protocols import Agent
+    from host_spec.protocols import Agent, Host, PluginContext
     from host_spec.records import ToolSpec
 
-__all__ = ["SERVICE_KEY", "Installer", "installer_for"]
+__all__ = ["Installer"]
 
 log = structlog.get_logger(__name__)
-
-
-
-@attrs.define(eq=False)
-class LiveService:
-    """Resolves the Team service on every use, so the tools survive a ``dsh-team`` reload."""
-
-    host: Any
-
-    def current(self) -> Any:
-        """The Team service now.
-
-        Raises:
-            TeamError: ``TEAM_DISPOSED`` while ``dsh-team`` is not loaded.
-        """
-        service = self.host.service(SERVICE_KEY)
-        if service is None:
-            raise TeamError("Agent Teams service is not loaded", code=TeamCode.DISPOSED)
-        return service
-
-    def loaded(self) -> Any | None:
-        """The Team service, or ``None`` while ``dsh-team`` is not loaded."""
-        return self.host.service(SERVICE_KEY)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.current(), name)
 
 
 @attrs.define(eq=False)
 class Installer:
     """One host's installs: ``agent id -> (agent, handle of its whole set)``."""
 
-    host: Any
+    host: Host
     config: ToolsConfig
-    service: LiveService
-    specs: list[ToolSpec] = attrs.Factory(list)
-    installs: dict[str, tuple[Any, Handle]] = attrs.Factory(dict)
+    specs: list[ToolSpec] = attrs.field(init=False)
+    installs: dict[str, tuple[Agent, Handle]] = attrs.Factory(dict)
 
     def __attrs_post_init__(self) -> None:
-        self.specs = build_tools(self.service, self.config, available=self.enabled)
+        self.specs = build_tools(self.team, self.config, available=self.enabled)
+
+    def team(self) -> TeamServiceAPI:
+        """The Team service now (looked up on every call, so a ``dsh-team`` reload is seen).
+
+        Raises:
+            TeamError: ``TEAM_DISPOSED`` while ``dsh-team`` is not loaded.
+        """
+        service = self.host.find_service(TeamServiceAPI)
+        if service is None:
+            raise TeamError("Agent Teams service is not loaded", code=TeamCode.DISPOSED)
+        return service
 
     def enabled(self, agent: Agent) -> bool:
         """Team mode of the agent's tree, read at step preparation.
 
         Without a loaded service the tools could only fail, so they are hidden.
         """
-        service = self.service.loaded()
-        return service is not None and bool(service.is_enabled(agent))
+        service = self.host.find_service(TeamServiceAPI)
+        return service is not None and service.is_enabled(agent)
 
     def policy(self, agent: Agent) -> str:
         """The policy text while Team mode is on, else nothing (an empty section is dropped)."""
@@ -95,9 +81,10 @@ class Installer:
 
     def is_member(self, agent: Agent) -> bool:
         """Whether ``agent`` belongs to a Team now (never raises: a non-member gets nothing)."""
-        service = self.service.loaded()
+        service = self.host.find_service(TeamServiceAPI)
         return service is not None and service.try_membership(agent) is not None
 
+    @hookimpl(specname="dsh_agent_created")
     def install(self, agent: Agent) -> None:
         """Register the policy section and the nine tools into ``agent.scope`` (all or nothing).
 
@@ -126,6 +113,7 @@ class Installer:
         self.installs[agent.id] = (agent, Handle(lambda: _dispose_all(handles), label=f"team-tools:{agent.id}"))
         log.debug("team_tools.installed", agent=agent.id)
 
+    @hookimpl(specname="dsh_agent_disposed")
     def uninstall(self, agent: Agent) -> None:
         """Remove ``agent``'s install (a stale object for the same id is ignored)."""
         installed = self.installs.get(agent.id)
@@ -146,41 +134,13 @@ def _dispose_all(handles: list[Handle]) -> None:
         handle.dispose()
 
 
-_installers: dict[int, Installer] = {}
-
-
-def installer_for(host: Any) -> Installer | None:
-    """The installer serving ``host`` while the plugin is loaded there."""
-    installer = _installers.get(id(host))
-    return installer if installer is not None and installer.host is host else None
-
-
 @hookimpl
-def dsh_plugin_loaded(host: Any, ctx: Any) -> None:
+def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
     config = load_config(ctx.config, f"plugins.{ctx.name}")
-    if host.service(SERVICE_KEY) is None:
-        raise PluginError(f'plugin "{ctx.name}" needs the "{SERVICE_KEY}" service: load dsh-team first')
-    installer = Installer(host, config, LiveService(host))
-    _installers[id(host)] = installer
-
-    def unregister() -> None:
-        installer.uninstall_all()
-        _installers.pop(id(host), None)
-
-    ctx.own(Handle(unregister, label="team-tools:installs"))
+    if host.find_service(TeamServiceAPI) is None:
+        raise PluginError(f'plugin "{ctx.name}" needs the Team service (TeamServiceAPI): load dsh-team first')
+    installer = Installer(host, config)
+    ctx.register(installer)
+    ctx.own(Handle(installer.uninstall_all, label="team-tools:installs"))
     for agent in host.agents.list():
         installer.install(agent)
-
-
-@hookimpl
-def dsh_agent_created(host: Any, agent: Agent) -> None:
-    installer = installer_for(host)
-    if installer is not None:
-        installer.install(agent)
-
-
-@hookimpl
-def dsh_agent_disposed(host: Any, agent: Agent) -> None:
-    installer = installer_for(host)
-    if installer is not None:
-        installer.uninstall(agent)

@@ -29,6 +29,8 @@ from dsh_team_tools.reminder import reminder_block
 if TYPE_CHECKING:
     from host_spec.protocols import Agent
 
+    from dsh_team.api import TeamServiceAPI
+
     from dsh_team_tools.config import ToolsConfig
 
 __all__ = ["NO_PROGRESS_MESSAGE", "build_tools", "member_row", "task_row"]
@@ -115,12 +117,12 @@ def _page(rows: Sequence[Any], args: s.TeamTaskListArgs) -> s.TaskListResult:
     return s.TaskListResult(tasks=page, next_cursor=end if end < len(rows) else UNSET)
 
 
-def _adapters(service: Any, config: ToolsConfig) -> dict[str, Execute]:
-    """One ``execute`` per tool name, closed over the service and config."""
+def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[str, Execute]:
+    """One ``execute`` per tool name, closed over the service lookup and config."""
 
     async def spawn_teammate(args: s.SpawnTeammateArgs, call: ToolCall) -> s.SpawnResult:
         check_content([text_block(args.prompt)], "prompt")  # the reminder block must not hide a blank prompt
-        member = await service.spawn_teammate(
+        member = await team().spawn_teammate(
             _caller(call),
             name=args.name,
             description=args.description,
@@ -132,16 +134,17 @@ def _adapters(service: Any, config: ToolsConfig) -> dict[str, Execute]:
         return s.SpawnResult(member=member_row(member))
 
     async def send_message(args: s.SendMessageArgs, call: ToolCall) -> s.SendResult:
-        result = await service.send_message(
+        result = await team().send_message(
             _caller(call), target=args.target, content=[text_block(args.message)], signal=call.signal
         )
         return s.SendResult(message_id=result.message_id, status=result.status)
 
     async def list_agents(args: s.ListAgentsArgs, call: ToolCall) -> list[s.MemberRow]:
-        return [member_row(view) for view in service.list_members(_caller(call))]
+        return [member_row(view) for view in team().list_members(_caller(call))]
 
     async def wait_agent(args: s.WaitAgentArgs, call: ToolCall) -> s.WaitResult:
         caller = _caller(call)
+        service = team()  # one service for the roster check and the wait
         if s.WAIT_MIN_MS <= args.timeout_ms <= s.WAIT_MAX_MS:
             # One synchronous span from the roster check to the waiter registration
             # (the service registers before its first await), so no change can slip between.
@@ -154,11 +157,11 @@ def _adapters(service: Any, config: ToolsConfig) -> dict[str, Execute]:
         return s.WaitResult(timed_out=result.timed_out, position=_opt(getattr(result, "position", None)))
 
     async def interrupt_agent(args: s.InterruptAgentArgs, call: ToolCall) -> s.InterruptResult:
-        result = service.interrupt(_caller(call), args.target)
+        result = team().interrupt(_caller(call), args.target)
         return s.InterruptResult(previous_status=result.previous_status)
 
     async def team_task_create(args: s.TeamTaskCreateArgs, call: ToolCall) -> s.TaskRow:
-        view = await service.create_task(
+        view = await team().create_task(
             _caller(call),
             subject=args.subject,
             description=args.description,
@@ -167,13 +170,13 @@ def _adapters(service: Any, config: ToolsConfig) -> dict[str, Execute]:
         return task_row(view)
 
     async def team_task_list(args: s.TeamTaskListArgs, call: ToolCall) -> s.TaskListResult:
-        return _page(service.list_tasks(_caller(call)), args)
+        return _page(team().list_tasks(_caller(call)), args)
 
     async def team_task_get(args: s.TeamTaskGetArgs, call: ToolCall) -> s.TaskRow:
-        return task_row(service.get_task(_caller(call), args.task_id))
+        return task_row(team().get_task(_caller(call), args.task_id))
 
     async def team_task_update(args: s.TeamTaskUpdateArgs, call: ToolCall) -> s.TaskRow:
-        view = await service.update_task(
+        view = await team().update_task(
             _caller(call),
             task_id=args.task_id,
             expected_revision=args.expected_revision,
@@ -196,16 +199,17 @@ def _adapters(service: Any, config: ToolsConfig) -> dict[str, Execute]:
 
 
 def build_tools(
-    service: Any, config: ToolsConfig, *, available: Callable[[Agent], bool] | None = None
+    team: Callable[[], TeamServiceAPI], config: ToolsConfig, *, available: Callable[[Agent], bool] | None = None
 ) -> list[ToolSpec]:
-    """The nine Team ``ToolSpec``s bound to ``service``, in catalogue order.
+    """The nine Team ``ToolSpec``s, in catalogue order.
 
     Args:
-        service: The Team service (``dsh_team`` ``agent_teams``).
+        team: Returns the Team service at the moment of each call (the plugin looks it
+            up by type, so a reloaded service is the one called).
         config: Provider names for ``spawn_teammate``.
         available: Optional per-step availability predicate (e.g. Team mode) shared by all nine.
     """
-    adapters = _adapters(service, config)
+    adapters = _adapters(team, config)
     return [
         ToolSpec(
             name=entry.name,

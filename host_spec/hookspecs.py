@@ -4,6 +4,14 @@ Conventions (pytest's ``hookspec.py`` is the model):
 
 * Every hook takes ``host`` first; implementations may accept any subset of the
   arguments, and must never give their parameters defaults.
+* Implementations live on the plugin module or on *hook objects*: per-host state
+  a plugin builds in :func:`dsh_plugin_loaded` and registers with
+  ``ctx.register(obj)`` (pytest registers its stateful plugins the same way), so a
+  module loaded into several hosts keeps nothing keyed by host. An object's
+  methods usually leave ``host`` out (the object knows its host) and may keep a
+  domain name with ``@hookimpl(specname="dsh_...")``. An object belongs to its
+  plugin: its vetoes name that plugin, the plugin's teardown and unload reach it,
+  and the plugin's ledger unregisters it.
 * The host calls hooks with keyword arguments only.
 * *Observer* hooks: the host contains each implementation's exception (logs it
   and goes on), so one broken plugin cannot stop another.
@@ -33,11 +41,13 @@ hookspec = pluggy.HookspecMarker("dsh")
 def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
     """The plugin has just been registered (at start-up, or again after a reload).
 
-    Called for the loading plugin only, never broadcast. The plugin validates
-    ``ctx.config`` (raise ``ConfigError`` naming the field to fail the load), makes
-    its registrations through ``ctx`` (every handle lands in its ledger), and
-    installs into agents that are already live (``host.agents.list()``), because
-    ``dsh_agent_created`` is not replayed for them.
+    Called for the loading plugin's module only, never broadcast (a hook object
+    may not implement it: the object is built here). The plugin validates
+    ``ctx.config`` (raise ``ConfigError`` naming the field to fail the load), builds
+    its per-host state and registers it (``ctx.register``), makes its other
+    registrations through ``ctx`` (``provide``, ``own``: every handle lands in its
+    ledger), and installs into agents that are already live
+    (``host.agents.list()``), because ``dsh_agent_created`` is not replayed for them.
 
     Args:
         host: The host.
@@ -52,9 +62,10 @@ def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
 def dsh_plugin_unload(host: Host, ctx: PluginContext) -> None:
     """The plugin is about to be unregistered (shutdown or reload).
 
-    Called for the unloading plugin only. Afterwards the host disposes every handle in
-    ``ctx``'s ledger in reverse order and cancels its supervised tasks. Async work
-    that must finish first goes through :func:`dsh_plugin_teardown`.
+    Called for the unloading plugin and its hook objects only. Afterwards the host
+    disposes every handle in ``ctx``'s ledger in reverse order (unregistering its hook
+    objects) and cancels its supervised tasks. Async work that must finish first goes
+    through :func:`dsh_plugin_teardown`.
 
     May veto: no (exceptions are logged; the unload completes).
     """
@@ -62,9 +73,10 @@ def dsh_plugin_unload(host: Host, ctx: PluginContext) -> None:
 
 @hookspec
 async def dsh_plugin_teardown(host: Host, ctx: PluginContext) -> None:
-    """Awaited for the unloading plugin before ``dsh_plugin_unload``: settle in-flight work.
+    """Awaited for the unloading plugin (and its hook objects) before ``dsh_plugin_unload``.
 
-    Used for bounded settlement (the Team service drains its live teammates here).
+    Used for bounded settlement of in-flight work (the Team service object drains its
+    live teammates here).
 
     May veto: no (exceptions are logged and reported; the unload completes).
     """

@@ -23,10 +23,11 @@ class TestProfileLoading:
         assert names == sorted(order)
 
     async def test_agent_teams(self) -> None:
-        """agent-teams registers the three Team plugins and none of the legacy ones."""
+        """agent-teams registers the three Team plugins, each with its per-host object, and no legacy one."""
         order, names = await registered("agent-teams")
         assert order == ["dsh-team", "dsh-team-tools", "dsh-team-invariant"]
-        assert names == sorted(order)
+        objects = ["dsh-team/TeamService", "dsh-team-tools/Installer", "dsh-team-invariant/TeamStreamInvariant"]
+        assert names == sorted(order + objects)
 
     async def test_agent_teams_shadows_no_legacy_tool(self) -> None:
         """No legacy global delegation tool is visible under agent-teams."""

@@ -3,7 +3,8 @@
 The plugin under test is a real package written to ``tmp_path`` with a real
 ``.dist-info`` entry point, so discovery, import, reload and rollback all run the
 production path. It installs one global tool and one tool into every live agent's
-scope (through its ledger), like the Team tools plugin does.
+scope (through its ledger) from a per-host hook object, and provides a service by
+type, like the Team plugins do.
 """
 
 from __future__ import annotations
@@ -26,38 +27,48 @@ from host_spec.records import AbortSignal
 
 PLUGIN = '''
 from host_spec import hookimpl
-from .tools import global_spec, scoped_spec
+from .tools import VERSION, VersionAPI, global_spec, scoped_spec
 
 LOADS = []
 
-def install(host, ctx, agent):
-    ctx.own(host.tools.register(scoped_spec(), scope=agent.scope))
+class Installer:
+    """Per-host state: puts the scoped tool into every agent of its host."""
+
+    def __init__(self, host, ctx):
+        self.host, self.ctx = host, ctx
+
+    @hookimpl(specname="dsh_agent_created")
+    def install(self, agent):
+        self.ctx.own(self.host.tools.register(scoped_spec(), scope=agent.scope))
+
+class Version:
+    version = VERSION
 
 @hookimpl
 def dsh_plugin_loaded(host, ctx):
     LOADS.append(ctx.name)
     ctx.own(host.tools.register(global_spec()))
+    installer = Installer(host, ctx)
+    ctx.register(installer)
     for agent in host.agents.list():
-        install(host, ctx, agent)
-    ctx.provide("reload-plug", VERSION_HOLDER)
-
-@hookimpl
-def dsh_agent_created(host, agent):
-    ctx = host.plugins.get("reload-plug").ctx
-    install(host, ctx, agent)
-
-from .tools import VERSION as _V
-VERSION_HOLDER = {"version": _V}
+        installer.install(agent)
+    ctx.provide(VersionAPI, Version())
 
 import types as _types
 PLUGIN_OBJ = _types.SimpleNamespace(dsh_plugin_loaded=dsh_plugin_loaded)
 '''
 
 TOOLS = '''
+from typing import Protocol, runtime_checkable
+
 import msgspec
 from host_spec.records import ToolSpec
 
 VERSION = "{version}"
+
+@runtime_checkable
+class VersionAPI(Protocol):
+    version: str
 
 class Args(msgspec.Struct, forbid_unknown_fields=True):
     """Report the plugin version."""
@@ -125,6 +136,8 @@ class TestReload:
             agent = await host.run("hello")
             assert await call(host, agent, "scoped_version") == "v1"
             old = host.plugins.get("reload-plug")
+            old_api = sys.modules["reloadplug.tools"].VersionAPI
+            (old_installer,) = host.plugins.hook_objects("reload-plug")
             write_package(site, "v2")
             new = await host.plugins.reload("reload-plug")
             assert new is host.plugins.get("reload-plug") and new.plugin is not old.plugin
@@ -132,13 +145,19 @@ class TestReload:
             assert await call(host, agent, "plugin_version") == "v2"
             assert await call(host, agent, "scoped_version") == "v2"
             assert tool_names(host, agent) == ["plugin_version", "scoped_version"]
-            assert host.service("reload-plug") == {"version": "v2"}
+            new_api = sys.modules["reloadplug.tools"].VersionAPI
+            assert new_api is not old_api  # a fresh class; a caller holding the old one still finds v2
+            assert host.service(old_api).version == "v2" and host.service(new_api) is host.service(old_api)
+            (new_installer,) = host.plugins.hook_objects("reload-plug")
+            assert new_installer is not old_installer and type(new_installer) is not type(old_installer)
             assert host.plugins.names() == ["reload-plug"]
             # the live agent kept running and still works
             assert host.agents.get(agent.id) is agent and not agent.disposed
             agent.followup(user_message("again"))
             await host.quiesce()
             assert agent.status == "idle"
+            newcomer = host.start_agent(await host.create_session(), name="newcomer")
+            assert await call(host, newcomer, "scoped_version") == "v2"  # the new object installed it
             # reload is repeatable: one more version, still one registration each
             write_package(site, "v3")
             await reload_plugin(host.plugins, "reload-plug")
@@ -180,6 +199,27 @@ class TestReload:
             assert host.plugins.get("reload-plug") is old and not old.ctx.closed
             assert sys.modules["reloadplug.plugin"] is old.plugin
             assert await call(host, None, "plugin_version") == "v1"
+        finally:
+            await host.close()
+
+    async def test_an_invalid_hook_object_restores_the_previous_version(self, site: Path, tmp_path: Path) -> None:
+        """A new version whose per-host object has an unknown hook fails its load; the old one comes back whole."""
+        broken = PLUGIN.replace('specname="dsh_agent_created"', 'specname="dsh_no_such_hook"')
+        host = await open_host(tmp_path)
+        try:
+            agent = await host.run("hello")
+            old = host.plugins.get("reload-plug")
+            write_package(site, "v2", plugin=broken)
+            with pytest.raises(PluginError, match="previous version was restored: .*dsh_no_such_hook"):
+                await host.plugins.reload("reload-plug")
+            restored = host.plugins.get("reload-plug")
+            assert restored is not None and restored.plugin is old.plugin
+            (installer,) = host.plugins.hook_objects("reload-plug")
+            assert type(installer) is old.plugin.Installer
+            assert host.service(sys.modules["reloadplug.tools"].VersionAPI).version == "v1"
+            assert tool_names(host, agent) == ["plugin_version", "scoped_version"]
+            newcomer = host.start_agent(await host.create_session(), name="newcomer")
+            assert await call(host, newcomer, "scoped_version") == "v1"  # the restored object is hooked
         finally:
             await host.close()
 

@@ -21,10 +21,6 @@ from host_spec.host.plugins.services import ServiceRegistry, service_key
 from host_spec.records import Violation
 
 
-def run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, 60))
-
-
 def model() -> ScriptedModel:
     return ScriptedModel.from_mapping({})
 
@@ -74,62 +70,51 @@ def counter_of(host: Host) -> Counter:
 
 
 class TestHookObjects:
-    def test_one_module_two_hosts_share_nothing(self) -> None:
+    async def test_one_module_two_hosts_share_nothing(self) -> None:
         """Each host gets its own object; events of one host never reach the other's."""
         module = counting_module()
 
-        async def scenario() -> None:
-            one = await Host.open(None, None, model(), extra_plugins=[("counting", module)])
-            two = await Host.open(None, None, model(), extra_plugins=[("counting", module)])
-            try:
-                first, second = counter_of(one), counter_of(two)
-                assert first is not second and (first.host, second.host) == (one, two)
-                a = await one.create_session("a")
-                b = await two.create_session("b")
-                a.append("test/x", {})
-                a.append("test/x", {})
-                b.append("test/x", {})
-                assert first.events == [("a", 1), ("a", 2)] and second.events == [("b", 1)]
-            finally:
-                await one.close()
-                await two.close()
+        one = await Host.open(None, None, model(), extra_plugins=[("counting", module)])
+        two = await Host.open(None, None, model(), extra_plugins=[("counting", module)])
+        try:
+            first, second = counter_of(one), counter_of(two)
+            assert first is not second and (first.host, second.host) == (one, two)
+            a = await one.create_session("a")
+            b = await two.create_session("b")
+            a.append("test/x", {})
+            a.append("test/x", {})
+            b.append("test/x", {})
+            assert first.events == [("a", 1), ("a", 2)] and second.events == [("b", 1)]
+        finally:
+            await one.close()
+            await two.close()
 
-        run(scenario())
-
-    def test_a_veto_names_the_owning_plugin(self) -> None:
+    async def test_a_veto_names_the_owning_plugin(self) -> None:
         """An object's veto raises ``InvariantError`` naming the plugin that registered it."""
+        host = await Host.open(None, None, model(), extra_plugins=[("counting", counting_module())])
+        try:
+            session = await host.create_session()
+            with pytest.raises(InvariantError) as info:
+                session.append("test/forbidden", {})
+            assert (info.value.plugin, info.value.reasons) == ("counting", ["forbidden type"])
+            assert session.last_seq == 0 and counter_of(host).events == []
+        finally:
+            await host.close()
 
-        async def scenario() -> None:
-            host = await Host.open(None, None, model(), extra_plugins=[("counting", counting_module())])
-            try:
-                session = await host.create_session()
-                with pytest.raises(InvariantError) as info:
-                    session.append("test/forbidden", {})
-                assert (info.value.plugin, info.value.reasons) == ("counting", ["forbidden type"])
-                assert session.last_seq == 0 and counter_of(host).events == []
-            finally:
-                await host.close()
-
-        run(scenario())
-
-    def test_unload_runs_the_objects_lifecycle_hooks_then_unregisters_it(self) -> None:
+    async def test_unload_runs_the_objects_lifecycle_hooks_then_unregisters_it(self) -> None:
         """Teardown is awaited, unload called, then the object is gone from the host's hooks."""
-
-        async def scenario() -> None:
-            host = await Host.open(None, None, model(), extra_plugins=[("counting", counting_module())])
-            try:
-                counter = counter_of(host)
-                session = await host.create_session()
-                await host.plugins.unload("counting")
-                assert counter.lifecycle == ["teardown", "unload:True"]
-                assert host.plugins.hook_objects("counting") == []
-                assert all(plugin is not counter for plugin in host.plugins.pm.get_plugins())
-                session.append("test/forbidden", {})  # no veto any more, no observer either
-                assert session.last_seq == 1 and counter.events == []
-            finally:
-                await host.close()
-
-        run(scenario())
+        host = await Host.open(None, None, model(), extra_plugins=[("counting", counting_module())])
+        try:
+            counter = counter_of(host)
+            session = await host.create_session()
+            await host.plugins.unload("counting")
+            assert counter.lifecycle == ["teardown", "unload:True"]
+            assert host.plugins.hook_objects("counting") == []
+            assert all(plugin is not counter for plugin in host.plugins.pm.get_plugins())
+            session.append("test/forbidden", {})  # no veto any more, no observer either
+            assert session.last_seq == 1 and counter.events == []
+        finally:
+            await host.close()
 
     def test_objects_are_named_under_their_plugin(self) -> None:
         """Registered as ``<plugin>/<class>`` (or ``<plugin>/<name>``); a taken name is refused."""
@@ -186,7 +171,7 @@ class TestHookObjects:
             pm.load("loader", plugin=Loader())
         assert pm.names() == [] and pm.pm.get_plugins() == set() and pm.hook_objects("loader") == []
 
-    def test_a_closed_context_refuses_objects_and_services(self) -> None:
+    async def test_a_closed_context_refuses_objects_and_services(self) -> None:
         """After unload, a stale context registers nothing."""
 
         class Keeper:
@@ -196,18 +181,16 @@ class TestHookObjects:
             def dsh_plugin_loaded(self, ctx: Any) -> None:
                 self.ctx = ctx
 
-        async def scenario() -> None:
-            keeper = Keeper()
-            pm = PluginManager(host=types.SimpleNamespace())
-            pm.load("k", plugin=keeper)
-            await pm.unload("k")
-            with pytest.raises(PluginError, match="hook object refused"):
-                keeper.ctx.register(Counter(None))
-            with pytest.raises(PluginError, match="service refused"):
-                keeper.ctx.provide(Counter, Counter(None))
-            assert pm.pm.get_plugins() == set() and pm.services.keys() == []
+        keeper = Keeper()
+        pm = PluginManager(host=types.SimpleNamespace())
+        pm.load("k", plugin=keeper)
+        await pm.unload("k")
+        with pytest.raises(PluginError, match="hook object refused"):
+            keeper.ctx.register(Counter(None))
+        with pytest.raises(PluginError, match="service refused"):
+            keeper.ctx.provide(Counter, Counter(None))
+        assert pm.pm.get_plugins() == set() and pm.services.keys() == []
 
-        run(scenario())
 
 
 # ---------------------------------------------------------------- services by type

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dsh_team.core.fold import replay
+from dsh_team.api import TeamServiceAPI
 from dsh_team.service import TeamService
 from dsh_team.core.state import TeamState
 from host_spec import hookimpl
@@ -92,8 +93,7 @@ async def open_team(
 
 def teams_of(host: Host) -> TeamService:
     """The host's Team service (looked up on the host: a hot reload replaces the plugin module)."""
-    found = host.service("agent_teams")
-    assert found is not None
+    found: TeamService = host.service(TeamServiceAPI)  # after a reload: the new module's class
     return found
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord, TeamMemberSnapshot
 from dsh_team.log.journal import Append
-from dsh_team.plugin import service_for
+from dsh_team.api import TeamServiceAPI
 from dsh_team.service import TeamService
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
@@ -32,8 +32,9 @@ async def open_host(path: Path, config: Mapping[str, Any] | None = None, *, inva
 
 
 def service(host: Host) -> TeamService:
-    found = service_for(host)
-    assert found is not None and host.service("agent_teams") is found
+    """The concrete Team service of ``host``: provided by type and registered as its hook object."""
+    found = host.service(TeamServiceAPI)
+    assert isinstance(found, TeamService) and host.plugins.hook_objects("dsh-team") == [found]
     return found
 
 

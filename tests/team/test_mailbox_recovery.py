@@ -312,11 +312,3 @@ class TestAcknowledgementPaths:
         assert not journal.state.mail.is_delivered(late.id)
         gates.open("worker")
         await host.close()
-
-
-class TestPluginHook:
-    def test_agent_starts_on_a_host_without_the_service_are_ignored(self) -> None:
-        """The session-start hook does nothing for a host the plugin is not loaded into."""
-        from dsh_team import plugin
-
-        assert plugin.dsh_agent_session_start(host=object(), agent=object(), source="startup") is None

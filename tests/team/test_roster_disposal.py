@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from dsh_team.api import TeamServiceAPI
 from dsh_team.errors import TeamError
 from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord, TeamMemberSnapshot
 from host_spec.messages import text_block
@@ -52,7 +53,7 @@ class TestDrain:
         await asyncio.sleep(0)
         await host.plugins.unload("dsh-team")
         assert (await waiting).timed_out is False
-        assert host.sessions.get(view.id) is None and host.service("agent_teams") is None
+        assert host.sessions.get(view.id) is None and host.find_service(TeamServiceAPI) is None
         await host.close()
         assert sent.message_id in stored_team(tmp_path).mail.delivered
         assert sent.message_id in pending_ids(stored(tmp_path, view.id))  # a cold resume works it off

@@ -22,7 +22,7 @@ from host_spec.errors import SessionNotFoundError
 from host_spec.events import Event, EventType, InboxSplice, SubagentDescriptor, json_encode
 from host_spec.records import AbortSignal, CancelCause
 
-from roster_kit import lead, open_team
+from roster_kit import lead, open_team, teams_of
 from team_host import faulty_log
 
 TEAM_SOURCE = {"kind": "team-message", "team_id": "lead", "message_id": "team-message-1", "sender_id": "a", "sender_name": "a"}
@@ -167,7 +167,7 @@ class TestAwaitAccepted:
     async def test_a_live_session_resolves_only_when_its_own_inbox_holds_the_id(self, tmp_path: Path) -> None:
         """Unrelated sessions and events do not resolve the checkpoint; the splice does, once durable."""
         host = await open_team(tmp_path)
-        teams = host.service("agent_teams")
+        teams = teams_of(host)
         child = await host.create_session("child")
         other = await host.create_session("other")
         waiting = asyncio.ensure_future(await_accepted(host.sessions, teams.coordination.messages, "child", "m1"))
@@ -197,7 +197,7 @@ class TestAwaitAccepted:
     async def test_a_session_dropped_during_the_flush_is_read_from_storage(self, tmp_path: Path) -> None:
         """Dropped while the checkpoint's flush ran (nobody would wake a waiter on it): storage decides."""
         host = await open_team(tmp_path)
-        teams = host.service("agent_teams")
+        teams = teams_of(host)
         child = await host.create_session("child")
         child.append(EventType.TURN_START, {"turn": 1})
         gate = faulty_log(child)
@@ -216,7 +216,7 @@ class TestAwaitAccepted:
     async def test_a_discarded_session_rejects_as_not_found(self, tmp_path: Path) -> None:
         """A live session that leaves without persistence ends the wait with the store's not-found error."""
         host = await open_team(tmp_path)
-        teams = host.service("agent_teams")
+        teams = teams_of(host)
         child = await host.create_session("child")
         waiting = asyncio.ensure_future(await_accepted(host.sessions, teams.coordination.messages, "child", "m1"))
         await asyncio.sleep(0.01)
@@ -228,7 +228,7 @@ class TestAwaitAccepted:
     async def test_an_abort_rejects_an_unresolved_checkpoint(self, tmp_path: Path) -> None:
         """Error reasons are raised as is; other reasons become TEAM_DISPOSED; pre-aborted fails at once."""
         host = await open_team(tmp_path)
-        teams = host.service("agent_teams")
+        teams = teams_of(host)
         await host.create_session("child")
         messages = teams.coordination.messages
         signal = AbortSignal()

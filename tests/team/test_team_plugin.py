@@ -7,12 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from dsh_team import plugin
+from dsh_team.api import TeamServiceAPI
 from dsh_team.errors import TeamConfigError
 from dsh_team.service import TeamService
+from host_spec import hookimpl
+from host_spec.errors import ServiceNotFoundError
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
 
+from roster_kit import restored_modules
 from team_host import lead, open_host, service
 
 
@@ -24,14 +27,14 @@ class TestLoad:
         with pytest.raises(TeamConfigError) as caught:
             host.plugins.load("dsh-team", config)
         assert (caught.value.code, caught.value.path) == ("TEAM_INVALID_CONFIG", path)
-        assert host.service("agent_teams") is None and plugin.service_for(host) is None
+        assert host.find_service(TeamServiceAPI) is None and host.plugins.hook_objects("dsh-team") == []
         assert "dsh-team" not in host.plugins.names()
         await host.close()
 
     async def test_the_agent_teams_profile_loads_the_service(self, tmp_path: Path) -> None:
         """The built-in profile provides the service with its configured limits."""
         host = await Host.open(tmp_path, "agent-teams", ScriptedModel.from_mapping({}))
-        teams = host.service("agent_teams")
+        teams = host.service(TeamServiceAPI)
         assert isinstance(teams, TeamService) and teams.config.max_members == 8
         root = await lead(host)
         assert (await teams.create_task(root, subject="s", description="d")).revision == 1
@@ -53,7 +56,7 @@ class TestLoad:
 
 class TestHooksAndTeardown:
     async def test_unload_disposes_the_service_and_releases_waits(self, tmp_path: Path) -> None:
-        """Unloading tears the service down, removes it, and later hook calls are no-ops."""
+        """Unloading tears the service down, withdraws it and unregisters its hooks."""
         host = await open_host(tmp_path)
         root = await lead(host)
         teams = service(host)
@@ -61,14 +64,14 @@ class TestHooksAndTeardown:
         await asyncio.sleep(0)
         await host.plugins.unload("dsh-team")
         assert (await waiting).timed_out is False
-        assert host.service("agent_teams") is None and plugin.service_for(host) is None
-        plugin.dsh_session_created(host, root.session)
-        plugin.dsh_session_event(host, root.session, root.session.append("turn/start", {"turn": 1}))
-        plugin.dsh_session_flushed(host, root.session, 1)
-        plugin.dsh_session_disposed(host, root.session)
-        plugin.dsh_agent_status(host, root, "idle")
-        plugin.dsh_plugin_unload(host, None)
-        await plugin.dsh_plugin_teardown(host, None)
+        assert host.find_service(TeamServiceAPI) is None and host.plugins.hook_objects("dsh-team") == []
+        assert all(plugin is not teams for plugin in host.plugins.pm.get_plugins())
+        journal = teams.journals.find("lead")
+        assert journal is not None and journal.position == 0
+        event = root.session.append("team/mode", {"version": 2, "team_id": "lead", "enabled": False})
+        await root.session.flush()
+        assert root.session.durable_seq == event.seq
+        assert journal.position == 0  # no flush hook reached the old service: nothing announced
         await host.close()
 
     async def test_session_disposal_forgets_the_journal(self, tmp_path: Path) -> None:
@@ -97,7 +100,7 @@ class TestFeed:
         teams = service(host)
         waiting = asyncio.ensure_future(teams.wait_for_change(root, 10_000))
         await asyncio.sleep(0)
-        plugin.dsh_agent_status(host, root, "running")
+        host.plugins.notify("dsh_agent_status", host=host, agent=root, status="running")
         assert (await waiting).timed_out is False
         stranger = await host.create_session("stranger")
         teams.journals.drop(stranger)
@@ -108,3 +111,48 @@ class TestFeed:
         Journal(stranger)  # folding it later still works (the record is invalid -> failure)
         assert Journal(stranger).state.failure == "persisted Agent Teams team/task payload is invalid"
         await host.close()
+
+
+class Panel:
+    """A third-party plugin's per-host object that uses the Team service by type (the README's example)."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.statuses: list[str] = []
+
+    def members(self, agent: object) -> list[str]:
+        return [view.name for view in self.host.service(TeamServiceAPI).list_members(agent)]
+
+    @hookimpl
+    def dsh_agent_status(self, agent: object, status: str) -> None:
+        self.statuses.append(status)
+
+
+class PanelPlugin:
+    @hookimpl
+    def dsh_plugin_loaded(self, host: Host, ctx: object) -> None:
+        ctx.register(Panel(host))  # type: ignore[attr-defined]
+
+
+class TestAnotherPlugin:
+    async def test_finds_the_service_by_type_across_a_reload(self, tmp_path: Path) -> None:
+        """A plugin listed after dsh-team reaches the service by its API type; a reload is seen at once."""
+        host = await open_host(tmp_path)
+        host.plugins.load("panel", plugin=PanelPlugin())
+        try:
+            root = await lead(host)
+            (panel,) = host.plugins.hook_objects("panel")
+            assert panel.members(root) == ["lead"]
+            host.plugins.notify("dsh_agent_status", host=host, agent=root, status="running")
+            assert panel.statuses == ["running"]  # its own hooks, on this host
+            before = host.service(TeamServiceAPI)
+            with restored_modules("dsh_team"):
+                await host.plugins.reload("dsh-team")
+                after = host.service(TeamServiceAPI)  # the API class imported before the reload
+                assert after is not before and type(after) is not type(before)
+                assert panel.members(root) == ["lead"]
+            await host.plugins.unload("dsh-team")
+            with pytest.raises(ServiceNotFoundError):
+                panel.members(root)
+        finally:
+            await host.close()

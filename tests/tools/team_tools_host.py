@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
+from dsh_team.api import TeamServiceAPI
 from dsh_team_tools.catalog import TOOL_NAMES
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
@@ -57,9 +58,9 @@ def team_tools(host: Host, agent: Any) -> list[str]:
 
 
 def installer(host: Host) -> Any:
-    """The loaded plugin module's installer for ``host`` (a reload replaces the module)."""
-    loaded = host.plugins.get("dsh-team-tools")
-    return None if loaded is None else loaded.plugin.installer_for(host)
+    """The tools plugin's per-host installer (its registered hook object), or ``None`` when not loaded."""
+    found = host.plugins.hook_objects("dsh-team-tools")
+    return found[0] if found else None
 
 
 @contextmanager
@@ -142,7 +143,7 @@ def agent_named(host: Host, name: str) -> Any:
 
 async def member_events(host: Host, lead: Any, name: str) -> list[Any]:
     """The events of member ``name``'s session, live or (after it settled) as stored."""
-    (view,) = [v for v in host.service("agent_teams").list_members(lead) if v.name == name]
+    (view,) = [v for v in host.service(TeamServiceAPI).list_members(lead) if v.name == name]
     live = host.agents.get(view.id)
     if live is not None:
         return list(live.session.events)

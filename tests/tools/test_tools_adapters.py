@@ -21,7 +21,7 @@ from host_spec.schema import compact_json
 
 
 def tools(service: FakeService, config: ToolsConfig | None = None) -> dict[str, object]:
-    return {spec.name: spec for spec in build_tools(service, config or ToolsConfig())}
+    return {spec.name: spec for spec in build_tools(lambda: service, config or ToolsConfig())}
 
 
 async def call(service: FakeService, agent: object, name: str, args: object, config: ToolsConfig | None = None) -> object:
@@ -32,7 +32,7 @@ async def call(service: FakeService, agent: object, name: str, args: object, con
 class TestBuildTools:
     def test_nine_specs_in_catalogue_order(self, service: FakeService) -> None:
         """build_tools returns the nine catalogue tools with their declared types."""
-        specs = build_tools(service, ToolsConfig())
+        specs = build_tools(lambda: service, ToolsConfig())
         assert [spec.name for spec in specs] == list(TOOL_NAMES)
         assert len(specs) == 9
         for spec, entry in zip(specs, CATALOG, strict=True):
@@ -49,11 +49,11 @@ class TestBuildTools:
         def predicate(agent: object) -> bool:
             return False
 
-        assert {spec.available for spec in build_tools(service, ToolsConfig(), available=predicate)} == {predicate}
+        assert {spec.available for spec in build_tools(lambda: service, ToolsConfig(), available=predicate)} == {predicate}
 
     def test_read_only_tools_are_concurrency_safe(self, service: FakeService) -> None:
         """Only the pure reads may run in parallel with other calls of a step."""
-        safe = {spec.name for spec in build_tools(service, ToolsConfig()) if spec.concurrency_safe}
+        safe = {spec.name for spec in build_tools(lambda: service, ToolsConfig()) if spec.concurrency_safe}
         assert safe == {"list_agents", "team_task_list", "team_task_get"}
 
     async def test_missing_caller_is_an_unknown_tool(self, service: FakeService) -> None:

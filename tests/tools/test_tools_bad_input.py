@@ -23,7 +23,7 @@ MUTATING = {"spawn_teammate", "send_message", "interrupt", "create_task", "updat
 
 async def execute(service: FakeService, name: str, arguments: Any) -> Any:
     registry = ToolRegistry()
-    for spec in build_tools(service, ToolsConfig()):
+    for spec in build_tools(lambda: service, ToolsConfig()):
         registry.register(spec)
     raw = arguments if isinstance(arguments, str) else msgspec.json.encode(arguments).decode()
     return await registry.execute(StubAgent(), "call-1", name, raw, AbortSignal())

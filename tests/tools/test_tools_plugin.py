@@ -13,7 +13,7 @@ from team_tools_host import TEAM_PLUGINS, installer, is_team_tool, open_host, re
 
 from dsh_team_tools import schemas as s
 from dsh_team_tools.catalog import TOOL_NAMES
-from dsh_team_tools.plugin import LiveService
+from dsh_team.api import TeamServiceAPI
 from dsh_team_tools.policy import POLICY_TEXT
 from host_spec import hookimpl
 from host_spec.errors import ConfigError, DshError, PluginError, RegistrationError
@@ -169,17 +169,19 @@ class TestLifecycle:
             newcomer = await start_root(host, "newcomer")
             assert newcomer.id not in installer(host).installs
             with pytest.raises(DshError) as info:
-                LiveService(host).list_tasks
+                installer(host).team()
             assert info.value.code == "TEAM_DISPOSED"
+            result = await host.tools.execute(lead, "c", "team_task_list", b"{}", AbortSignal())
+            assert result.is_error  # the scoped tool was hidden, and a call cannot reach a service either
 
     async def test_team_mode_off_hides_tools_and_policy(self, tmp_path: Path) -> None:
         """With Team mode switched off the tools are not offered and the policy is dropped."""
         async with open_host(tmp_path, profile="agent-teams") as host:
             lead = await start_root(host)
-            await host.service("agent_teams").set_enabled(lead, False)
+            await host.service(TeamServiceAPI).set_enabled(lead, False)
             assert team_tools(host, lead) == []
             assert "Agent Team" not in policy_of(host, lead)
-            await host.service("agent_teams").set_enabled(lead, True)
+            await host.service(TeamServiceAPI).set_enabled(lead, True)
             assert team_tools(host, lead) == list(TOOL_NAMES)
 
 
@@ -213,14 +215,3 @@ class TestTaskToolsEndToEnd:
 
 async def _never(args: Any, call: Any) -> Any:
     raise AssertionError("never called")
-
-
-class TestHooksWithoutInstaller:
-    def test_agent_hooks_ignore_hosts_without_the_plugin(self) -> None:
-        """Agent hooks for a host the plugin is not loaded on do nothing."""
-        from dsh_team_tools import plugin
-
-        stranger, agent = object(), type("A", (), {"id": "x"})()
-        plugin.dsh_agent_created(host=stranger, agent=agent)
-        plugin.dsh_agent_disposed(host=stranger, agent=agent)
-        assert plugin.installer_for(stranger) is None

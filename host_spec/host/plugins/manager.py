@@ -199,8 +199,7 @@ class PluginManager:
         self._impls.clear()
 
         def detach() -> None:
-            if self.pm.get_plugin(name) is plugin:
-                self.pm.unregister(name=name)
+            self.pm.unregister(name=name)
             del self._owners[name]
             self._impls.clear()
 
