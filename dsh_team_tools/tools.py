@@ -210,6 +210,7 @@ def build_tools(
         available: Optional per-step availability predicate (e.g. Team mode) shared by all nine.
     """
     adapters = _adapters(team, config)
+    service = team()  # the limits in force when the tools are built
     return [
         ToolSpec(
             name=entry.name,
@@ -225,7 +226,7 @@ def build_tools(
     ]
 
 
-def _argument_bound(service: Any, name: str) -> int:
+def _argument_bound(service: TeamServiceAPI, name: str) -> int:
     """The largest raw arguments a call of ``name`` may carry before the host refuses to store them.
 
     A message or first prompt larger than the Team's framed-message bound would be
