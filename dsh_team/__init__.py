@@ -1,1 +1,100 @@
-"""dsh_team package."""
+"""dsh_team: durable Agent Teams for a ``host_spec`` host (the ``dsh-team`` plugin's domain).
+
+This module is the public surface; import from here (or from a room package:
+:mod:`dsh_team.core`, :mod:`dsh_team.log`, :mod:`dsh_team.roster`,
+:mod:`dsh_team.mail`, :mod:`dsh_team.views`). ``docs/architecture.md`` maps the rooms.
+
+* the service: :class:`TeamServiceAPI` (what callers may rely on and look up
+  with ``host.service(TeamServiceAPI)``), its implementation :class:`TeamService`,
+  and the result types of its operations;
+* configuration: :class:`TeamConfig`;
+* errors: :class:`TeamError` with a stable code from :class:`TeamCode`;
+* durable records: the five ``team/*`` event types and their payload Structs;
+* the fold: :func:`evolve` / :func:`replay` over :class:`TeamState`.
+"""
+
+from dsh_team.api import TeamServiceAPI
+from dsh_team.config import MAX_SAFE_INTEGER, TeamConfig
+from dsh_team.core import (
+    LEAD_NAME,
+    TEAM_EVENT_TYPES,
+    TEAM_MEMBER,
+    TEAM_MESSAGE_DELIVERED,
+    TEAM_MESSAGE_QUEUED,
+    TEAM_MODE,
+    TEAM_TASK,
+    VERSION,
+    Board,
+    Mailbox,
+    MemberPhase,
+    MemberRecord,
+    MessageDeliveredRecord,
+    MessageQueuedRecord,
+    ModeRecord,
+    Roster,
+    TaskRecord,
+    TaskStatus,
+    TaskView,
+    TeamMemberSnapshot,
+    TeamMessageSnapshot,
+    TeamRecord,
+    TeamState,
+    TeamTaskSnapshot,
+    evolve,
+    initial_state,
+    mode_enabled,
+    replay,
+)
+from dsh_team.errors import TeamCode, TeamConfigError, TeamError, UnconfirmedError
+from dsh_team.log import WAIT_MAX_MS, WAIT_MIN_MS, WaitResult
+from dsh_team.mail import SendResult
+from dsh_team.roster import InterruptResult, Membership, MemberView
+from dsh_team.service import TeamService
+from dsh_team.views import TeamView
+
+__all__ = [
+    "TeamServiceAPI",
+    "TeamService",
+    "TeamConfig",
+    "MAX_SAFE_INTEGER",
+    "TeamCode",
+    "TeamError",
+    "TeamConfigError",
+    "UnconfirmedError",
+    "Membership",
+    "MemberView",
+    "InterruptResult",
+    "SendResult",
+    "WaitResult",
+    "WAIT_MIN_MS",
+    "WAIT_MAX_MS",
+    "TaskView",
+    "TeamView",
+    "LEAD_NAME",
+    "VERSION",
+    "TEAM_EVENT_TYPES",
+    "TEAM_MEMBER",
+    "TEAM_TASK",
+    "TEAM_MESSAGE_QUEUED",
+    "TEAM_MESSAGE_DELIVERED",
+    "TEAM_MODE",
+    "MemberPhase",
+    "TaskStatus",
+    "TeamMemberSnapshot",
+    "TeamTaskSnapshot",
+    "TeamMessageSnapshot",
+    "MemberRecord",
+    "TaskRecord",
+    "MessageQueuedRecord",
+    "MessageDeliveredRecord",
+    "ModeRecord",
+    "TeamRecord",
+    "TeamState",
+    "Roster",
+    "Board",
+    "Mailbox",
+    "initial_state",
+    "mode_enabled",
+    "evolve",
+    "replay",
+]

@@ -21,14 +21,19 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from dsh_team.mail.dispatch import Dispatcher
-from dsh_team.mail.send import Mailbox
+from dsh_team.mail.send import MessageSender
 from dsh_team.roster.provisioning import Provisioner
 from dsh_team.roster.reconcile import reconcile
-from dsh_team.roster.roster import Roster
+from dsh_team.roster.roster import RosterService
 from dsh_team.mail.holdings import SessionMessages
 
 if TYPE_CHECKING:
-    from dsh_team.service import TeamService
+    from host_spec.protocols import Host
+
+    from dsh_team.config import TeamConfig
+    from dsh_team.log.journal import Journals
+    from dsh_team.log.lifecycle import Lifecycle
+    from dsh_team.roster.membership import MembershipResolver
 
 __all__ = ["Coordination"]
 
@@ -36,20 +41,31 @@ log = structlog.get_logger(__name__)
 
 
 class Coordination:
-    """Roster, provisioning, mailbox and recovery of one service (see the module docstring)."""
+    """Roster, provisioning, mailbox and recovery of one service (see the module docstring).
 
-    def __init__(self, service: TeamService) -> None:
-        self.host = host = service.host
-        self.journals = service.journals
-        self.members = service.members
-        self.lifecycle = service.lifecycle
+    Args:
+        host: The host the service runs in.
+        config: The service's validated limits.
+        journals, members, lifecycle: The service's journals, membership and lifetime.
+    """
+
+    def __init__(
+        self,
+        host: Host,
+        config: TeamConfig,
+        journals: Journals,
+        members: MembershipResolver,
+        lifecycle: Lifecycle,
+    ) -> None:
+        self.host = host
+        self.journals = journals
+        self.members = members
+        self.lifecycle = lifecycle
         self.messages = SessionMessages()
-        self.roster = Roster(host, service.journals, service.members)
-        self.provisioner = Provisioner(
-            host, service.config, service.journals, service.members, service.lifecycle, self.messages, self.roster
-        )
-        self.dispatcher = Dispatcher(host, service.journals, service.members, service.lifecycle, self.messages)
-        self.mailbox = Mailbox(service.config, service.journals, service.members, service.lifecycle, self.dispatcher)
+        self.roster = RosterService(host, journals, members)
+        self.provisioner = Provisioner(host, config, journals, members, lifecycle, self.messages, self.roster)
+        self.dispatcher = Dispatcher(host, journals, members, lifecycle, self.messages)
+        self.sender = MessageSender(config, journals, members, lifecycle, self.dispatcher)
 
     # ------------------------------------------------------------ host feed
 

@@ -33,7 +33,8 @@ from dsh_team.mail.send import SendResult
 from dsh_team.log.lifecycle import Lifecycle
 from dsh_team.roster.membership import Membership, MembershipResolver, TeammateResolver, roster_teammate
 from dsh_team.mode import ModeControl
-from dsh_team.views.projection import Publisher, RemoteTeam, TeamView, ViewListener
+from dsh_team.views.projection import Publisher, TeamView, ViewListener
+from dsh_team.views.remote import RemoteTeam
 from dsh_team.roster.roster import InterruptResult, MemberView
 from dsh_team.core.state import TeamState, mode_enabled
 from dsh_team.core.board import Actor, decide_create, decide_update, require_task
@@ -76,7 +77,7 @@ class TeamService:
         self.members = MembershipResolver(host.agents, self._state_of, teammate)
         self.mode = ModeControl(self.members, self.journals, self.config.team_mode_default)
         self.remote = RemoteTeam(self)
-        self.coordination = Coordination(self)
+        self.coordination = Coordination(host, self.config, self.journals, self.members, self.lifecycle)
 
     # ------------------------------------------------------------ internals
 
@@ -165,7 +166,7 @@ class TeamService:
         self, caller: Any, *, target: Any, content: Any, signal: AbortSignal | None = None
     ) -> SendResult:
         """Queue a peer message durably and try to deliver it; see :mod:`dsh_team.mail.send`."""
-        return await self.coordination.mailbox.send(caller, target=target, content=content, signal=signal)
+        return await self.coordination.sender.send(caller, target=target, content=content, signal=signal)
 
     def interrupt(self, caller: Any, target: Any) -> InterruptResult:
         """Cancel an active teammate's current turn, keeping its inbox (Lead only; §5.6)."""

@@ -27,9 +27,7 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from dsh_team.core.records import TEAM_EVENT_TYPES
-from dsh_team.core.fold import evolve, replay
-from dsh_team.core.state import TeamState
+from dsh_team import TEAM_EVENT_TYPES, TeamState, evolve, replay
 from host_spec import hookimpl
 from host_spec.records import Violation
 

@@ -39,13 +39,13 @@ CATALOG: Final[tuple[ToolEntry, ...]] = (
         "spawn_teammate",
         "Lead only: create a teammate and give it a first task. Returns its member row.",
         s.SpawnTeammateArgs,
-        s.SpawnResult,
+        s.SpawnTeammateResult,
     ),
     ToolEntry(
         "send_message",
         "Send a text message to a Team member. A returned message_id means it is durable, even if queued: never resend.",
         s.SendMessageArgs,
-        s.SendResult,
+        s.SendMessageResult,
     ),
     ToolEntry(
         "list_agents",
@@ -59,13 +59,13 @@ CATALOG: Final[tuple[ToolEntry, ...]] = (
         "Wait for the next Team change (message, task, member status) or the timeout. "
         "Returns no_progress at once when no other member is running or provisioning.",
         s.WaitAgentArgs,
-        s.WaitResult,
+        s.WaitAgentResult,
     ),
     ToolEntry(
         "interrupt_agent",
         "Lead only: stop a teammate's current turn; its pending messages are kept.",
         s.InterruptAgentArgs,
-        s.InterruptResult,
+        s.InterruptAgentResult,
     ),
     ToolEntry(
         "team_task_create",

@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING
 import attrs
 import structlog
 
-from dsh_team.api import TeamServiceAPI
-from dsh_team.errors import TeamCode, TeamError
+from dsh_team import TeamCode, TeamError, TeamServiceAPI
 from host_spec import hookimpl
 from host_spec.errors import PluginError
 from host_spec.records import Handle, PromptSection

@@ -19,8 +19,8 @@ from typing import Annotated, Final, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from dsh_team.log.waits import WAIT_MAX_MS, WAIT_MIN_MS  # the service's bounds, shown in the schema
-from dsh_team.config import MAX_SAFE_INTEGER
+# The service's bounds, shown in the schema; the task status is the durable record's.
+from dsh_team import MAX_SAFE_INTEGER, WAIT_MAX_MS, WAIT_MIN_MS, TaskStatus
 
 __all__ = [
     "WAIT_DEFAULT_MS",
@@ -40,11 +40,11 @@ __all__ = [
     "TeamTaskGetArgs",
     "TeamTaskUpdateArgs",
     "MemberRow",
-    "SpawnResult",
-    "SendResult",
+    "SpawnTeammateResult",
+    "SendMessageResult",
     "NoProgress",
-    "WaitResult",
-    "InterruptResult",
+    "WaitAgentResult",
+    "InterruptAgentResult",
     "TaskRow",
     "TaskListResult",
 ]
@@ -54,7 +54,6 @@ LIST_DEFAULT_LIMIT: Final = 50
 LIST_MAX_LIMIT: Final = 100
 
 TaskAction = Literal["claim", "release", "edit", "set_dependencies", "complete", "reopen", "reassign", "delete"]
-TaskStatus = Literal["pending", "in_progress", "completed", "deleted"]
 ListableStatus = Literal["pending", "in_progress", "completed"]
 
 _Target = Annotated[str, Meta(description="Member target from list_agents, or lead")]
@@ -170,11 +169,11 @@ class MemberRow(_Result, frozen=True, kw_only=True):
     pending: int | UnsetType = UNSET
 
 
-class SpawnResult(_Result, frozen=True):
+class SpawnTeammateResult(_Result, frozen=True):
     member: MemberRow
 
 
-class SendResult(_Result, frozen=True):
+class SendMessageResult(_Result, frozen=True):
     """``queued`` is as durable as ``accepted``: the message must not be resent."""
 
     message_id: str
@@ -188,7 +187,7 @@ class NoProgress(_Result, frozen=True):
     message: str
 
 
-class WaitResult(_Result, frozen=True):
+class WaitAgentResult(_Result, frozen=True):
     """``position`` is the Team log position the wait observed (absent for ``no_progress``)."""
 
     timed_out: bool
@@ -196,7 +195,7 @@ class WaitResult(_Result, frozen=True):
     position: int | UnsetType = UNSET
 
 
-class InterruptResult(_Result, frozen=True):
+class InterruptAgentResult(_Result, frozen=True):
     previous_status: Literal["running", "inactive"]
 
 

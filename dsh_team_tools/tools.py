@@ -20,7 +20,7 @@ from host_spec.errors import ToolError
 from host_spec.messages import text_block
 from host_spec.records import ToolCall, ToolSpec
 
-from dsh_team.core.validation import check_content
+from dsh_team.core import check_content
 
 from dsh_team_tools import schemas as s
 from dsh_team_tools.catalog import CATALOG
@@ -29,7 +29,7 @@ from dsh_team_tools.reminder import reminder_block
 if TYPE_CHECKING:
     from host_spec.protocols import Agent
 
-    from dsh_team.api import TeamServiceAPI
+    from dsh_team import TeamServiceAPI
 
     from dsh_team_tools.config import ToolsConfig
 
@@ -120,7 +120,7 @@ def _page(rows: Sequence[Any], args: s.TeamTaskListArgs) -> s.TaskListResult:
 def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[str, Execute]:
     """One ``execute`` per tool name, closed over the service lookup and config."""
 
-    async def spawn_teammate(args: s.SpawnTeammateArgs, call: ToolCall) -> s.SpawnResult:
+    async def spawn_teammate(args: s.SpawnTeammateArgs, call: ToolCall) -> s.SpawnTeammateResult:
         check_content([text_block(args.prompt)], "prompt")  # the reminder block must not hide a blank prompt
         member = await team().spawn_teammate(
             _caller(call),
@@ -131,18 +131,18 @@ def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[s
             provider=config.provider_for(args.context),
             signal=call.signal,
         )
-        return s.SpawnResult(member=member_row(member))
+        return s.SpawnTeammateResult(member=member_row(member))
 
-    async def send_message(args: s.SendMessageArgs, call: ToolCall) -> s.SendResult:
+    async def send_message(args: s.SendMessageArgs, call: ToolCall) -> s.SendMessageResult:
         result = await team().send_message(
             _caller(call), target=args.target, content=[text_block(args.message)], signal=call.signal
         )
-        return s.SendResult(message_id=result.message_id, status=result.status)
+        return s.SendMessageResult(message_id=result.message_id, status=result.status)
 
     async def list_agents(args: s.ListAgentsArgs, call: ToolCall) -> list[s.MemberRow]:
         return [member_row(view) for view in team().list_members(_caller(call))]
 
-    async def wait_agent(args: s.WaitAgentArgs, call: ToolCall) -> s.WaitResult:
+    async def wait_agent(args: s.WaitAgentArgs, call: ToolCall) -> s.WaitAgentResult:
         caller = _caller(call)
         service = team()  # one service for the roster check and the wait
         if s.WAIT_MIN_MS <= args.timeout_ms <= s.WAIT_MAX_MS:
@@ -151,14 +151,14 @@ def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[s
             peers = [view for view in service.list_members(caller) if view.id != caller.id]
             if not any(view.status in _ACTIVE for view in peers):
                 no_progress = s.NoProgress(reason="no-active-peer", message=NO_PROGRESS_MESSAGE)
-                return s.WaitResult(timed_out=False, no_progress=no_progress)
+                return s.WaitAgentResult(timed_out=False, no_progress=no_progress)
         # An out-of-range timeout goes to the service too: its TEAM_INVALID_TIMEOUT is the answer.
         result = await service.wait_for_change(caller, args.timeout_ms, signal=call.signal, **_sent(args, "since"))
-        return s.WaitResult(timed_out=result.timed_out, position=_opt(getattr(result, "position", None)))
+        return s.WaitAgentResult(timed_out=result.timed_out, position=_opt(getattr(result, "position", None)))
 
-    async def interrupt_agent(args: s.InterruptAgentArgs, call: ToolCall) -> s.InterruptResult:
+    async def interrupt_agent(args: s.InterruptAgentArgs, call: ToolCall) -> s.InterruptAgentResult:
         result = team().interrupt(_caller(call), args.target)
-        return s.InterruptResult(previous_status=result.previous_status)
+        return s.InterruptAgentResult(previous_status=result.previous_status)
 
     async def team_task_create(args: s.TeamTaskCreateArgs, call: ToolCall) -> s.TaskRow:
         view = await team().create_task(

@@ -29,8 +29,9 @@ from dsh_team.core.validation import (
     text_list,
 )
 
-__all__ = ["ACTIONS", "Actor", "require_task", "decide_create", "decide_update"]
+__all__ = ["ACTIONS", "Role", "Actor", "require_task", "decide_create", "decide_update"]
 
+#: A member's place in its Team: the Lead (the root) or a rostered teammate.
 Role = Literal["lead", "teammate"]
 
 #: Every update action, in the order of §7.3.

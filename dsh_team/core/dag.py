@@ -25,17 +25,17 @@ import immutables
 from dsh_team.core.records import TeamTaskSnapshot
 from dsh_team.core.state import EMPTY, Board
 
-__all__ = ["Violation", "check_candidate", "relink"]
+__all__ = ["DagViolation", "check_candidate", "relink"]
 
-ViolationKind = Literal["self", "duplicate", "missing", "cycle"]
+DagViolationKind = Literal["self", "duplicate", "missing", "cycle"]
 
 _DELETED: Final = "deleted"
 
 
-class Violation(NamedTuple):
+class DagViolation(NamedTuple):
     """Why a candidate would break the DAG; ``blocker`` is the offending edge's end."""
 
-    kind: ViolationKind
+    kind: DagViolationKind
     message: str
     blocker: str
 
@@ -46,7 +46,7 @@ def _live_blockers(task: TeamTaskSnapshot | None) -> tuple[str, ...]:
 
 def check_candidate(
     board: Board, candidate: TeamTaskSnapshot, previous: TeamTaskSnapshot | None
-) -> Violation | None:
+) -> DagViolation | None:
     """The first DAG violation ``candidate`` (replacing ``previous``) would cause, if any.
 
     Args:
@@ -60,7 +60,7 @@ def check_candidate(
             return None
         dependents = board.live_dependents(task_id)
         if dependents:
-            return Violation(
+            return DagViolation(
                 "missing", f'blocker task "{task_id}" for "{dependents[0]}" is missing or deleted', task_id
             )
         return None
@@ -72,19 +72,19 @@ def check_candidate(
     seen: set[str] = set()
     for blocker in blockers:
         if blocker == task_id:
-            return Violation("self", f'team task "{task_id}" cannot block itself', blocker)
+            return DagViolation("self", f'team task "{task_id}" cannot block itself', blocker)
         if blocker in seen:
-            return Violation("duplicate", f'team task "{task_id}" repeats blocker "{blocker}"', blocker)
+            return DagViolation("duplicate", f'team task "{task_id}" repeats blocker "{blocker}"', blocker)
         seen.add(blocker)
         found = tasks.get(blocker)
         if found is None or found.status == _DELETED:
-            return Violation(
+            return DagViolation(
                 "missing", f'blocker task "{blocker}" for "{task_id}" is missing or deleted', blocker
             )
     added = [blocker for blocker in blockers if blocker not in old]
     path = _path_back(tasks, added, task_id)
     if path is not None:
-        return Violation("cycle", "task dependency cycle includes " + " -> ".join(path), path[1])
+        return DagViolation("cycle", "task dependency cycle includes " + " -> ".join(path), path[1])
     return None
 
 

@@ -1,2 +1,26 @@
 """The durable mailbox: admission of a peer message, per-target delivery, and what a session already holds.
+
+Modules: :mod:`.framing` (what the target sees: framed content, source, id),
+:mod:`.send` (admission into the Lead log), :mod:`.dispatch` (per-target FIFO
+delivery, acknowledgement, recovery), :mod:`.holdings` (whether a session
+durably holds a message).
 """
+
+from dsh_team.mail.dispatch import Dispatcher
+from dsh_team.mail.framing import MESSAGE_ID_PREFIX, TEAM_MESSAGE_SOURCE, framed_content, team_source, team_user_message
+from dsh_team.mail.holdings import MessageIndex, SessionMessages, fold_messages
+from dsh_team.mail.send import MessageSender, SendResult
+
+__all__ = [
+    "Dispatcher",
+    "MESSAGE_ID_PREFIX",
+    "TEAM_MESSAGE_SOURCE",
+    "framed_content",
+    "team_source",
+    "team_user_message",
+    "MessageIndex",
+    "SessionMessages",
+    "fold_messages",
+    "MessageSender",
+    "SendResult",
+]

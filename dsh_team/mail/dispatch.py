@@ -39,8 +39,8 @@ from host_spec.events import EventType
 from dsh_team.errors import TeamError, render_reason
 from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, VERSION, MessageDeliveredRecord, TeamMessageSnapshot
 from dsh_team.log.journal import Append, Journal
-from dsh_team.mail.send import framed_content, team_source, team_user_message
-from dsh_team.mail.holdings import TEAM_MESSAGE_SOURCE, SessionMessages, fold_messages
+from dsh_team.mail.framing import TEAM_MESSAGE_SOURCE, framed_content, team_source, team_user_message
+from dsh_team.mail.holdings import SessionMessages, fold_messages
 from dsh_team.core.state import TeamState
 
 if TYPE_CHECKING:

@@ -30,13 +30,13 @@ import msgspec
 from host_spec.events import Event, EventType, SubagentDescriptor
 
 from dsh_team.errors import TeamCode, TeamError, render_reason
+from dsh_team.mail.framing import TEAM_MESSAGE_SOURCE
 
 if TYPE_CHECKING:
     from host_spec.protocols import Session
     from host_spec.records import AbortSignal
 
 __all__ = [
-    "TEAM_MESSAGE_SOURCE",
     "MessageIndex",
     "SessionMessages",
     "fold_messages",
@@ -45,8 +45,6 @@ __all__ = [
     "creation_aborted",
 ]
 
-#: Source kind of a delivered Team message.
-TEAM_MESSAGE_SOURCE: Final = "team-message"
 _DESCRIPTOR_VERSION: Final = 2
 
 

@@ -18,20 +18,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 import structlog
 
 from host_spec.events import json_encode
-from host_spec.messages import ContentBlock, Source, UserMessage, text_block
 
 from dsh_team.errors import TeamCode, TeamError, UnconfirmedError, render_reason
 from dsh_team.core.records import TEAM_MESSAGE_QUEUED, VERSION, MessageQueuedRecord, TeamMessageSnapshot
 from dsh_team.log.journal import Append
 from dsh_team.roster.roster import resolve_target
-from dsh_team.mail.holdings import TEAM_MESSAGE_SOURCE
+from dsh_team.mail.framing import MESSAGE_ID_PREFIX, framed_content
 from dsh_team.core.state import TeamState
 from dsh_team.core.validation import check_content
 
@@ -44,11 +42,9 @@ if TYPE_CHECKING:
     from dsh_team.log.lifecycle import Lifecycle
     from dsh_team.roster.membership import MembershipResolver
 
-__all__ = ["MESSAGE_ID_PREFIX", "SendResult", "Mailbox", "framed_content", "team_source", "team_user_message"]
+__all__ = ["SendResult", "MessageSender"]
 
 log = structlog.get_logger(__name__)
-
-MESSAGE_ID_PREFIX: Final = "team-message-"
 
 
 class SendResult(msgspec.Struct, frozen=True):
@@ -58,38 +54,13 @@ class SendResult(msgspec.Struct, frozen=True):
     status: Literal["accepted", "queued"]
 
 
-def framed_content(message_id: str, sender_name: str, content: Sequence[ContentBlock]) -> list[ContentBlock]:
-    """What the target sees: ``Team message <id> from <sender>:`` then the original blocks."""
-    return [text_block(f"Team message {message_id} from {sender_name}:"), *(dict(block) for block in content)]
-
-
-def team_source(team_id: str, message: TeamMessageSnapshot) -> Source:
-    """The durable source of a delivered Team message (its de-duplication key)."""
-    return {
-        "kind": TEAM_MESSAGE_SOURCE,
-        "team_id": team_id,
-        "message_id": message.id,
-        "sender_id": message.sender_id,
-        "sender_name": message.sender_name,
-    }
-
-
-def team_user_message(team_id: str, message: TeamMessageSnapshot) -> UserMessage:
-    """The target's user message: id = the Team message id, framed content, Team source."""
-    return UserMessage(
-        id=message.id,
-        content=framed_content(message.id, message.sender_name, message.content),
-        source=team_source(team_id, message),
-    )
-
-
 def _aborted(reason: Any) -> BaseException:
     if isinstance(reason, BaseException):
         return reason
     return TeamError(f"send_message aborted: {render_reason(reason)}", TeamCode.DISPOSED)
 
 
-class Mailbox:
+class MessageSender:
     """Sends (any member to any other active member or ``lead``).
 
     Args:

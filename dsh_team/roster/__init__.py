@@ -1,2 +1,27 @@
 """Who is in the Team: membership of live agents, the roster rows, provisioning and crash reconciliation.
+
+Modules: :mod:`.membership` (who may call, as Lead or teammate), :mod:`.roster`
+(roster rows with live status, name rules, interrupt, teardown drain),
+:mod:`.provisioning` (``spawn_teammate``'s state machine), :mod:`.reconcile`
+(settling provisioning records a crash left open).
 """
+
+from dsh_team.roster.membership import Membership, MembershipResolver, TeammateResolver, roster_teammate
+from dsh_team.roster.provisioning import Provisioner
+from dsh_team.roster.reconcile import reconcile
+from dsh_team.roster.roster import NAME_MAX, InterruptResult, MemberStatus, MemberView, RosterService, validate_name
+
+__all__ = [
+    "Membership",
+    "MembershipResolver",
+    "TeammateResolver",
+    "roster_teammate",
+    "Provisioner",
+    "reconcile",
+    "NAME_MAX",
+    "InterruptResult",
+    "MemberStatus",
+    "MemberView",
+    "RosterService",
+    "validate_name",
+]

@@ -21,7 +21,7 @@ Team, never an exception.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import structlog
@@ -29,6 +29,7 @@ import structlog
 from host_spec.events import EventType
 
 from dsh_team.errors import TeamCode, TeamError
+from dsh_team.core.board import Role
 from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import LEAD_NAME
 
@@ -38,8 +39,6 @@ if TYPE_CHECKING:
 __all__ = ["Membership", "MembershipResolver", "TeammateResolver", "roster_teammate", "DescriptorScan"]
 
 log = structlog.get_logger(__name__)
-
-Role = Literal["lead", "teammate"]
 
 _MEMBER_PHASES: Final = frozenset({"active", "provisioning"})
 

@@ -40,7 +40,7 @@ from host_spec.records import AbortSignal
 from dsh_team.errors import TeamCode, TeamError, render_reason
 from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord, TeamMemberSnapshot
 from dsh_team.log.journal import Append, Journal
-from dsh_team.roster.roster import TEXT_MAX, MemberView, Roster, validate_name
+from dsh_team.roster.roster import TEXT_MAX, MemberView, RosterService, validate_name
 from dsh_team.mail.holdings import SessionMessages, await_accepted, creation_aborted
 from dsh_team.core.state import TeamState
 from dsh_team.core.validation import check_content, required_text
@@ -86,7 +86,7 @@ class Provisioner:
         members: MembershipResolver,
         lifecycle: Lifecycle,
         messages: SessionMessages,
-        roster: Roster,
+        roster: RosterService,
     ) -> None:
         self.host = host
         self.config = config

@@ -39,7 +39,7 @@ __all__ = [
     "InterruptResult",
     "validate_name",
     "resolve_target",
-    "Roster",
+    "RosterService",
 ]
 
 log = structlog.get_logger(__name__)
@@ -117,7 +117,7 @@ def resolve_target(state: TeamState, name: Any) -> tuple[str, str]:
     return member.id, wanted
 
 
-class Roster:
+class RosterService:
     """Roster reads, interrupt and the teardown drain (provisioning lives in :mod:`.provisioning`).
 
     Args:

@@ -1,2 +1,30 @@
 """Read models of a Team: the browser projection and remote operations, and the offline ``dsh team show``.
+
+Modules: :mod:`.projection` (the memoised browser view and its publication),
+:mod:`.remote` (browser operations with rejections inside the result),
+:mod:`.show` and :mod:`.show_text` (the offline view, JSON and text),
+:mod:`.cli` (the ``dsh team`` command group).
 """
+
+from dsh_team.views.projection import BrowserMember, Publisher, TeamView, ViewListener, build_view
+from dsh_team.views.remote import CONFLICT, REJECTED, UNCONFIRMED, RemoteTeam
+from dsh_team.views.show import SHOW_VERSION, OfflineStatus, TeamShow, build_show, render_json
+from dsh_team.views.show_text import render_text
+
+__all__ = [
+    "BrowserMember",
+    "Publisher",
+    "TeamView",
+    "ViewListener",
+    "build_view",
+    "CONFLICT",
+    "REJECTED",
+    "UNCONFIRMED",
+    "RemoteTeam",
+    "SHOW_VERSION",
+    "OfflineStatus",
+    "TeamShow",
+    "build_show",
+    "render_json",
+    "render_text",
+]

@@ -31,7 +31,7 @@ from dsh_team.core.task_view import LEAD_NAME, list_views, owner_name
 
 __all__ = [
     "SHOW_VERSION",
-    "MemberStatus",
+    "OfflineStatus",
     "ShowMember",
     "ShowTask",
     "ShowMessage",
@@ -45,7 +45,7 @@ __all__ = [
 #: ``TeamShow.version``: bumped only when the meaning of an existing key changes.
 SHOW_VERSION: Final = 1
 
-MemberStatus = Literal["inactive", "provisioning", "failed"]
+OfflineStatus = Literal["inactive", "provisioning", "failed"]
 
 _json: Final = msgspec.json.Encoder()
 
@@ -61,7 +61,7 @@ class ShowMember(msgspec.Struct, frozen=True):
     id: str
     name: str
     role: Literal["lead", "teammate"]
-    status: MemberStatus
+    status: OfflineStatus
     phase: MemberPhase
     description: str | None
     provider: str | None
@@ -146,7 +146,7 @@ class TeamShow(msgspec.Struct, frozen=True):
     pending_mail: tuple[ShowMessage, ...]
 
 
-def offline_status(phase: str) -> MemberStatus:
+def offline_status(phase: str) -> OfflineStatus:
     """The status of a member with ``phase`` when no process is attached."""
     if phase == "failed":
         return "failed"

@@ -432,6 +432,6 @@ async def queue_only(teams: Any, root: Any, target: Any, value: str) -> Any:
 
 
 def team_message(message: Any) -> Any:
-    from dsh_team.mail.send import team_user_message
+    from dsh_team.mail import team_user_message
 
     return team_user_message("lead", message)

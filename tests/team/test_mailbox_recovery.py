@@ -8,7 +8,7 @@ from typing import Any
 
 from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_QUEUED, VERSION, MessageQueuedRecord, TeamMessageSnapshot
 from dsh_team.log.journal import Append
-from dsh_team.mail.send import team_user_message
+from dsh_team.mail import team_user_message
 from host_spec import hookimpl
 from host_spec.events import EventType, InboxSplice
 from host_spec.messages import text_block, user_message

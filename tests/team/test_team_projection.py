@@ -9,7 +9,8 @@ import msgspec
 import pytest
 
 from dsh_team.errors import TeamCode, TeamError
-from dsh_team.views.projection import MemberRow, Publisher, RemoteTeam, TeamView, build_view
+from dsh_team.views.projection import BrowserMember, Publisher, TeamView, build_view
+from dsh_team.views.remote import RemoteTeam
 
 from team_builders import Log
 from team_host import faulty_log, add_member, child, lead, open_host, service, team
@@ -30,7 +31,7 @@ class TestView:
         await teams.update_task(root, task_id="task-3", expected_revision=1, action="claim")
         await teams.update_task(root, task_id="task-3", expected_revision=2, action="delete")
         view = teams.view(alpha)
-        assert view.members[0] == MemberRow(id="lead", name="lead", role="lead", phase="active")
+        assert view.members[0] == BrowserMember(id="lead", name="lead", role="lead", phase="active")
         assert [(m.name, m.phase) for m in view.members[1:]] == [("alpha", "active"), ("broken", "failed")]
         assert [t.id for t in view.tasks] == ["task-1", "task-2"]
         assert view.tasks[0].owner_name == "lead" and view.tasks[1].write_scope_warnings == ("write scopes overlap with task-1",)
@@ -43,7 +44,7 @@ class TestView:
         log = Log()
         log.member("m1", "alpha")
         log.member("m1", "alpha", "failed", error="provider missing")
-        assert build_view(log.fold(), True).members[1] == MemberRow("m1", "alpha", "teammate", "failed", "provider missing")
+        assert build_view(log.fold(), True).members[1] == BrowserMember("m1", "alpha", "teammate", "failed", "provider missing")
 
 
 class TestPublication:

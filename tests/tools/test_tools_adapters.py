@@ -111,7 +111,7 @@ class TestSpawnTeammate:
         assert (kwargs["context"], kwargs["provider"]) == ("fresh", "spawn")
         assert (kwargs["name"], kwargs["description"]) == ("reviewer", "Reviews")
         assert kwargs["signal"] is not None
-        assert isinstance(result, s.SpawnResult)
+        assert isinstance(result, s.SpawnTeammateResult)
         assert result.member.target == "reviewer"
 
     async def test_fork_uses_the_fork_provider(self, service: FakeService, lead: StubAgent) -> None:

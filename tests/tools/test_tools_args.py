@@ -46,10 +46,10 @@ class TestArgs:
 class TestResults:
     def test_unset_fields_are_omitted(self) -> None:
         """Results omit absent optional fields rather than sending null."""
-        assert msgspec.json.encode(s.WaitResult(timed_out=True)) == b'{"timed_out":true}'
+        assert msgspec.json.encode(s.WaitAgentResult(timed_out=True)) == b'{"timed_out":true}'
         assert msgspec.json.encode(s.TaskListResult(tasks=[])) == b'{"tasks":[]}'
 
     def test_results_are_closed(self) -> None:
         """A result with an unexpected field does not validate."""
         with pytest.raises(msgspec.ValidationError, match="extra"):
-            msgspec.convert({"message_id": "m", "status": "accepted", "extra": 1}, s.SendResult)
+            msgspec.convert({"message_id": "m", "status": "accepted", "extra": 1}, s.SendMessageResult)

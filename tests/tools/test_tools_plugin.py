@@ -108,7 +108,7 @@ class TestRollback:
         class Squatter:
             @hookimpl(tryfirst=True)
             def dsh_agent_created(self, host: Any, agent: Any) -> None:
-                host.tools.register(ToolSpec("wait_agent", "x", s.WaitAgentArgs, s.WaitResult, _never),
+                host.tools.register(ToolSpec("wait_agent", "x", s.WaitAgentArgs, s.WaitAgentResult, _never),
                                     scope=agent.scope)
 
         async with open_host(tmp_path, plugins=TEAM_PLUGINS, extra_plugins=[("squatter", Squatter())]) as host:

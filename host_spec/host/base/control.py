@@ -30,7 +30,7 @@ class ControlConfig:
     """``subagent-control`` takes no settings; any key is a typo."""
 
 
-class SendMessageArgs(msgspec.Struct, forbid_unknown_fields=True):
+class ChildSendArgs(msgspec.Struct, forbid_unknown_fields=True):
     """Queue a message as the next turn of one of your subagents (it wakes from disk if needed).
     When it finishes you get a notice with its closing message."""
 
@@ -38,26 +38,26 @@ class SendMessageArgs(msgspec.Struct, forbid_unknown_fields=True):
     message: Annotated[str, msgspec.Meta(min_length=1)]
 
 
-class SendMessageResult(msgspec.Struct):
+class ChildSendResult(msgspec.Struct):
     agent_id: str
     message_id: str
 
 
-class InterruptArgs(msgspec.Struct, forbid_unknown_fields=True):
+class ChildInterruptArgs(msgspec.Struct, forbid_unknown_fields=True):
     """Cancel the current turn of one of your subagents (its queued messages stay)."""
 
     agent_id: Annotated[str, _AGENT_ID]
 
 
-class InterruptResult(msgspec.Struct):
+class ChildInterruptResult(msgspec.Struct):
     accepted: bool
 
 
-class ListAgentsArgs(msgspec.Struct, forbid_unknown_fields=True):
+class ChildListArgs(msgspec.Struct, forbid_unknown_fields=True):
     """List your continuable subagents: id, description, provider and status."""
 
 
-class AgentRow(msgspec.Struct):
+class ChildRow(msgspec.Struct):
     """``status``: ``running`` / ``idle`` (loaded) or ``ready`` (asleep on disk)."""
 
     agent_id: str
@@ -67,7 +67,7 @@ class AgentRow(msgspec.Struct):
 
 
 class ListAgentsResult(msgspec.Struct):
-    agents: list[AgentRow]
+    agents: list[ChildRow]
 
 
 def _caller(call: ToolCall) -> Any:
@@ -79,33 +79,33 @@ def _caller(call: ToolCall) -> Any:
 def _specs(host: Any) -> list[ToolSpec]:
     continuations = host.continuations
 
-    async def send_message(args: SendMessageArgs, call: ToolCall) -> SendMessageResult:
+    async def send_message(args: ChildSendArgs, call: ToolCall) -> ChildSendResult:
         parent = _caller(call)
         child_id = await continuations.directory.resolve(parent.id, args.agent_id)
         source = {"kind": "coordinator", "form": "relay", "sender_session_id": parent.id}
         message_id = await continuations.deliver(
             parent, child_id, [text_block(args.message)], source=source, mode="followup", signal=call.signal
         )
-        return SendMessageResult(agent_id=child_id, message_id=message_id)
+        return ChildSendResult(agent_id=child_id, message_id=message_id)
 
-    async def interrupt_agent(args: InterruptArgs, call: ToolCall) -> InterruptResult:
+    async def interrupt_agent(args: ChildInterruptArgs, call: ToolCall) -> ChildInterruptResult:
         parent = _caller(call)
         continuations.interrupt(await continuations.directory.resolve(parent.id, args.agent_id), parent)
-        return InterruptResult(accepted=True)
+        return ChildInterruptResult(accepted=True)
 
-    async def list_agents(args: ListAgentsArgs, call: ToolCall) -> ListAgentsResult:
+    async def list_agents(args: ChildListArgs, call: ToolCall) -> ListAgentsResult:
         parent = _caller(call)
         rows = []
         for info in await continuations.directory.list(parent.id):
             agent = host.agents.get(info.child_id) if continuations.is_resident(info.child_id) else None
             status = agent.status if agent is not None else "ready"
-            rows.append(AgentRow(info.child_id, info.label, info.provider, status))
+            rows.append(ChildRow(info.child_id, info.label, info.provider, status))
         return ListAgentsResult(agents=rows)
 
     return [
-        ToolSpec("send_message", SendMessageArgs.__doc__ or "", SendMessageArgs, SendMessageResult, send_message),
-        ToolSpec("interrupt_agent", InterruptArgs.__doc__ or "", InterruptArgs, InterruptResult, interrupt_agent),
-        ToolSpec("list_agents", ListAgentsArgs.__doc__ or "", ListAgentsArgs, ListAgentsResult, list_agents),
+        ToolSpec("send_message", ChildSendArgs.__doc__ or "", ChildSendArgs, ChildSendResult, send_message),
+        ToolSpec("interrupt_agent", ChildInterruptArgs.__doc__ or "", ChildInterruptArgs, ChildInterruptResult, interrupt_agent),
+        ToolSpec("list_agents", ChildListArgs.__doc__ or "", ChildListArgs, ListAgentsResult, list_agents),
     ]
 
 

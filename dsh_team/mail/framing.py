@@ -1,0 +1,48 @@
+"""How a Team message looks to its target: the framed content, its source and its id.
+
+The target of a peer message sees it as a user message whose first block names
+the Team message and its sender (``Team message <id> from <sender>:``) and whose
+source (``kind: team-message``) carries the Team and message ids: the durable key
+that lets delivery recognise a message the target already holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from host_spec.messages import ContentBlock, Source, UserMessage, text_block
+
+from dsh_team.core.records import TeamMessageSnapshot
+
+__all__ = ["MESSAGE_ID_PREFIX", "TEAM_MESSAGE_SOURCE", "framed_content", "team_source", "team_user_message"]
+
+#: Every Team message id starts with this (a uuid follows).
+MESSAGE_ID_PREFIX: Final = "team-message-"
+#: Source kind of a delivered Team message.
+TEAM_MESSAGE_SOURCE: Final = "team-message"
+
+
+def framed_content(message_id: str, sender_name: str, content: Sequence[ContentBlock]) -> list[ContentBlock]:
+    """What the target sees: ``Team message <id> from <sender>:`` then the original blocks."""
+    return [text_block(f"Team message {message_id} from {sender_name}:"), *(dict(block) for block in content)]
+
+
+def team_source(team_id: str, message: TeamMessageSnapshot) -> Source:
+    """The durable source of a delivered Team message (its de-duplication key)."""
+    return {
+        "kind": TEAM_MESSAGE_SOURCE,
+        "team_id": team_id,
+        "message_id": message.id,
+        "sender_id": message.sender_id,
+        "sender_name": message.sender_name,
+    }
+
+
+def team_user_message(team_id: str, message: TeamMessageSnapshot) -> UserMessage:
+    """The target's user message: id = the Team message id, framed content, Team source."""
+    return UserMessage(
+        id=message.id,
+        content=framed_content(message.id, message.sender_name, message.content),
+        source=team_source(team_id, message),
+    )
