@@ -36,6 +36,7 @@ from dsh_team.core.records import (
 )
 from dsh_team.core.state import Board, Mailbox, Roster, TeamState, initial_state, mode_enabled
 from dsh_team.core.task_view import LEAD_NAME, TaskView, list_views, task_view
+from dsh_team.core.validation import check_content
 
 __all__ = [
     "ACTIONS",
@@ -77,4 +78,5 @@ __all__ = [
     "TaskView",
     "list_views",
     "task_view",
+    "check_content",
 ]
