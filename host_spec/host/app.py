@@ -288,18 +288,22 @@ class Host:
             finally:
                 await self.release_session(agent.session)  # never leave the lock held
 
-    async def run(self, prompt: str | UserMessage, *, name: str = "lead", session_id: str | None = None) -> Any:
+    async def run(
+        self, prompt: str | UserMessage, *, name: str = "lead", session_id: str | None = None, cwd: str | None = None
+    ) -> Any:
         """Create a root session and agent, give it ``prompt``, and wait until quiescent.
 
         Args:
             prompt: The user's task.
             name: The root agent's name (the scripted model's key).
             session_id: The root's id (default: a fresh ``session-<n>``).
+            cwd: The absolute workspace directory, recorded in the session header (children
+                inherit it, a resume reads it back); ``None``: no workspace tools.
 
         Returns:
             The root agent (still live; ``close`` disposes it).
         """
-        session = await self.create_session(session_id)
+        session = await self.create_session(session_id, cwd=cwd)
         try:
             agent = self.start_agent(session, name=name, source="startup")
         except BaseException:

@@ -2,7 +2,7 @@
 
 ::
 
-    dsh run --profile agent-teams --model scripted:script.json "build the thing"
+    dsh run --profile agent-teams --model scripted:script.json [--workspace DIR] "build the thing"
     dsh resume [SESSION_ID]            # default: the most recent root session
     dsh log SESSION_ID                 # every event of one stored session
     dsh team show [SESSION_ID]         # from an installed CLI extension (entry points "dsh.cli")
@@ -77,6 +77,9 @@ def build_parser(extensions: Sequence[Extension] | None = None) -> argparse.Argu
                               description="Run a new root session from PROMPT until every agent is idle.")
     run.add_argument("--profile", default="headless", help="built-in profile name or path to a .toml (default: headless)")
     run.add_argument("--model", required=True, help="model adapter, e.g. scripted:script.json")
+    run.add_argument("--workspace", default=".", type=Path,
+                     help="directory the agents' file and shell tools work in (default: the current directory; "
+                          "recorded in the session, so resume uses it again)")
     data_dir(run)
     run.add_argument("prompt", help="the user's task")
 
@@ -149,7 +152,7 @@ async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -
             session_id = host.sessions.new_id()
             settings = RunSettings(absolute_spec(args.profile), absolute_spec(args.model, prefix="scripted:"))
             record(args.data_dir, session_id, settings)  # before the root runs: a crash at step 1 still resumes
-            agent = await host.run(args.prompt, session_id=session_id)
+            agent = await host.run(args.prompt, session_id=session_id, cwd=args.workspace)
         else:
             agent = await host.resume(session_id)
         code = _exit_code(agent)
@@ -160,8 +163,15 @@ async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -
     return code
 
 
+def _workspace(path: Path) -> str:
+    if not path.is_dir():
+        raise CliError(f"workspace {path} is not a directory", code="WORKSPACE_NOT_FOUND")
+    return os.path.realpath(path)
+
+
 async def _run(args: argparse.Namespace) -> int:
     _data_dir(args.data_dir, create=True)
+    args.workspace = _workspace(args.workspace)
     return await _drive(args, args.model, None)
 
 

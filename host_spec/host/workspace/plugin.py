@@ -1,0 +1,119 @@
+"""Plugin ``workspace``: file, search and shell tools over the session's workspace directory.
+
+The workspace of an agent is its session header's ``cwd``: the CLI records it
+when the root session is created (``dsh run --workspace DIR``), every child
+inherits it, and a cold resume reads it back from the log -- so resuming a run
+acts on the same checkout without being told again. A session without a ``cwd``
+has no workspace and is offered none of these tools.
+
+The tools are registered once, globally, and look up everything per call
+(workspace, ledger, write auditor). Each host gets its own :class:`Tools` (its
+ledgers and locks), found by host identity, so a module registered with several
+hosts in one process keeps them apart.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+import structlog
+
+from host_spec import hookimpl
+from host_spec.records import Handle, ToolSpec
+
+from host_spec.host.workspace.config import WorkspaceConfig, load_config
+from host_spec.host.workspace.files import FileTools
+from host_spec.host.workspace.ledger import Ledgers
+from host_spec.host.workspace.schemas import (
+    BashArgs, BashResult, EditArgs, GlobArgs, GrepArgs, ListArgs, ListResult, ReadArgs, ReadResult, WriteArgs,
+    WriteResult,
+)
+from host_spec.host.workspace.search import SearchTools
+from host_spec.host.workspace.shell import ShellTool
+
+if TYPE_CHECKING:
+    from host_spec.events import Event
+    from host_spec.protocols import Agent, Host, PluginContext, Session
+
+__all__ = ["Tools", "tools_for", "TOOL_NAMES"]
+
+log = structlog.get_logger(__name__)
+
+TOOL_NAMES: Final = ("read_file", "write_file", "edit_file", "glob", "list_dir", "grep", "bash")
+
+
+def has_workspace(agent: Agent) -> bool:
+    """Offered only to agents whose session names a workspace."""
+    return agent.session.header.cwd is not None
+
+
+@attrs.define(eq=False)
+class Tools:
+    """One host's workspace tools and the state they share."""
+
+    host: Host
+    config: WorkspaceConfig
+    ledgers: Ledgers = attrs.Factory(Ledgers)
+    files: FileTools = attrs.field(init=False)
+    search: SearchTools = attrs.field(init=False)
+    shell: ShellTool = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.files = FileTools(self.host, self.config, self.ledgers)
+        self.search = SearchTools(self.config)
+        self.shell = ShellTool(self.config)
+
+    def specs(self) -> list[ToolSpec]:
+        def spec(name: str, description: str, args: type, result: Any, execute: Any, safe: bool) -> ToolSpec:
+            return ToolSpec(name=name, description=description, args_type=args, result_type=result, execute=execute,
+                            available=has_workspace, concurrency_safe=safe)
+
+        return [
+            spec("read_file", "Read a text file with line numbers. Records the version you saw: "
+                 "write_file/edit_file of an existing file need a current read.",
+                 ReadArgs, ReadResult, self.files.read, True),
+            spec("write_file", "Create a file or replace its whole content (an existing file must be read first; "
+                 "FILE_STALE if it changed since).", WriteArgs, WriteResult, self.files.write, False),
+            spec("edit_file", "Replace old_string (must be unique unless expected_count is given) in a file you "
+                 "have read; FILE_STALE if it changed since.", EditArgs, WriteResult, self.files.edit, False),
+            spec("glob", "List files matching a glob.", GlobArgs, ListResult, self.search.glob, True),
+            spec("list_dir", "List a directory (dirs end with /).", ListArgs, ListResult, self.search.list_dir, True),
+            spec("grep", "Search file contents by regex: path:line: text.", GrepArgs, ListResult,
+                 self.search.grep, True),
+            spec("bash", "Run a shell command in the workspace root; returns exit_code and capped output. "
+                 "Its file changes bypass the read guard: read again before editing.",
+                 BashArgs, BashResult, self.shell.run, False),
+        ]
+
+
+_by_host: dict[int, Tools] = {}
+
+
+def tools_for(host: Any) -> Tools | None:
+    """The workspace tools of ``host`` while the plugin is loaded there."""
+    tools = _by_host.get(id(host))
+    return tools if tools is not None and tools.host is host else None
+
+
+@hookimpl
+def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
+    tools = Tools(host, load_config(ctx.config, f"plugins.{ctx.name}"))
+    for spec in tools.specs():
+        ctx.own(host.tools.register(spec))
+    _by_host[id(host)] = tools
+    ctx.own(Handle(lambda: _by_host.pop(id(host), None), label="workspace:tools"))
+
+
+@hookimpl
+def dsh_session_event(host: Host, session: Session, event: Event) -> None:
+    tools = tools_for(host)
+    if tools is not None:
+        tools.ledgers.committed(session, event)
+
+
+@hookimpl
+def dsh_session_disposed(host: Host, session: Session) -> None:
+    tools = tools_for(host)
+    if tools is not None:
+        tools.ledgers.drop(session)

@@ -1,0 +1,141 @@
+"""The workspace contract: file-change events, the write audit seam and workspace error codes.
+
+A host that lets agents read, edit and run code in a shared checkout records
+every read and every write as an event in the acting agent's own session log:
+
+* ``workspace/read`` (:class:`FileRead`): which content (by sha256) the agent has
+  seen of a path. Because it is durable, a stale-version guard built on it
+  survives a cold resume and a crash.
+* ``workspace/write`` (:class:`FileWrite`): a write or edit the agent made. The
+  event's ``cause`` names the agent and the tool call; ``audit`` carries the
+  verdict of the write auditor, when one is provided.
+
+The write auditor is how a coordination plugin (Agent Teams) takes part in writes
+without the host knowing about it, and without the plugin knowing about the host's
+file tools: the plugin publishes an object with :class:`WriteAuditor`'s method
+under :data:`WRITE_AUDIT_SERVICE`; the host asks it about each write and keeps
+its answer in the ``workspace/write`` event and the tool result. The audit is
+advisory: it can only add warnings, never refuse a write.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final, Protocol
+
+import msgspec
+
+from host_spec.errors import DshError
+
+if TYPE_CHECKING:
+    from host_spec.protocols import Agent
+
+__all__ = [
+    "WORKSPACE_READ",
+    "WORKSPACE_WRITE",
+    "WRITE_AUDIT_SERVICE",
+    "FileRead",
+    "FileWrite",
+    "WriteAudit",
+    "WriteAuditor",
+    "WorkspaceCode",
+    "WorkspaceError",
+]
+
+WORKSPACE_READ: Final = "workspace/read"
+WORKSPACE_WRITE: Final = "workspace/write"
+#: Service key under which a plugin publishes its :class:`WriteAuditor`.
+WRITE_AUDIT_SERVICE: Final = "workspace.write_audit"
+
+
+class FileRead(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Payload of ``workspace/read``: the agent has seen this exact content of ``path``.
+
+    Attributes:
+        path: Workspace-relative path, ``/``-separated.
+        sha256: Hex digest of the whole file's bytes at the time of the read.
+        snapshot: The text itself when small, so a later stale rejection can show a
+            diff even after a restart; ``None`` for large files.
+    """
+
+    path: str
+    sha256: str
+    snapshot: str | None = None
+
+
+class WriteAudit(msgspec.Struct, frozen=True, omit_defaults=True):
+    """The write auditor's verdict on one write (advisory).
+
+    Attributes:
+        member: The writer's name in its coordination group (``lead``, ``builder``).
+        tasks: The in-progress tasks the writer owns.
+        in_scope: Whether the path lies inside a write scope of one of ``tasks``.
+        warnings: Short sentences for the model (out of scope, another member's scope).
+    """
+
+    member: str
+    tasks: tuple[str, ...] = ()
+    in_scope: bool = False
+    warnings: tuple[str, ...] = ()
+
+
+class FileWrite(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Payload of ``workspace/write``: the agent replaced the content of ``path``.
+
+    Attributes:
+        path: Workspace-relative path, ``/``-separated.
+        tool: The tool that wrote (``write_file``, ``edit_file``).
+        sha256: Digest of the new content (the agent knows it: it wrote it).
+        previous_sha256: Digest before the write; ``None`` when the file was created.
+        snapshot: The new text when small (see :class:`FileRead`).
+        audit: The write auditor's verdict, when one was provided.
+    """
+
+    path: str
+    tool: str
+    sha256: str
+    previous_sha256: str | None = None
+    snapshot: str | None = None
+    audit: WriteAudit | None = None
+
+
+class WriteAuditor(Protocol):
+    """Judges a write against a coordination plan (for instance a task's write scopes)."""
+
+    def audit_write(self, agent: Agent, path: str) -> WriteAudit | None:
+        """The verdict on ``agent`` writing ``path`` now, or ``None`` when it has no say.
+
+        Called synchronously right before the write, so the verdict describes the
+        plan as it was at that moment. Must not raise for an agent it does not know.
+        """
+        ...
+
+
+class WorkspaceCode:
+    """Stable codes of :class:`WorkspaceError` (the README lists what each means)."""
+
+    PATH_OUTSIDE_WORKSPACE: Final = "PATH_OUTSIDE_WORKSPACE"
+    NO_WORKSPACE: Final = "NO_WORKSPACE"
+    FILE_NOT_FOUND: Final = "FILE_NOT_FOUND"
+    NOT_A_FILE: Final = "NOT_A_FILE"
+    NOT_A_DIRECTORY: Final = "NOT_A_DIRECTORY"
+    BINARY_FILE: Final = "BINARY_FILE"
+    FILE_TOO_LARGE: Final = "FILE_TOO_LARGE"
+    NOT_UTF8: Final = "NOT_UTF8"
+    FILE_NOT_READ: Final = "FILE_NOT_READ"
+    FILE_STALE: Final = "FILE_STALE"
+    EMPTY_OLD_STRING: Final = "EMPTY_OLD_STRING"
+    OLD_STRING_NOT_FOUND: Final = "OLD_STRING_NOT_FOUND"
+    OLD_STRING_AMBIGUOUS: Final = "OLD_STRING_AMBIGUOUS"
+    OLD_STRING_COUNT_MISMATCH: Final = "OLD_STRING_COUNT_MISMATCH"
+    EDIT_NO_CHANGE: Final = "EDIT_NO_CHANGE"
+    INVALID_PATTERN: Final = "INVALID_PATTERN"
+    INVALID_ARGUMENT: Final = "INVALID_ARGUMENT"
+    BASH_TIMEOUT: Final = "BASH_TIMEOUT"
+    BASH_INTERRUPTED: Final = "BASH_INTERRUPTED"
+    IO_ERROR: Final = "WORKSPACE_IO_ERROR"
+
+
+class WorkspaceError(DshError):
+    """A workspace tool refused or failed a call; nothing was written."""
+
+    code = "WORKSPACE_ERROR"
