@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
@@ -97,9 +98,63 @@ class Capture:
         marker = f"\n[... {dropped} bytes of output omitted ...]\n".encode()
         return (bytes(self.head) + marker + bytes(self.tail)).decode("utf-8", errors="replace")
 
-    async def drain(self, stream: asyncio.StreamReader) -> None:
-        while chunk := await stream.read(_CHUNK):
-            self.feed(chunk)
+
+
+class _Child:
+    """A running command watched without threads: a pidfd for its exit, the pipe for its output.
+
+    asyncio's own subprocess transport reports the exit only once the output pipe
+    is closed, which a background grandchild can keep open for ever; watching the
+    pid directly lets the tool notice that bash ended and kill what it left.
+    """
+
+    def __init__(self, process: subprocess.Popen[bytes], capture: Capture) -> None:
+        loop = asyncio.get_running_loop()
+        self.process = process
+        self.loop = loop
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.eof: asyncio.Future[None] = loop.create_future()
+        assert process.stdout is not None
+        self.pipe = process.stdout.fileno()
+        os.set_blocking(self.pipe, False)
+        self.capture = capture
+        loop.add_reader(self.pipe, self._readable)
+        self.pidfd = os.pidfd_open(process.pid)
+        loop.add_reader(self.pidfd, self._exited)
+
+    def _readable(self) -> None:
+        try:
+            chunk = os.read(self.pipe, _CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if chunk:
+            self.capture.feed(chunk)
+            return
+        self.loop.remove_reader(self.pipe)
+        if not self.eof.done():
+            self.eof.set_result(None)
+
+    def _exited(self) -> None:
+        self.loop.remove_reader(self.pidfd)
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+    async def settle(self) -> int:
+        """After the group was killed: reap bash, give the pipe a short grace, release everything."""
+        try:
+            await asyncio.wait_for(asyncio.shield(self.exited), _DRAIN_GRACE_S * 5)
+            await asyncio.wait_for(asyncio.shield(self.eof), _DRAIN_GRACE_S)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            self.loop.remove_reader(self.pidfd)
+            self.loop.remove_reader(self.pipe)
+            os.close(self.pidfd)
+            assert self.process.stdout is not None
+            self.process.stdout.close()
+        return self.process.wait()
 
 
 @attrs.define(eq=False)
@@ -116,34 +171,26 @@ class ShellTool:
                                  code=WorkspaceCode.INVALID_ARGUMENT)
         if not args.command.strip():
             raise WorkspaceError("command must not be empty", code=WorkspaceCode.INVALID_ARGUMENT)
-        process = await asyncio.create_subprocess_exec(
-            "/bin/bash", "-c", args.command, cwd=workspace.root, env=clean_environment(os.environ),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
+        process = subprocess.Popen(
+            ["/bin/bash", "-c", args.command], cwd=workspace.root, env=clean_environment(os.environ),
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         )
         pgid = process.pid  # a new session: the group id is bash's pid
         self.running.add(pgid)
         capture = Capture(self.config.bash_output_bytes)
-        assert process.stdout is not None
-        reader = asyncio.ensure_future(capture.drain(process.stdout))
+        child = _Child(process, capture)
         interrupted = asyncio.Event()
         remove = call.signal.on_abort(lambda reason: interrupted.set())
-        waiter = asyncio.ensure_future(process.wait())
         stopper = asyncio.ensure_future(interrupted.wait())
         try:
-            await asyncio.wait({waiter, stopper}, timeout=timeout_ms / 1000, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({child.exited, stopper}, timeout=timeout_ms / 1000,
+                               return_when=asyncio.FIRST_COMPLETED)
         finally:
             remove()
             stopper.cancel()
+            finished = child.exited.done()
             kill_group(pgid)  # timeout, interrupt, cancellation -- and leftovers of a finished command
-            finished = waiter.done()
-            if not finished:
-                waiter.cancel()
-                await asyncio.shield(process.wait())
-            try:
-                await asyncio.wait_for(asyncio.shield(reader), _DRAIN_GRACE_S)
-            except asyncio.TimeoutError:
-                reader.cancel()
+            code = await child.settle()
             self.running.discard(pgid)
         output = capture.text()
         if not finished:
@@ -152,5 +199,4 @@ class ShellTool:
                                      code=WorkspaceCode.BASH_INTERRUPTED)
             raise WorkspaceError(f"command timed out after {timeout_ms} ms and was killed; output so far:\n{output}",
                                  code=WorkspaceCode.BASH_TIMEOUT)
-        code = process.returncode if process.returncode is not None else -1
         return BashResult(exit_code=code, output=output, output_bytes=capture.total, truncated=capture.truncated)
