@@ -16,12 +16,13 @@ EXPECTED = {
     "dsh-team": "dsh_team.plugin",
     "dsh-team-tools": "dsh_team_tools.plugin",
     "dsh-team-invariant": "dsh_team_invariant.plugin",
+    "workspace": "host_spec.host.workspace.plugin",
 }
 
 
 class TestEntryPoints:
     def test_group_dsh_declares_every_plugin(self) -> None:
-        """Group ``dsh`` holds exactly our six plugins with their module targets."""
+        """Group ``dsh`` holds exactly our seven plugins with their module targets."""
         declared = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
         assert declared == EXPECTED
         assert {name: ep.value for name, ep in discover().items()} == EXPECTED

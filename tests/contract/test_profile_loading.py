@@ -17,15 +17,15 @@ async def registered(profile: str) -> tuple[list[str], list[str]]:
 
 class TestProfileLoading:
     async def test_headless(self) -> None:
-        """headless registers the three legacy delegation plugins and nothing else."""
+        """headless registers the three legacy delegation plugins and the workspace tools, nothing else."""
         order, names = await registered("headless")
-        assert order == ["subagent", "subagent-fork", "subagent-control"]
+        assert order == ["subagent", "subagent-fork", "subagent-control", "workspace"]
         assert names == sorted(order)
 
     async def test_agent_teams(self) -> None:
-        """agent-teams registers the three Team plugins, each with its per-host object, and no legacy one."""
+        """agent-teams registers the workspace tools and the three Team plugins (each with its per-host object), no legacy one."""
         order, names = await registered("agent-teams")
-        assert order == ["dsh-team", "dsh-team-tools", "dsh-team-invariant"]
+        assert order == ["workspace", "dsh-team", "dsh-team-tools", "dsh-team-invariant"]
         objects = ["dsh-team/TeamService", "dsh-team-tools/Installer", "dsh-team-invariant/TeamStreamInvariant"]
         assert names == sorted(order + objects)
 

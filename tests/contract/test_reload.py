@@ -314,6 +314,6 @@ class TestPackagePrefix:
             after = host.plugins.get("subagent-control").plugin
             assert after is not before and after is sys.modules["host_spec.host.base.control"]
             assert sys.modules["host_spec.host.plugins.manager"] is plugins_module
-            assert host.plugins.names() == ["subagent", "subagent-fork", "subagent-control"]
+            assert host.plugins.names() == ["subagent", "subagent-fork", "subagent-control", "workspace"]
         finally:
             await host.close()

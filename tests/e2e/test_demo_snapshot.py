@@ -53,6 +53,7 @@ TEAM_TOOLS = [
     "team_task_get",
     "team_task_update",
 ]
+WORKSPACE_TOOLS = ["read_file", "write_file", "edit_file", "glob", "list_dir", "grep", "bash"]
 
 
 @attrs.frozen
@@ -210,7 +211,7 @@ class TestMakeDemo:
 
 class TestSnapshot:
     def test_model_surface_of_lead_and_teammate(self, probed_demo: DemoRun) -> None:
-        """Each member sees one fixed surface: the nine Team tools and the policy; teammates match each other."""
+        """Each member sees one fixed surface: the nine Team tools, the seven workspace tools and the policy."""
         assert probed_demo.result.returncode == 0, probed_demo.result.stderr
         by_agent: dict[str, list[dict[str, Any]]] = {}
         for row in probed_demo.surface:
@@ -219,7 +220,7 @@ class TestSnapshot:
         assert all(len(rows) == 1 for rows in by_agent.values()), "a member's surface changed between steps"
         lead, builder, reviewer = by_agent["lead"][0], by_agent["builder"][0], by_agent["reviewer"][0]
         assert builder == reviewer
-        assert sorted(tool["name"] for tool in lead["tools"]) == sorted(TEAM_TOOLS)
+        assert sorted(tool["name"] for tool in lead["tools"]) == sorted(TEAM_TOOLS + WORKSPACE_TOOLS)
         assert "# Agent Team" in lead["system"]
         check_golden("model_surface.json", {"lead": lead, "teammate": builder})
 

@@ -9,7 +9,7 @@ import pytest
 from host_spec.errors import ConfigError
 from host_spec.host.plugins.profiles import builtin_profiles, known_plugin_names, load_profile
 
-KNOWN = {"subagent", "subagent-fork", "subagent-control", "dsh-team", "dsh-team-tools", "dsh-team-invariant", "extra"}
+KNOWN = {"subagent", "subagent-fork", "subagent-control", "dsh-team", "dsh-team-tools", "dsh-team-invariant", "workspace", "extra"}
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -31,17 +31,18 @@ class TestBuiltins:
         assert builtin_profiles() == ["agent-teams", "headless"]
 
     def test_headless_loads_legacy_delegation(self) -> None:
-        """headless registers the three legacy delegation plugins, with spawn/fork providers."""
+        """headless registers the three legacy delegation plugins, with spawn/fork providers, and the workspace tools."""
         profile = load_profile("headless")
-        assert profile.names() == ("subagent", "subagent-fork", "subagent-control")
+        assert profile.names() == ("subagent", "subagent-fork", "subagent-control", "workspace")
+        assert dict(profile.config("workspace") or {}) == {}
         assert dict(profile.config("subagent") or {}) == {"provider": "spawn", "tool_name": "subagent"}
         assert dict(profile.config("subagent-fork") or {}) == {"provider": "fork", "tool_name": "subagent_fork"}
         assert profile.disabled == ()
 
     def test_agent_teams_replaces_legacy_tools_by_team_plugins(self) -> None:
-        """agent-teams disables every legacy delegation plugin (G2) and adds the Team trio."""
+        """agent-teams disables every legacy delegation plugin (G2), keeps the workspace tools, adds the Team trio."""
         profile = load_profile("agent-teams")
-        assert profile.names() == ("dsh-team", "dsh-team-tools", "dsh-team-invariant")
+        assert profile.names() == ("workspace", "dsh-team", "dsh-team-tools", "dsh-team-invariant")
         assert profile.disabled == ("subagent", "subagent-control", "subagent-fork")
         assert dict(profile.config("dsh-team") or {}) == {
             "max_members": 8,
@@ -58,7 +59,7 @@ class TestBuiltins:
     def test_default_known_names_are_the_installed_entry_points(self) -> None:
         """Without ``known`` the installed entry points decide which names are valid."""
         assert {"subagent", "dsh-team"} <= known_plugin_names()
-        assert load_profile("agent-teams").names()[0] == "dsh-team"
+        assert load_profile("agent-teams").names()[1] == "dsh-team"
 
 
 class TestLayering:
@@ -66,7 +67,7 @@ class TestLayering:
         """A layer's table for a loaded plugin replaces its whole config; load order is kept."""
         path = write(tmp_path, "p.toml", 'extends = "headless"\n[plugins.subagent]\nmax_depth = 2\n[plugins.extra]\nx = 1\n')
         profile = load_profile(path, known=KNOWN)
-        assert profile.names() == ("subagent", "subagent-fork", "subagent-control", "extra")
+        assert profile.names() == ("subagent", "subagent-fork", "subagent-control", "workspace", "extra")
         assert dict(profile.config("subagent") or {}) == {"max_depth": 2}
 
     def test_extends_a_path_relative_to_the_file(self, tmp_path: Path) -> None:

@@ -248,3 +248,60 @@ def test_a_session_without_workspace_gets_no_workspace_tools(tmp_path: Path, ws:
     tools_ = {"read_file", "write_file", "edit_file", "glob", "list_dir", "grep", "bash"}
     assert not plain & tools_ and tools_ <= with_ws
     assert refused.is_error and refused.error["code"] == "UNKNOWN_TOOL"
+
+
+def test_a_write_that_cannot_land_is_an_io_error_and_leaves_nothing(tmp_path: Path, ws: Path) -> None:
+    (ws / "plain.txt").write_text("x\n")
+
+    async def body(host, agent):
+        return await call(host, agent, "write_file", path="plain.txt/inner.txt", content="y\n")
+
+    result = tools(tmp_path, ws, body)
+    assert result.code == "WORKSPACE_IO_ERROR" and (ws / "plain.txt").read_text() == "x\n"
+    assert sorted(p.name for p in ws.iterdir()) == ["plain.txt"]
+
+
+def test_the_stale_diff_is_capped(tmp_path: Path, ws: Path) -> None:
+    target = ws / "many.txt"
+    target.write_text("".join(f"{n}\n" for n in range(100)))
+
+    async def body(host, agent):
+        await call(host, agent, "read_file", path="many.txt")
+        target.write_text("".join(f"{n}!\n" for n in range(100)))
+        return await call(host, agent, "write_file", path="many.txt", content="mine\n")
+
+    stale = tools(tmp_path, ws, body, {"diff_max_lines": 6})
+    assert stale.code == "FILE_STALE" and "more diff lines; read the file again)" in stale.message
+    assert target.read_text().startswith("0!\n")
+
+
+def test_an_unreadable_ledger_record_proves_no_read(tmp_path: Path, ws: Path) -> None:
+    (ws / "f.txt").write_text("v\n")
+
+    # The record is folded on resume: a fresh host over the same log.
+    async def main():
+        data = tmp_path / "data-bad"
+        host = await open_host(data)
+        session = await host.create_session("lead", cwd=str(ws))
+        session.append(WORKSPACE_READ, {"path": "f.txt", "sha256": 7})
+        await host.close()
+        again = await open_host(data)
+        try:
+            resumed = await again.resume_session("lead")
+            agent = again.start_agent(resumed, name="lead", source="resume")
+            return await call(again, agent, "edit_file", path="f.txt", old_string="v", new_string="w")
+        finally:
+            await again.close()
+
+    assert run(main()).code == "FILE_NOT_READ" and (ws / "f.txt").read_text() == "v\n"
+
+
+def test_bad_config_names_the_field(tmp_path: Path) -> None:
+    from host_spec.errors import ConfigError
+
+    async def main():
+        return await open_host(tmp_path / "data", {"read_max_lines": 0})
+
+    with pytest.raises(ConfigError) as info:
+        run(main())
+    assert "read_max_lines must be at least 1" in str(info.value) and "plugins.workspace" in str(info.value)

@@ -21,7 +21,7 @@ import attrs
 
 from host_spec.workspace import WorkspaceCode, WorkspaceError
 
-__all__ = ["Text", "digest", "load_text", "current_digest", "atomic_write", "short_diff"]
+__all__ = ["Text", "digest", "load_text", "atomic_write", "short_diff"]
 
 _BINARY_PROBE: Final = 8192
 
@@ -81,14 +81,6 @@ def _read_bytes(path: Path, shown: str) -> bytes:
         raise WorkspaceError(f"{shown} is not a regular file", code=WorkspaceCode.NOT_A_FILE, path=shown) from None
     except OSError as exc:
         raise WorkspaceError(f"cannot read {shown}: {exc.strerror}", code=WorkspaceCode.IO_ERROR, path=shown) from None
-
-
-def current_digest(path: Path) -> str | None:
-    """The digest of ``path``'s bytes now, or ``None`` when it does not exist."""
-    try:
-        return digest(path.read_bytes())
-    except FileNotFoundError:
-        return None
 
 
 def atomic_write(path: Path, data: bytes) -> None:

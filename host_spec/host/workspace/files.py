@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
+from msgspec import UNSET, UnsetType
 
 from host_spec.workspace import (
     WORKSPACE_READ,
@@ -96,7 +97,7 @@ class FileTools:
         rel = workspace.relative(resolved)
         text = await asyncio.to_thread(load_text, resolved, args.path, max_bytes=self.config.max_file_bytes)
         agent.session.append(WORKSPACE_READ, FileRead(rel, text.sha256, self._snapshot(text.text, text.size)))
-        return self._render(rel, text, args.offset, args.limit)
+        return self._render(rel, text, args.offset, None if args.limit is UNSET else args.limit)
 
     def _render(self, rel: str, text: Text, offset: int, limit: int | None) -> ReadResult:
         config = self.config
@@ -137,7 +138,7 @@ class FileTools:
 
         async def body() -> WriteResult:
             current = await asyncio.to_thread(self._current, resolved, args.path)
-            self._guard(agent, rel, current, args.expected_sha256)
+            self._guard(agent, rel, current, _given(args.expected_sha256))
             return await self._commit(agent, call, resolved, rel, args.content, data, current, replaced=0)
 
         return await self.locks.run(resolved, body)  # type: ignore[no-any-return]
@@ -154,9 +155,9 @@ class FileTools:
 
         async def body() -> WriteResult:
             current = await asyncio.to_thread(load_text, resolved, args.path, max_bytes=self.config.max_file_bytes)
-            self._guard(agent, rel, current, args.expected_sha256)
+            self._guard(agent, rel, current, _given(args.expected_sha256))
             count = current.text.count(args.old_string)
-            _check_count(args.path, count, args.expected_count)
+            _check_count(args.path, count, None if args.expected_count is UNSET else args.expected_count)
             text = current.text.replace(args.old_string, args.new_string)
             data = text.encode()
             self._check_size(args.path, len(data))
@@ -220,6 +221,10 @@ class FileTools:
             return None
         verdict: WriteAudit | None = auditor.audit_write(agent, rel)
         return verdict
+
+
+def _given(value: str | UnsetType) -> str | None:
+    return None if isinstance(value, UnsetType) else value
 
 
 def _caller(call: ToolCall) -> tuple[Agent, Workspace]:

@@ -70,19 +70,18 @@ class Tools:
                             available=has_workspace, concurrency_safe=safe)
 
         return [
-            spec("read_file", "Read a text file with line numbers. Records the version you saw: "
-                 "write_file/edit_file of an existing file need a current read.",
+            spec("read_file", "Read a text file with numbered lines; records the version you saw "
+                 "(needed to write or edit it).",
                  ReadArgs, ReadResult, self.files.read, True),
-            spec("write_file", "Create a file or replace its whole content (an existing file must be read first; "
-                 "FILE_STALE if it changed since).", WriteArgs, WriteResult, self.files.write, False),
-            spec("edit_file", "Replace old_string (must be unique unless expected_count is given) in a file you "
-                 "have read; FILE_STALE if it changed since.", EditArgs, WriteResult, self.files.edit, False),
+            spec("write_file", "Create a file, or replace one you have read (FILE_STALE if it changed since).", WriteArgs, WriteResult, self.files.write, False),
+            spec("edit_file", "Replace old_string (unique, or expected_count times) in a file you have read; "
+                 "FILE_STALE if it changed since.", EditArgs, WriteResult, self.files.edit, False),
             spec("glob", "List files matching a glob.", GlobArgs, ListResult, self.search.glob, True),
             spec("list_dir", "List a directory (dirs end with /).", ListArgs, ListResult, self.search.list_dir, True),
-            spec("grep", "Search file contents by regex: path:line: text.", GrepArgs, ListResult,
+            spec("grep", "Search files by regex (path:line: text).", GrepArgs, ListResult,
                  self.search.grep, True),
-            spec("bash", "Run a shell command in the workspace root; returns exit_code and capped output. "
-                 "Its file changes bypass the read guard: read again before editing.",
+            spec("bash", "Run a shell command in the workspace root. Files it changes must be read again "
+                 "before editing.",
                  BashArgs, BashResult, self.shell.run, False),
         ]
 

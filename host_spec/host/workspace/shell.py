@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
 import attrs
+from msgspec import UnsetType
 
 from host_spec.workspace import WorkspaceCode, WorkspaceError
 
@@ -165,7 +166,7 @@ class ShellTool:
 
     async def run(self, args: BashArgs, call: ToolCall) -> BashResult:
         workspace = workspace_of(call.agent)
-        timeout_ms = args.timeout_ms if args.timeout_ms is not None else self.config.bash_timeout_ms
+        timeout_ms = self.config.bash_timeout_ms if isinstance(args.timeout_ms, UnsetType) else args.timeout_ms
         if timeout_ms > self.config.bash_max_timeout_ms:
             raise WorkspaceError(f"timeout_ms {timeout_ms} exceeds the maximum {self.config.bash_max_timeout_ms}",
                                  code=WorkspaceCode.INVALID_ARGUMENT)
