@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 from msgspec import UNSET, UnsetType
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FileTools", "PathLocks", "workspace_of"]
 
+T = TypeVar("T")
+
 
 def workspace_of(agent: Agent | None) -> Workspace:
     """The workspace of ``agent``: its session header's ``cwd`` (inherited by every child).
@@ -65,7 +68,7 @@ class PathLocks:
 
     locks: dict[Path, tuple[asyncio.Lock, int]] = attrs.Factory(dict)
 
-    async def run(self, path: Path, body: Any) -> Any:
+    async def run(self, path: Path, body: Callable[[], Awaitable[T]]) -> T:
         """Await ``body()`` while holding ``path``'s lock."""
         lock, users = self.locks.get(path, (asyncio.Lock(), 0))
         self.locks[path] = (lock, users + 1)
@@ -141,7 +144,7 @@ class FileTools:
             self._guard(agent, rel, current, _given(args.expected_sha256))
             return await self._commit(agent, call, resolved, rel, args.content, data, current, replaced=0)
 
-        return await self.locks.run(resolved, body)  # type: ignore[no-any-return]
+        return await self.locks.run(resolved, body)
 
     async def edit(self, args: EditArgs, call: ToolCall) -> WriteResult:
         agent, workspace = _caller(call)
@@ -163,7 +166,7 @@ class FileTools:
             self._check_size(args.path, len(data))
             return await self._commit(agent, call, resolved, rel, text, data, current, replaced=count)
 
-        return await self.locks.run(resolved, body)  # type: ignore[no-any-return]
+        return await self.locks.run(resolved, body)
 
     def _current(self, resolved: Path, shown: str) -> Text | None:
         if not resolved.exists():

@@ -101,7 +101,11 @@ def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
     for spec in tools.specs():
         ctx.own(host.tools.register(spec))
     _by_host[id(host)] = tools
-    ctx.own(Handle(lambda: _by_host.pop(id(host), None), label="workspace:tools"))
+
+    def forget() -> None:
+        _by_host.pop(id(host), None)
+
+    ctx.own(Handle(forget, label="workspace:tools"))
 
 
 @hookimpl

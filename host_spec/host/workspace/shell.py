@@ -23,7 +23,7 @@ import os
 import signal
 import subprocess
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 from msgspec import UnsetType
@@ -184,8 +184,8 @@ class ShellTool:
         remove = call.signal.on_abort(lambda reason: interrupted.set())
         stopper = asyncio.ensure_future(interrupted.wait())
         try:
-            await asyncio.wait({child.exited, stopper}, timeout=timeout_ms / 1000,
-                               return_when=asyncio.FIRST_COMPLETED)
+            waits: set[asyncio.Future[Any]] = {child.exited, stopper}
+            await asyncio.wait(waits, timeout=timeout_ms / 1000, return_when=asyncio.FIRST_COMPLETED)
         finally:
             remove()
             stopper.cancel()
