@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from workspace_kit import agent_in, call, open_host, run
+from workspace_kit import calls as kit_calls
 
 
 @pytest.fixture
@@ -22,16 +23,8 @@ def layout(tmp_path: Path) -> tuple[Path, Path]:
     return ws, outside
 
 
-def calls(tmp_path: Path, ws: Path, *requests: tuple[str, dict]) -> list:
-    async def main():
-        host = await open_host(tmp_path / "data")
-        try:
-            agent = await agent_in(host, ws)
-            return [await call(host, agent, name, **arguments) for name, arguments in requests]
-        finally:
-            await host.close()
-
-    return run(main())
+def calls(tmp_path: Path, ws: Path, *requests, config=None) -> list:
+    return kit_calls(tmp_path / "data", ws, *requests, config=config)
 
 
 @pytest.mark.parametrize("path", ["../outside/secret.txt", "link-out.txt", "dir-out/secret.txt", "sub/../../x"])

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from workspace_kit import agent_in, call, open_host, run
+from workspace_kit import calls as kit_calls
 
 from host_spec.host.workspace.ignore import Rule, Rules
 
@@ -36,15 +37,7 @@ def tree(tmp_path: Path) -> Path:
 
 
 def calls(tmp_path: Path, ws: Path, *requests, config=None) -> list:
-    async def main():
-        host = await open_host(tmp_path / "data", config)
-        try:
-            agent = await agent_in(host, ws)
-            return [await call(host, agent, name, **arguments) for name, arguments in requests]
-        finally:
-            await host.close()
-
-    return run(main())
+    return kit_calls(tmp_path / "data", ws, *requests, config=config)
 
 
 def test_glob_respects_gitignore(tmp_path, tree) -> None:

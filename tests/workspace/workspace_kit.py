@@ -68,3 +68,17 @@ async def call(host: Host, agent: Any, name: str, signal: AbortSignal | None = N
 
 def events_of(agent: Any, kind: str) -> list[Any]:
     return [event for event in agent.session.events if event.type == kind]
+
+
+def calls(data: Path, ws: Path, *requests: tuple[str, dict[str, Any]], config: dict[str, Any] | None = None) -> list:
+    """Open a host over ``ws``, make ``(tool, arguments)`` calls in order as one agent, close it."""
+
+    async def main() -> list:
+        host = await open_host(data, config)
+        try:
+            agent = await agent_in(host, ws)
+            return [await call(host, agent, name, **arguments) for name, arguments in requests]
+        finally:
+            await host.close()
+
+    return run(main())
