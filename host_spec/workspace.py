@@ -12,15 +12,15 @@ every read and every write as an event in the acting agent's own session log:
 
 The write auditor is how a coordination plugin (Agent Teams) takes part in writes
 without the host knowing about it, and without the plugin knowing about the host's
-file tools: the plugin publishes an object with :class:`WriteAuditor`'s method
-under :data:`WRITE_AUDIT_SERVICE`; the host asks it about each write and keeps
-its answer in the ``workspace/write`` event and the tool result. The audit is
-advisory: it can only add warnings, never refuse a write.
+file tools: the plugin provides a :class:`WriteAuditor` (``ctx.provide(WriteAuditor,
+auditor)``); the host looks it up per write (``host.find_service(WriteAuditor)``)
+and keeps its answer in the ``workspace/write`` event and the tool result. The
+audit is advisory: it can only add warnings, never refuse a write.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 import msgspec
 
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 __all__ = [
     "WORKSPACE_READ",
     "WORKSPACE_WRITE",
-    "WRITE_AUDIT_SERVICE",
     "FileRead",
     "FileWrite",
     "WriteAudit",
@@ -43,8 +42,6 @@ __all__ = [
 
 WORKSPACE_READ: Final = "workspace/read"
 WORKSPACE_WRITE: Final = "workspace/write"
-#: Service key under which a plugin publishes its :class:`WriteAuditor`.
-WRITE_AUDIT_SERVICE: Final = "workspace.write_audit"
 
 
 class FileRead(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -98,6 +95,7 @@ class FileWrite(msgspec.Struct, frozen=True, omit_defaults=True):
     audit: WriteAudit | None = None
 
 
+@runtime_checkable
 class WriteAuditor(Protocol):
     """Judges a write against a coordination plan (for instance a task's write scopes)."""
 

@@ -17,16 +17,17 @@ async def registered(profile: str) -> tuple[list[str], list[str]]:
 
 class TestProfileLoading:
     async def test_headless(self) -> None:
-        """headless registers the three legacy delegation plugins and the workspace tools, nothing else."""
+        """headless registers the three legacy delegation plugins and the workspace tools (with its per-host object)."""
         order, names = await registered("headless")
         assert order == ["subagent", "subagent-fork", "subagent-control", "workspace"]
-        assert names == sorted(order)
+        assert names == sorted([*order, "workspace/Tools"])
 
     async def test_agent_teams(self) -> None:
-        """agent-teams registers the workspace tools and the three Team plugins (each with its per-host object), no legacy one."""
+        """agent-teams: the workspace tools and the three Team plugins (each with its per-host object), no legacy one."""
         order, names = await registered("agent-teams")
         assert order == ["workspace", "dsh-team", "dsh-team-tools", "dsh-team-invariant"]
-        objects = ["dsh-team/TeamService", "dsh-team-tools/Installer", "dsh-team-invariant/TeamStreamInvariant"]
+        objects = ["workspace/Tools", "dsh-team/TeamService", "dsh-team-tools/Installer",
+                   "dsh-team-invariant/TeamStreamInvariant"]
         assert names == sorted(order + objects)
 
     async def test_agent_teams_shadows_no_legacy_tool(self) -> None:

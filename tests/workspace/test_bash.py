@@ -11,8 +11,12 @@ import pytest
 from workspace_kit import agent_in, call, open_host, run
 
 from host_spec.records import AbortSignal
-from host_spec.host.workspace.plugin import tools_for
 from host_spec.host.workspace.shell import Capture, clean_environment
+
+
+def shell_of(host):
+    """The host's workspace shell tool (the plugin's per-host object, registered as ``workspace/Tools``)."""
+    return host.plugins.pm.get_plugin("workspace/Tools").shell
 
 
 def alive(pid: int) -> bool:
@@ -125,7 +129,7 @@ def test_interrupt_and_cancel_kill_the_group(tmp_path, ws) -> None:
                                                   command=f"sleep 300 & echo $! > {pidfile}; wait"))
                 while not pidfile.exists() or not pidfile.read_text().strip():
                     await asyncio.sleep(0.02)
-                running = set(tools_for(host).shell.running)
+                running = set(shell_of(host).running)
                 if how == "interrupt":
                     signal.abort("interrupted")
                     results[how] = (await task, running)
@@ -134,7 +138,7 @@ def test_interrupt_and_cancel_kill_the_group(tmp_path, ws) -> None:
                     with pytest.raises(asyncio.CancelledError):
                         await task
                     results[how] = (None, running)
-            return results, tools_for(host).shell.running
+            return results, shell_of(host).running
         finally:
             await host.close()
 

@@ -27,12 +27,12 @@ from msgspec import UNSET, UnsetType
 from host_spec.workspace import (
     WORKSPACE_READ,
     WORKSPACE_WRITE,
-    WRITE_AUDIT_SERVICE,
     FileRead,
     FileWrite,
     WorkspaceCode,
     WorkspaceError,
     WriteAudit,
+    WriteAuditor,
 )
 
 from host_spec.host.workspace.config import WorkspaceConfig
@@ -219,11 +219,8 @@ class FileTools:
                            warnings=warnings)
 
     def _audit(self, agent: Agent, rel: str) -> WriteAudit | None:
-        auditor = self.host.service(WRITE_AUDIT_SERVICE)
-        if auditor is None:
-            return None
-        verdict: WriteAudit | None = auditor.audit_write(agent, rel)
-        return verdict
+        auditor = self.host.find_service(WriteAuditor)
+        return None if auditor is None else auditor.audit_write(agent, rel)
 
 
 def _given(value: str | UnsetType) -> str | None:

@@ -8,8 +8,8 @@ has no workspace and is offered none of these tools.
 
 The tools are registered once, globally, and look up everything per call
 (workspace, ledger, write auditor). Each host gets its own :class:`Tools` (its
-ledgers and locks), found by host identity, so a module registered with several
-hosts in one process keeps them apart.
+ledgers and locks), registered with that host's hooks, so the module keeps no
+state and one import serves any number of hosts.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import attrs
 import structlog
 
 from host_spec import hookimpl
-from host_spec.records import Handle, ToolSpec
+from host_spec.records import ToolSpec
 
 from host_spec.host.workspace.config import WorkspaceConfig, load_config
 from host_spec.host.workspace.files import FileTools
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from host_spec.events import Event
     from host_spec.protocols import Agent, Host, PluginContext, Session
 
-__all__ = ["Tools", "tools_for", "TOOL_NAMES"]
+__all__ = ["Tools", "TOOL_NAMES"]
 
 log = structlog.get_logger(__name__)
 
@@ -64,6 +64,15 @@ class Tools:
         self.search = SearchTools(self.config)
         self.shell = ShellTool(self.config)
 
+    @hookimpl(specname="dsh_session_event")
+    def committed(self, session: Session, event: Event) -> None:
+        """Keep folded ledgers current (the tools' own appends included)."""
+        self.ledgers.committed(session, event)
+
+    @hookimpl(specname="dsh_session_disposed")
+    def disposed(self, session: Session) -> None:
+        self.ledgers.drop(session)
+
     def specs(self) -> list[ToolSpec]:
         def spec(name: str, description: str, args: type, result: Any, execute: Any, safe: bool) -> ToolSpec:
             return ToolSpec(name=name, description=description, args_type=args, result_type=result, execute=execute,
@@ -86,37 +95,9 @@ class Tools:
         ]
 
 
-_by_host: dict[int, Tools] = {}
-
-
-def tools_for(host: Any) -> Tools | None:
-    """The workspace tools of ``host`` while the plugin is loaded there."""
-    tools = _by_host.get(id(host))
-    return tools if tools is not None and tools.host is host else None
-
-
 @hookimpl
 def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
     tools = Tools(host, load_config(ctx.config, f"plugins.{ctx.name}"))
     for spec in tools.specs():
         ctx.own(host.tools.register(spec))
-    _by_host[id(host)] = tools
-
-    def forget() -> None:
-        _by_host.pop(id(host), None)
-
-    ctx.own(Handle(forget, label="workspace:tools"))
-
-
-@hookimpl
-def dsh_session_event(host: Host, session: Session, event: Event) -> None:
-    tools = tools_for(host)
-    if tools is not None:
-        tools.ledgers.committed(session, event)
-
-
-@hookimpl
-def dsh_session_disposed(host: Host, session: Session) -> None:
-    tools = tools_for(host)
-    if tools is not None:
-        tools.ledgers.drop(session)
+    ctx.register(tools)
