@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -88,6 +88,6 @@ class TestReferenceHostConformance:
         declared = {
             name
             for name, value in vars(protocols).items()
-            if inspect.isclass(value) and getattr(value, "_is_protocol", False) and value.__module__ == protocols.__name__
+            if inspect.isclass(value) and Protocol in value.__bases__ and value.__module__ == protocols.__name__
         }
         assert declared - set(PROTOCOLS) == {"ModelAdapter", "ModelRequest", "ContinuableProvider"}

@@ -53,7 +53,7 @@ class TestCreate:
         kit.hooks.on_created = created
         with pytest.raises(DshError):
             kit.registry.create(memory_session("a"), name="x")
-        assert installed[0].disposed and kit.tools._layers.scoped_count() == 0
+        assert installed[0].disposed and kit.tools.scoped_count() == 0
 
     def test_one_live_agent_per_session(self) -> None:
         """A second agent for a live session id is refused."""

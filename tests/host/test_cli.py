@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import structlog
 
-from host_spec.host.cli import main as cli
+from host_spec.cli import HANDLER_KEY
 from host_spec.host.app import Host
 from host_spec.host.cli.main import main
 from host_spec.host.models.scripted import ScriptedModel
@@ -243,6 +243,18 @@ class TestErrors:
         assert "Traceback" not in result.stderr and result.stdout == ""
 
 
+def failing_extension(exc: BaseException) -> tuple[str, Any]:
+    """A CLI extension whose ``boom`` command raises ``exc`` (through the public extension seam)."""
+
+    async def boom(args: Any) -> int:
+        raise exc
+
+    def register(subparsers: Any, env: Any) -> None:
+        subparsers.add_parser("boom").set_defaults(**{HANDLER_KEY: boom})
+
+    return ("boom", register)
+
+
 @pytest.fixture
 def in_process(env: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The echo plugin importable in this process; structlog reset after ``main`` configured it."""
@@ -329,27 +341,16 @@ class TestInProcess:
         ],
     )
     def test_unexpected_failures_print_one_line(
-        self, in_process: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-        exc: BaseException, status: int, text: str,
+        self, in_process: dict[str, Any], capsys: pytest.CaptureFixture[str], exc: BaseException, status: int, text: str
     ) -> None:
         """I/O errors, interrupts and bugs end with one line on stderr and no traceback."""
-
-        async def boom(args: Any) -> int:
-            raise exc
-
-        monkeypatch.setitem(cli._HANDLERS, "log", boom)
-        assert main(["log", "x"]) == status
+        assert main(["boom"], extensions=[failing_extension(exc)]) == status
         assert capsys.readouterr().err.strip() == text
 
-    def test_verbose_shows_the_bug(self, in_process: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_verbose_shows_the_bug(self, in_process: dict[str, Any]) -> None:
         """With ``-v`` an unexpected exception propagates with its traceback."""
-
-        async def boom(args: Any) -> int:
-            raise RuntimeError("bug")
-
-        monkeypatch.setitem(cli._HANDLERS, "log", boom)
         with pytest.raises(RuntimeError, match="bug"):
-            main(["-v", "log", "x"])
+            main(["-v", "boom"], extensions=[failing_extension(RuntimeError("bug"))])
 
     def test_resume_skips_children_and_sessions_without_turns(
         self, in_process: dict[str, Any], capsys: pytest.CaptureFixture[str]
@@ -376,6 +377,6 @@ class TestInProcess:
     ) -> None:
         """A data dir without the needed permissions is rejected before anything runs."""
         in_process["data"].mkdir()
-        monkeypatch.setattr(cli.os, "access", lambda path, mode: False)
+        monkeypatch.setattr(os, "access", lambda path, mode: False)  # root passes every permission check
         assert main(["log", "--data-dir", str(in_process["data"]), "x"]) == 2
         assert capsys.readouterr().err.startswith("dsh: DATA_DIR_UNUSABLE: ")

@@ -102,7 +102,7 @@ class TestLayers:
         assert prompts.render(a) == "scoped"
         a.scope.dispose()
         assert prompts.render(a) == ""
-        assert prompts._layers.scoped_count() == 0
+        assert prompts.scoped_count() == 0
         with pytest.raises(ScopeDisposedError):
             prompts.register(PromptSection("s2", 0, "late"), scope=a.scope)
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 
 from host_spec.host.agents.scope import Scope, ScopeDisposedError
@@ -62,10 +65,15 @@ class TestScopeLedger:
     def test_handles_disposed_early_are_pruned(self) -> None:
         """Churn (register/unregister) does not grow the ledger without bound."""
         scope = Scope()
+        released = []
         for _ in range(500):
-            scope.add(Handle(lambda: None)).dispose()
+            churned = scope.add(Handle(lambda: None))
+            churned.dispose()
+            released.append(weakref.ref(churned))
+        del churned
         keep = scope.add(Handle(lambda: None))
+        gc.collect()
         assert scope.live_count() == 1
-        assert len(scope._handles) < 70
+        assert sum(ref() is not None for ref in released) < 70  # the scope let go of the disposed ones
         scope.dispose()
         assert keep.disposed

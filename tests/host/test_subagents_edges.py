@@ -24,7 +24,7 @@ from _subagent_kit import (
 from host_spec import hookimpl
 from host_spec.errors import DshError, SubagentError
 from host_spec.events import Event, EventType, SessionHeader, SubagentDescriptor, encode_event, encode_header
-from host_spec.host.children.residency import _log_failure, aggregate
+from host_spec.host.children.residency import aggregate, log_release_failure
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.messages import text_block, user_message
 from host_spec.records import AbortSignal, CancelCause, Violation
@@ -328,7 +328,7 @@ class TestFailures:
         cancelled.cancel()
         with structlog.testing.capture_logs() as logs:
             for future in (failed, ok, cancelled):
-                _log_failure(future)
+                log_release_failure(future)
         assert [entry["event"] for entry in logs] == ["subagent.release_failed"]
 
 

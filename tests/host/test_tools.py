@@ -69,7 +69,7 @@ class TestRegistration:
         a.scope.dispose()
         assert handle.disposed
         assert tools.visible(a) == []
-        assert tools._layers.scoped_count() == 0
+        assert tools.scoped_count() == 0
 
     def test_register_into_disposed_scope_raises(self) -> None:
         """Nothing is registered into a dead scope."""
@@ -78,7 +78,7 @@ class TestRegistration:
         tools = ToolRegistry()
         with pytest.raises(ScopeDisposedError):
             tools.register(echo_tool(), scope=scope)
-        assert tools._layers.scoped_count() == 0
+        assert tools.scoped_count() == 0
 
     def test_stale_handle_does_not_remove_a_newer_registration(self) -> None:
         """Disposing an old handle twice never unregisters its successor."""

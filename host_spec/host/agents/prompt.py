@@ -50,6 +50,10 @@ class PromptRegistry:
         """
         return self._layers.add(section.name, _Entry(section, next(self._serials)), scope)
 
+    def scoped_count(self) -> int:
+        """How many agent scopes hold registrations here; a disposed scope leaves none behind."""
+        return self._layers.scoped_count()
+
     def sections(self, agent: Agent | None) -> list[PromptSection]:
         """The sections ``agent`` sees, in render order (before text rendering)."""
         merged = self._layers.merged(None if agent is None else agent.scope)

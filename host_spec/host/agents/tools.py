@@ -98,6 +98,10 @@ class ToolRegistry:
         """
         return self._layers.add(spec.name, _Entry(spec, _decoder(spec.args_type)), scope)
 
+    def scoped_count(self) -> int:
+        """How many agent scopes hold registrations here; a disposed scope leaves none behind."""
+        return self._layers.scoped_count()
+
     def _lookup(self, agent: Agent | None, name: str) -> _Entry | None:
         entry = self._layers.lookup(None if agent is None else agent.scope, name)
         if entry is None or not _available(entry.spec, agent):

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from host_spec.host.agents.agent import Agent as LiveAgent
     from host_spec.protocols import Agent
 
-__all__ = ["Residency", "aggregate"]
+__all__ = ["Residency", "aggregate", "log_release_failure"]
 
 log = structlog.get_logger(__name__)
 
@@ -53,7 +53,8 @@ def _clean_context() -> contextvars.Context:
     return context
 
 
-def _log_failure(task: asyncio.Future[None]) -> None:
+def log_release_failure(task: asyncio.Future[None]) -> None:
+    """Done-callback of a background release: its failure is logged, since nobody awaits it."""
     if not task.cancelled() and task.exception() is not None:
         log.error("subagent.release_failed", exc_info=task.exception())
 
@@ -129,7 +130,7 @@ class Residency:
             if self._settled(act):
                 async with self._lock(act.child_id):
                     if act.releasing is None and self._settled(act):
-                        self._release(act, keep_inbox=True, notice=True).add_done_callback(_log_failure)
+                        self._release(act, keep_inbox=True, notice=True).add_done_callback(log_release_failure)
                 continue
             await act.poked.wait()
 
