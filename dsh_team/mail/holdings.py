@@ -183,6 +183,10 @@ class SessionMessages:
                 with contextlib.suppress(asyncio.InvalidStateError):  # already settled: nothing to wake
                     waiter.set_result(None)
 
+    def waiting_sessions(self) -> int:
+        """Sessions with a parked :meth:`next_change`; woken or abandoned waits leave no entry behind."""
+        return len(self._waiters)
+
     def forget(self, session: Session) -> None:
         """``session`` left the live store: drop its index and wake its waiters."""
         entry = self._live.get(session.id)

@@ -165,7 +165,8 @@ class BoardHarness:
         if phase != "provisioning":
             self.commit("team/member", member(member_id, name, phase))
 
-    def _append(self, snapshot: Any) -> Any:
+    def commit_task(self, snapshot: Any) -> Any:
+        """Fold a decided task snapshot as the journal would; return the task's view."""
         self.commit("team/task", TaskRecord(version=2, team_id=self.state.team_id, task=snapshot))
         return task_view(self.state, self.state.tasks.tasks[snapshot.id])
 
@@ -173,14 +174,14 @@ class BoardHarness:
         snapshot = decide_create(
             self.state, actor, subject=subject, description=description, max_tasks=self.max_tasks, **kwargs
         )
-        return self._append(snapshot)
+        return self.commit_task(snapshot)
 
     def update(self, actor: Any, task_id: str, action: str, revision: int | None = None, **kwargs: Any) -> Any:
         expected = self.state.tasks.tasks[task_id].revision if revision is None else revision
         snapshot = decide_update(
             self.state, actor, task_id=task_id, expected_revision=expected, action=action, **kwargs
         )
-        return self._append(snapshot)
+        return self.commit_task(snapshot)
 
     def view(self, task_id: str) -> Any:
         return task_view(self.state, self.state.tasks.tasks[task_id])

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from dsh_team.api import TeamServiceAPI
 from dsh_team.errors import TeamError
@@ -208,8 +209,13 @@ class TestRecoveryScheduling:
         faulty_log(root.session, fail_at=[1])  # the reconciliation's terminal record cannot be flushed
         await coordination.recover(root, frozenset({"child-x"}))  # logged, not raised
         assert member_phases(teams.journals.get(root.session).state) == {"ghost": "failed"}
+        await add_member(host, root, "child-y", "late", "provisioning")
         teams.lifecycle.close()
-        assert coordination._recover_soon(root, frozenset()) is None
+        with capture_logs() as logs:
+            coordination.agent_started(root)  # schedules recovery of "late" after disposal began
+            await host.quiesce()
+        assert [entry["event"] for entry in logs if entry["log_level"] in ("warning", "error")] == []
+        assert member_phases(teams.journals.get(root.session).state) == {"ghost": "failed", "late": "provisioning"}
         await coordination.recover(root, frozenset({"child-x"}))  # already settled: nothing to do
         await host.close()
 

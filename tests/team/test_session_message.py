@@ -139,7 +139,7 @@ class TestSessionMessages:
         await asyncio.sleep(0)
         messages.forget(root.session)
         await again
-        assert messages._waiters == {}
+        assert messages.waiting_sessions() == 0
         await host.close()
 
     async def test_an_abort_ends_a_wait_with_its_reason(self, tmp_path: Path) -> None:

@@ -210,7 +210,7 @@ class BoardMachine(RuleBasedStateMachine):
             raise AssertionError(f"expected {rejected.code}")
         snapshot = actual()
         assert as_dict(snapshot) == want
-        self.harness._append(snapshot)
+        self.harness.commit_task(snapshot)
 
     @initialize(count=st.integers(0, 4))
     def seed_board(self, count: int) -> None:
