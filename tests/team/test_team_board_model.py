@@ -1,6 +1,6 @@
 """Model-based checks: the board decisions + fold never diverge from a naive model.
 
-The model below re-states §7 in the most direct way (dicts, a whole-graph DFS on
+The model below re-states the board rules in the most direct way (dicts, a whole-graph DFS on
 every change) and shares no code with ``dsh_team``. Hypothesis drives both with
 random members, actions, stale revisions and dependency lists.
 """
@@ -24,7 +24,7 @@ from team_builders import TEAM, BoardHarness
 
 ACTORS = {TEAM: Actor(TEAM, "lead"), "w1": Actor("w1", "teammate"), "w2": Actor("w2", "teammate")}
 ACTIVE = {"alpha": "w1", "beta": "w2"}
-MAX_TASKS = 6
+MAX_TASKS = 24  # high enough that creates rarely hit the limit and steps build real graphs
 _UNIQUE = st.lists(st.integers(0, 19), max_size=3, unique=True)
 BLOCKERS = st.one_of(_UNIQUE, _UNIQUE, _UNIQUE, st.lists(st.integers(0, 19), max_size=3), st.none())
 SCOPES = st.none() | st.lists(st.sampled_from(["src", "src/a", "./src/", "docs", "docs/x/"]), max_size=2)
@@ -73,6 +73,18 @@ class Model:
             if blocker not in self.tasks or self.tasks[blocker]["status"] == "deleted":
                 raise Rejected("TEAM_TASK_NOT_FOUND")
         return list(blockers)
+
+    def reaching(self, task_id: str) -> list[str]:
+        """Live tasks with a dependency path to ``task_id`` (an edge back from it closes a cycle)."""
+        found: list[str] = []
+        frontier = [task_id]
+        while frontier:
+            node = frontier.pop()
+            for task in self.live():
+                if node in task["blocked_by"] and task["id"] not in found:
+                    found.append(task["id"])
+                    frontier.append(task["id"])
+        return found
 
     def acyclic_with(self, candidate: dict[str, Any]) -> bool:
         graph = {t["id"]: t["blocked_by"] for t in self.live()}
@@ -258,6 +270,30 @@ class BoardMachine(RuleBasedStateMachine):
                 state, ACTORS[actor], task_id=task_id, expected_revision=revision, action=action, **fields
             ),
         )
+
+    @rule(pick=st.integers(0, 99), back=st.integers(0, 99), extra=_UNIQUE, position=st.integers(0, 3))
+    def propose_back_edge(self, pick: int, back: int, extra: list[int], position: int) -> None:
+        """The Lead sets a task's blockers to include a task that already depends on it: a multi-task cycle.
+
+        The back edge sits at a random position among other blockers, so the cycle
+        may leave through any added blocker and run through any branch of the graph.
+        """
+        live = [t for t in self.model.live() if self.model.reaching(t["id"])]
+        if not live:
+            return
+        task = live[pick % len(live)]
+        reaching = self.model.reaching(task["id"])
+        blockers = [b for b in self._ids(extra) or [] if b != task["id"]]
+        blockers.insert(min(position, len(blockers)), reaching[back % len(reaching)])
+        fields = {"subject": None, "blocked_by": blockers, "write_scopes": None, "owner": None}
+        state = self.harness.state
+        self._run(
+            lambda: self.model.update(TEAM, task["id"], task["revision"], "set_dependencies", **fields),
+            lambda: decide_update(
+                state, ACTORS[TEAM], task_id=task["id"], expected_revision=task["revision"],
+                action="set_dependencies", **fields,
+            ),
+        )  # fmt: skip
 
     @invariant()
     def board_matches_model(self) -> None:
