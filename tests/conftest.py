@@ -1,4 +1,4 @@
-"""Suite-wide setup: async tests with a bound, and the shared kits on ``sys.path``.
+"""Suite-wide setup: async tests with a bound, golden files, and the shared kits on ``sys.path``.
 
 This directory is on ``sys.path`` (pytest's prepend import mode), which lets
 every test directory share the kits at this level (``kit_gates``) without
@@ -9,19 +9,40 @@ An ``async def test_*`` runs here in a fresh event loop of its own, bounded by
 of stalling the whole run. A test that legitimately needs longer says so with
 ``@pytest.mark.timeout_s(N)``. No plugin (pytest-asyncio and the like) is
 needed: the hook below is all there is.
+
+Golden files are checked through the ``golden`` fixture (``kit_golden``);
+``pytest --update-golden`` rewrites the ones that differ and fails those tests.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 from collections.abc import Awaitable
 from typing import Any
 
 import pytest
+from kit_golden import Golden
 
 DEFAULT_TIMEOUT_S = 60.0
 """Bound for one async test; generous because the machine running the suite may be loaded."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite golden files that differ (each rewrite fails its test: review, then rerun); "
+        "DSH_UPDATE_GOLDEN=1 does the same",
+    )
+
+
+@pytest.fixture
+def golden(request: pytest.FixtureRequest) -> Golden:
+    """Golden-file checks for this run (updating with ``--update-golden`` or ``DSH_UPDATE_GOLDEN=1``)."""
+    update = bool(request.config.getoption("--update-golden")) or os.environ.get("DSH_UPDATE_GOLDEN") == "1"
+    return Golden(update=update)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,4 +1,4 @@
-"""The suite's own machinery: the bounded async-test hook in ``conftest.py``.
+"""The suite's own machinery in ``conftest.py``: the bounded async-test hook and golden files.
 
 Each check runs a small inner pytest session (pytester) with a copy of this
 suite's ``conftest.py``, so what is tested is the real hook, not a model of it.
@@ -110,4 +110,70 @@ def test_plain_tests_are_left_to_pytest(inner: pytest.Pytester) -> None:
             assert True
         """
     )
+    inner.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+# ---------------------------------------------------------------- golden files
+
+GOLDEN_TEST = """
+from pathlib import Path
+
+def test_snapshot(golden):
+    golden.check(Path(__file__).parent / "golden" / "value.json", {"b": 1, "a": ["x"]})
+"""
+CURRENT = '{\n  "b": 1,\n  "a": [\n    "x"\n  ]\n}\n'
+
+
+def test_a_matching_golden_file_passes_and_is_left_alone(inner: pytest.Pytester) -> None:
+    """Equal content passes, with or without the update flag, and the file is not rewritten."""
+    inner.makepyfile(GOLDEN_TEST)
+    path = inner.path / "golden" / "value.json"
+    path.parent.mkdir()
+    path.write_text(CURRENT)
+    before = path.stat().st_mtime_ns
+    inner.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+    inner.runpytest("-p", "no:cacheprovider", "--update-golden").assert_outcomes(passed=1)
+    assert path.read_text() == CURRENT and path.stat().st_mtime_ns == before
+
+
+def test_a_differing_golden_file_fails_with_the_diff_and_stays(inner: pytest.Pytester) -> None:
+    """Without the flag a difference fails, shows the changed lines and says how to update."""
+    inner.makepyfile(GOLDEN_TEST)
+    path = inner.path / "golden" / "value.json"
+    path.parent.mkdir()
+    path.write_text(CURRENT.replace('"b": 1', '"b": 2'))
+    result = inner.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*value.json differs from the reviewed golden file*--update-golden*",
+                                 '*-  "b": 2,*', '*+  "b": 1,*'])  # fmt: skip
+    assert '"b": 2' in path.read_text()
+
+
+def test_a_missing_golden_file_fails_and_says_how_to_create_it(inner: pytest.Pytester) -> None:
+    inner.makepyfile(GOLDEN_TEST)
+    result = inner.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*missing golden file*value.json*--update-golden*"])
+    assert not (inner.path / "golden" / "value.json").exists()
+
+
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_an_update_rewrites_the_file_and_fails_until_rerun(
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """``--update-golden`` / ``DSH_UPDATE_GOLDEN=1`` writes the new content and fails; the rerun passes."""
+    inner.makepyfile(GOLDEN_TEST)
+    path = inner.path / "golden" / "value.json"
+    path.parent.mkdir()
+    path.write_text("{}\n")
+    args = ["-p", "no:cacheprovider"]
+    if how == "option":
+        args.append("--update-golden")
+    else:
+        monkeypatch.setenv("DSH_UPDATE_GOLDEN", "1")
+    result = inner.runpytest(*args)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*rewrote golden file*value.json*review the diff*"])
+    assert path.read_text() == CURRENT
+    monkeypatch.delenv("DSH_UPDATE_GOLDEN", raising=False)
     inner.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)

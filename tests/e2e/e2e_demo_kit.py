@@ -189,19 +189,3 @@ def board(show: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:
     """The scheduling-independent part of ``team show --json``: roster, board, pending mail."""
     keep = ("version", "offline", "enabled", "failure", "members", "tasks", "pending_mail")
     return normalize({key: show[key] for key in keep}, ids)
-
-
-# ---------------------------------------------------------------- golden files
-
-
-def check_golden(name: str, actual: Any) -> None:
-    """Compare ``actual`` with ``golden/<name>``; ``UPDATE_GOLDEN=1`` rewrites the file instead."""
-    path = GOLDEN / name
-    text = json.dumps(actual, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-    if os.environ.get("UPDATE_GOLDEN") == "1":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        return
-    assert path.exists(), f"missing golden file {path}; run with UPDATE_GOLDEN=1 and review the diff"
-    expected = json.loads(path.read_text(encoding="utf-8"))
-    assert actual == expected, f"{name} differs from the golden file; if intended: UPDATE_GOLDEN=1 and review"

@@ -1,7 +1,7 @@
 """Product snapshot: the scripted team demo, run through the real ``dsh`` CLI in subprocesses.
 
 Pinned in golden files (``tests/e2e/golden/``, reviewed like code; regenerate with
-``UPDATE_GOLDEN=1``):
+``pytest --update-golden``, which fails each test whose file it rewrote):
 
 * ``model_surface.json`` -- the complete model-facing tool list and system prompt
   (Team policy) of the Lead and of a teammate, as the turn loop hands them to the model;
@@ -24,13 +24,14 @@ from typing import Any
 
 import attrs
 import pytest
+from kit_golden import Golden
 from e2e_demo_kit import (
     REPO,
     SCRIPT,
     TIMEOUT_S,
     Stored,
+    GOLDEN,
     board,
-    check_golden,
     dsh,
     environment,
     probe_profile,
@@ -210,7 +211,7 @@ class TestMakeDemo:
 
 
 class TestSnapshot:
-    def test_model_surface_of_lead_and_teammate(self, probed_demo: DemoRun) -> None:
+    def test_model_surface_of_lead_and_teammate(self, probed_demo: DemoRun, golden: Golden) -> None:
         """Each member sees one fixed surface: the nine Team tools, the seven workspace tools and the policy."""
         assert probed_demo.result.returncode == 0, probed_demo.result.stderr
         by_agent: dict[str, list[dict[str, Any]]] = {}
@@ -222,15 +223,16 @@ class TestSnapshot:
         assert builder == reviewer
         assert sorted(tool["name"] for tool in lead["tools"]) == sorted(TEAM_TOOLS + WORKSPACE_TOOLS)
         assert "# Agent Team" in lead["system"]
-        check_golden("model_surface.json", {"lead": lead, "teammate": builder})
+        golden.check(GOLDEN / "model_surface.json", {"lead": lead, "teammate": builder}, sort_keys=True)
 
-    def test_final_projection(self, probed_demo: DemoRun) -> None:
+    def test_final_projection(self, probed_demo: DemoRun, golden: Golden) -> None:
         """The final roster, board and (empty) pending mail, as ``dsh team show --json`` reports them."""
         stored = Stored(probed_demo.data)
-        check_golden("final_projection.json", board(team_show(probed_demo.env, probed_demo.data), stored.ids()))
+        projection = board(team_show(probed_demo.env, probed_demo.data), stored.ids())
+        golden.check(GOLDEN / "final_projection.json", projection, sort_keys=True)
 
-    def test_durable_team_events(self, probed_demo: DemoRun) -> None:
+    def test_durable_team_events(self, probed_demo: DemoRun, golden: Golden) -> None:
         """The Lead's durable Team events (type + normalized payload) as a set."""
         events = team_event_set(Stored(probed_demo.data))
         assert len({json.dumps(e, sort_keys=True) for e in events}) == len(events)
-        check_golden("team_events.json", events)
+        golden.check(GOLDEN / "team_events.json", events, sort_keys=True)

@@ -5,16 +5,16 @@ result JSON Schema, and the policy section. ``golden/lead.json`` and
 ``golden/teammate.json`` pin what a Lead and a teammate actually receive on the
 reference host (agent-teams plugins): the complete tool list, each Team tool's
 schemas, and the policy text in the system prompt. Regenerate deliberately with
-``DSH_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/tools/test_tools_golden.py``.
+``.venv/bin/python -m pytest tests/tools/test_tools_golden.py --update-golden`` (each
+rewritten file fails its test until the diff is reviewed and the test rerun).
 """
 
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
+from kit_golden import Golden
 from team_tools_host import GatedModel, is_team_tool, open_team
 
 from dsh_team_tools.catalog import CATALOG, model_tools
@@ -22,19 +22,6 @@ from dsh_team_tools.policy import POLICY_TEXT, policy_section
 from host_spec.schema import tool_json_schema
 
 GOLDEN = Path(__file__).parent / "golden"
-
-
-def render(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
-
-
-def check(name: str, value: Any) -> None:
-    path = GOLDEN / name
-    text = render(value)
-    if os.environ.get("DSH_UPDATE_GOLDEN") == "1":
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    assert path.read_text(encoding="utf-8") == text, f"{name} differs from the reviewed golden file"
 
 
 def catalogue_surface() -> dict[str, Any]:
@@ -59,11 +46,11 @@ def received(request: Any) -> dict[str, Any]:
 
 
 class TestGoldenSurface:
-    def test_catalogue_matches_golden(self) -> None:
+    def test_catalogue_matches_golden(self, golden: Golden) -> None:
         """The tool list, each schema and the policy text equal the reviewed golden file."""
-        check("surface.json", catalogue_surface())
+        golden.check(GOLDEN / "surface.json", catalogue_surface())
 
-    async def test_lead_and_teammate_receive_the_golden_surface(self, tmp_path: Path) -> None:
+    async def test_lead_and_teammate_receive_the_golden_surface(self, tmp_path: Path, golden: Golden) -> None:
         """A Lead and its teammate receive the pinned tools and policy, identical for both."""
         script = {"lead": [{"tool_calls": [{"name": "spawn_teammate", "arguments": {
             "name": "reviewer", "description": "Reviews", "prompt": "Review"}}]}, {"text": "ok"}]}
@@ -71,8 +58,8 @@ class TestGoldenSurface:
         async with open_team(tmp_path, model) as host:
             await host.run("Use an agent team")
         seen = {name: received(model.first[name]) for name in ("lead", "reviewer")}
-        check("lead.json", seen["lead"])
-        check("teammate.json", seen["reviewer"])
+        golden.check(GOLDEN / "lead.json", seen["lead"])
+        golden.check(GOLDEN / "teammate.json", seen["reviewer"])
         assert seen["lead"] == seen["reviewer"]
         by_name = {tool["name"]: tool for tool in catalogue_surface()["tools"]}
         assert seen["lead"]["team_tools"] == [by_name[tool["name"]] for tool in seen["lead"]["team_tools"]]
