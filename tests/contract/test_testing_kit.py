@@ -82,20 +82,16 @@ class TestFaultyLog:
         writer.join(10)
         assert done.is_set() and storage.read("s-1")[1] == make_events(1, 1)
 
-    def test_wait_entered_returns_once_a_write_started_and_times_out_otherwise(self) -> None:
+    async def test_wait_entered_returns_once_a_write_started_and_times_out_otherwise(self) -> None:
         _, log = opened()
-
-        async def body() -> None:
-            with pytest.raises(TimeoutError):
-                await log.wait_entered(timeout=0.01)
-            log.hold()
-            writer = threading.Thread(target=write, args=(log, 1))
-            writer.start()
-            await log.wait_entered()
-            log.release()
-            await asyncio.to_thread(writer.join, 10)
-
-        asyncio.run(body())
+        with pytest.raises(TimeoutError):
+            await log.wait_entered(timeout=0.01)
+        log.hold()
+        writer = threading.Thread(target=write, args=(log, 1))
+        writer.start()
+        await log.wait_entered()
+        log.release()
+        await asyncio.to_thread(writer.join, 10)
         assert log.written == [1]
 
     def test_close_is_recorded_and_forwarded(self) -> None:
