@@ -88,6 +88,23 @@ class TestScopedInstall:
             assert "target" not in legacy["send_message"].args_type.__struct_fields__
 
 
+    async def test_team_mode_off_leaves_the_legacy_controls_usable(self, tmp_path: Path) -> None:
+        """Hidden scoped Team tools shadow nothing: with Team mode off the legacy controls show through."""
+        async with open_host(tmp_path, profile="headless", plugins=TEAM_PLUGINS) as host:
+            lead = await start_root(host)
+            legacy = {spec.name: spec for spec in host.tools.visible(None)}
+            await host.service("agent_teams").set_enabled(lead, False)
+            mine = {spec.name: spec for spec in host.tools.visible(lead)}
+            assert {"subagent", "send_message", "list_agents", "interrupt_agent"} <= set(mine)
+            assert not any(is_team_tool(spec) for spec in mine.values())
+            for name in ("send_message", "list_agents", "interrupt_agent"):
+                assert mine[name] is legacy[name] and host.tools.get(lead, name) is legacy[name]
+            result = await host.tools.execute(lead, "c1", "list_agents", "{}", AbortSignal())
+            assert not result.is_error
+            await host.service("agent_teams").set_enabled(lead, True)
+            assert is_team_tool(host.tools.get(lead, "send_message"))
+
+
 class TestRollback:
     async def test_collision_rolls_back_at_load(self, tmp_path: Path) -> None:
         """A same-scope collision fails the load and leaves no partial install in any agent."""

@@ -5,10 +5,15 @@ its own version of a global entry (Team members get the Team ``send_message``)
 without touching anyone else. A scope entry shadows a same-named global entry for
 that scope only; a duplicate within one layer is an error; a scope layer is
 reclaimed when its last entry goes, so disposed agents leave nothing behind.
+
+A reader may pass ``usable``: an entry it would not offer (a tool hidden at this
+step) then shadows nothing, so the global entry of that name shows through. A
+hidden Team ``send_message`` must leave the legacy global one usable.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from host_spec.errors import RegistrationError
@@ -65,19 +70,25 @@ class Layers(Generic[E]):
             scope.add(handle)
         return handle
 
-    def lookup(self, scope: Scope | None, name: str) -> E | None:
-        """The entry ``name`` as seen from ``scope`` (scope layer first, then global)."""
+    def lookup(self, scope: Scope | None, name: str, usable: Callable[[E], bool] | None = None) -> E | None:
+        """The usable entry ``name`` as seen from ``scope`` (scope layer first, then global).
+
+        ``usable`` (default: every entry) filters both layers; an unusable scope entry
+        does not hide the global one.
+        """
         if scope is not None:
             entry = self._scoped.get(scope, {}).get(name)
-            if entry is not None:
+            if entry is not None and (usable is None or usable(entry)):
                 return entry
-        return self._global.get(name)
+        entry = self._global.get(name)
+        return entry if entry is not None and (usable is None or usable(entry)) else None
 
-    def merged(self, scope: Scope | None) -> dict[str, E]:
-        """Every entry visible from ``scope``, scope entries shadowing global ones."""
-        merged = dict(self._global)
+    def merged(self, scope: Scope | None, usable: Callable[[E], bool] | None = None) -> dict[str, E]:
+        """Every usable entry visible from ``scope``, usable scope entries shadowing global ones."""
+        merged = {name: entry for name, entry in self._global.items() if usable is None or usable(entry)}
         if scope is not None:
-            merged.update(self._scoped.get(scope, {}))
+            layer = self._scoped.get(scope, {})
+            merged.update((name, entry) for name, entry in layer.items() if usable is None or usable(entry))
         return merged
 
     def scoped_count(self) -> int:

@@ -103,10 +103,8 @@ class ToolRegistry:
         return self._layers.scoped_count()
 
     def _lookup(self, agent: Agent | None, name: str) -> _Entry | None:
-        entry = self._layers.lookup(None if agent is None else agent.scope, name)
-        if entry is None or not _available(entry.spec, agent):
-            return None
-        return entry
+        # A hidden scoped tool shadows nothing: the global tool of that name stays usable.
+        return self._layers.lookup(None if agent is None else agent.scope, name, lambda e: _available(e.spec, agent))
 
     def get(self, agent: Agent | None, name: str) -> ToolSpec | None:
         """The tool ``name`` as ``agent`` sees it (scope over global, ``available`` applied)."""
@@ -115,8 +113,8 @@ class ToolRegistry:
 
     def visible(self, agent: Agent | None) -> Sequence[ToolSpec]:
         """Tools ``agent`` can use now, sorted by name (scope layer over global)."""
-        merged = self._layers.merged(None if agent is None else agent.scope)
-        return [merged[name].spec for name in sorted(merged) if _available(merged[name].spec, agent)]
+        merged = self._layers.merged(None if agent is None else agent.scope, lambda e: _available(e.spec, agent))
+        return [merged[name].spec for name in sorted(merged)]
 
     async def execute(
         self,
