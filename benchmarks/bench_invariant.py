@@ -78,6 +78,11 @@ class Workload:
 
 async def _arm(with_invariant: bool) -> tuple[Host, Any, Workload]:
     profile = load_profile("agent-teams")
+    # In memory on purpose: the figure is the append path, not the disk. Only tests and
+    # benchmarks may run the Team on a volatile store, and they must say so.
+    volatile = {"allow_volatile_store": True}
+    profile = attrs.evolve(profile, plugins=tuple(
+        attrs.evolve(e, config={**e.config, **volatile}) if e.name == "dsh-team" else e for e in profile.plugins))
     if not with_invariant:
         profile = attrs.evolve(profile, plugins=tuple(e for e in profile.plugins if e.name != INVARIANT))
     host = await Host.open(None, profile, ScriptedModel.from_mapping({}))

@@ -62,6 +62,9 @@ class TeamConfig:
         disposal_timeout_ms: Bound of each disposal settlement and child drain.
         team_mode_default: Team mode of a root with no ``team/mode`` record and no
             earlier Team records (see the module docstring).
+        allow_volatile_store: For tests only: run on a host whose sessions live in
+            memory. Off by default because no Team guarantee (nothing accepted is
+            lost, delivery exactly once) holds when a flush persists nothing.
 
     Raises:
         TeamConfigError: any field is invalid (``TEAM_INVALID_CONFIG``, ``path`` = field).
@@ -73,6 +76,7 @@ class TeamConfig:
     max_message_bytes: int = attrs.field(default=65536, validator=_limit)
     disposal_timeout_ms: int = attrs.field(default=5000, validator=_limit)
     team_mode_default: bool = attrs.field(default=True, validator=_flag)
+    allow_volatile_store: bool = attrs.field(default=False, validator=_flag)
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None) -> TeamConfig:

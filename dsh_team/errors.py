@@ -6,7 +6,8 @@ code of the original's error table is here, plus the few this package adds:
 ``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` (seed 003: the event is visible but its flush
 failed), ``TEAM_MODE_DISABLED`` (a task mutation while Team mode is off) and
 ``TEAM_STREAM_FAILED`` (the durable Team stream is corrupt, so no authoritative
-operation can run; the original raised an uncoded error there).
+operation can run; the original raised an uncoded error there) and
+``TEAM_STORAGE_NOT_DURABLE`` (the host keeps sessions in memory only).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class TeamCode:
     TASK_PERSISTENCE_UNCONFIRMED: Final = "TEAM_TASK_PERSISTENCE_UNCONFIRMED"
     MODE_DISABLED: Final = "TEAM_MODE_DISABLED"
     STREAM_FAILED: Final = "TEAM_STREAM_FAILED"
+    STORAGE_NOT_DURABLE: Final = "TEAM_STORAGE_NOT_DURABLE"
 
     #: Every code above, for exhaustiveness checks.
     ALL: Final = frozenset(

@@ -1,7 +1,9 @@
 """Plugin ``dsh-team``: builds the Team service for the loading host and provides it.
 
 Loading validates the config table (``TEAM_INVALID_CONFIG`` naming the field
-fails the load), builds one :class:`~dsh_team.service.TeamService` for this host,
+fails the load), refuses a host whose sessions do not survive the process
+(``TEAM_STORAGE_NOT_DURABLE``: every Team guarantee rests on flushes that
+persist; ``allow_volatile_store`` is the test-only opt-in), builds one :class:`~dsh_team.service.TeamService` for this host,
 folds the sessions that are already live (``dsh_session_created`` is not
 replayed for them), registers the service with this host's hooks (its host
 feed: session events, flushes, disposals, agent status and start, and the
@@ -19,7 +21,7 @@ serves any number of hosts.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -27,19 +29,36 @@ from host_spec import hookimpl
 
 from dsh_team.api import TeamServiceAPI
 from dsh_team.config import TeamConfig
+from dsh_team.errors import TeamCode, TeamError
 from dsh_team.service import TeamService
 
 if TYPE_CHECKING:
     from host_spec.protocols import Host, PluginContext
 
-__all__: list[str] = []
+__all__ = ["require_durable"]
 
 log = structlog.get_logger(__name__)
 
 
+def require_durable(host: Any, config: TeamConfig) -> None:
+    """Refuse a host whose flushes persist nothing, unless a test opted in.
+
+    Raises:
+        TeamError: ``TEAM_STORAGE_NOT_DURABLE``.
+    """
+    if not getattr(host.sessions, "durable", False) and not config.allow_volatile_store:
+        raise TeamError(
+            "Agent Teams need durable session storage: this host keeps sessions in memory only, "
+            "so accepted messages and tasks would not survive the process (give the host a data directory)",
+            TeamCode.STORAGE_NOT_DURABLE,
+        )
+
+
 @hookimpl
 def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
-    service = TeamService(host, TeamConfig.from_mapping(ctx.config))
+    config = TeamConfig.from_mapping(ctx.config)
+    require_durable(host, config)
+    service = TeamService(host, config)
     for session in host.sessions.list():
         service.session_created(session)
     ctx.register(service)

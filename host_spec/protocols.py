@@ -128,6 +128,15 @@ class SessionStore(Protocol):
         """Whether a session with this id is live or stored."""
         ...
 
+    @property
+    def durable(self) -> bool:
+        """Whether a flushed session survives the process (``False`` for an in-memory store).
+
+        Plugins whose guarantees rest on flushes (the Team service) refuse to run
+        when this is ``False``.
+        """
+        ...
+
 
 class Scope(Protocol):
     """A LIFO ledger of disposers that lives exactly as long as its owner (an agent)."""

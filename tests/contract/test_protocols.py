@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import tempfile
 from typing import Any, Protocol
 
 import pytest
+
+import tempfile
 
 from host_spec import protocols
 from host_spec.host.app import Host
@@ -27,8 +30,8 @@ def members(protocol: type) -> set[str]:
 
 
 def live_objects() -> dict[str, Any]:
-    async def build() -> dict[str, Any]:
-        host = await Host.open(None, "agent-teams", ScriptedModel.from_mapping({}))
+    async def build(data_dir: str) -> dict[str, Any]:
+        host = await Host.open(data_dir, "agent-teams", ScriptedModel.from_mapping({}))
         session = await host.create_session()
         agent = host.start_agent(session, name="lead")
         agent.followup(user_message("hello"))
@@ -53,7 +56,8 @@ def live_objects() -> dict[str, Any]:
         await host.close()
         return objects
 
-    return asyncio.run(build())
+    with tempfile.TemporaryDirectory(prefix="dsh-protocols-") as data_dir:  # the Team needs durable storage
+        return asyncio.run(build(data_dir))
 
 
 OBJECTS = live_objects()

@@ -25,6 +25,7 @@ class TestCodes:
             "TEAM_TASK_PERSISTENCE_UNCONFIRMED",
             "TEAM_MODE_DISABLED",
             "TEAM_STREAM_FAILED",
+            "TEAM_STORAGE_NOT_DURABLE",
         }
 
     def test_team_error_carries_code_and_details(self) -> None:

@@ -31,6 +31,20 @@ class TestLoad:
         assert "dsh-team" not in host.plugins.names()
         await host.close()
 
+    async def test_an_in_memory_host_is_refused_unless_a_test_opts_in(self) -> None:
+        """TEAM_STORAGE_NOT_DURABLE and nothing loaded; ``allow_volatile_store`` is the test-only opt-in."""
+        from dsh_team.errors import TeamError
+
+        host = await Host.open(None, None, ScriptedModel.from_mapping({}))
+        assert host.sessions.durable is False
+        with pytest.raises(TeamError) as caught:
+            host.plugins.load("dsh-team", {})
+        assert caught.value.code == "TEAM_STORAGE_NOT_DURABLE"
+        assert host.service("agent_teams") is None and "dsh-team" not in host.plugins.names()
+        host.plugins.load("dsh-team", {"allow_volatile_store": True})
+        assert isinstance(host.service("agent_teams"), TeamService)
+        await host.close()
+
     async def test_the_agent_teams_profile_loads_the_service(self, tmp_path: Path) -> None:
         """The built-in profile provides the service with its configured limits."""
         host = await Host.open(tmp_path, "agent-teams", ScriptedModel.from_mapping({}))

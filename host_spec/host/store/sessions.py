@@ -154,6 +154,11 @@ class SessionStore:
         """Live sessions in creation (or resume) order."""
         return tuple(self._live.values())
 
+    @property
+    def durable(self) -> bool:
+        """Whether flushes reach a store that survives the process (not memory only)."""
+        return self.store is not None
+
     def exists(self, session_id: str) -> bool:
         """Whether the id is live, stored on disk, or kept in memory."""
         if session_id in self._live or session_id in self._memory:
