@@ -82,7 +82,9 @@ class TeamService:
     # ------------------------------------------------------------ internals
 
     def _state_of(self, session: Any) -> TeamState:
-        return self.journals.get(session).authoritative()
+        # Membership reads the last valid roster even of a failed stream, so members keep
+        # their tools and learn of the failure (TEAM_STREAM_FAILED) from every Team call.
+        return self.journals.get(session).state
 
     def _changed(self, journal: Journal) -> None:
         if self.publisher.listening:  # building a view is O(board): only for subscribers

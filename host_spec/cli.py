@@ -87,6 +87,8 @@ class SessionReader(Protocol):
         """The most recently created root session.
 
         Raises:
+            SessionCorruptError: a stored log's header is damaged, so the most recent
+                root cannot be told (never a silent choice of another session).
             SessionNotFoundError: the directory holds no root session.
         """
         ...

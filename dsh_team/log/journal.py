@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import attrs
+import structlog
 
 from dsh_team.errors import TeamCode, TeamError, UnconfirmedError
 from dsh_team.core.fold import evolve
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from host_spec.protocols import Session
 
 __all__ = ["Append", "Journal", "Journals"]
+
+log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 
@@ -99,7 +102,12 @@ class Journal:
         """
         state = self.catch_up()
         if state.failure is not None:
-            raise TeamError(state.failure, TeamCode.STREAM_FAILED, team_id=self.team_id)
+            raise TeamError(
+                f"the Team stream failed at seq {state.position}: {state.failure}",
+                TeamCode.STREAM_FAILED,
+                team_id=self.team_id,
+                seq=state.position,
+            )
         return state
 
     def catch_up(self) -> TeamState:
@@ -117,6 +125,11 @@ class Journal:
             state = folded
         self._folded = count
         self._state = state
+        if state.failure is not None and before.failure is None:
+            # Said once, where a user running the host sees it (the CLI shows warnings).
+            log.error(
+                "team.stream_failed", code=TeamCode.STREAM_FAILED, team=self.team_id, seq=state.position, error=state.failure
+            )
         if state is not before and self._on_change is not None:
             self._on_change(self)
         return state

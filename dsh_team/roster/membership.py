@@ -14,8 +14,10 @@ Resolution order for a child agent whose parent is live:
 3. else -> Lead of its own Team (an ordinary fork).
 
 Without a live parent: a descriptor means an orphaned continuation (no Team),
-otherwise Lead. Any failure while resolving (a corrupt parent stream) means no
-Team, never an exception.
+otherwise Lead. A corrupt parent stream keeps its last valid roster, so its
+members stay members and every Team operation tells them of the failure
+(``TEAM_STREAM_FAILED``) instead of their tools vanishing. Any other failure while
+resolving means no Team, never an exception.
 """
 
 from __future__ import annotations
@@ -120,8 +122,8 @@ class MembershipResolver:
 
     Args:
         agents: The host's live-agent registry (the identity authority).
-        state_of: The authoritative Team state of a Lead session (raises on a
-            corrupt stream).
+        state_of: The folded Team state of a Lead session (for a corrupt stream:
+            the last valid state, with ``failure`` set).
         teammate: The teammate seam (default :func:`roster_teammate`).
     """
 

@@ -154,8 +154,8 @@ class TestIdentity:
         assert teams_of(again).try_membership(resumed) is None
         await again.close()
 
-    async def test_a_child_of_a_corrupt_team_is_no_member(self, tmp_path: Path) -> None:
-        """A Lead whose Team stream fails makes its children unresolvable, and its own reads fail loudly."""
+    async def test_a_child_of_a_corrupt_team_stays_a_member_and_hears_of_the_failure(self, tmp_path: Path) -> None:
+        """A failed Team stream keeps its last valid roster: the child is still a member, and reads fail loudly with the seq."""
         host = await open_team(tmp_path)
         root = await lead(host)
         worker = await spawn(host, root, "worker")
@@ -164,10 +164,13 @@ class TestIdentity:
         )
         root.session.append("team/member", {"version": 2, "team_id": "lead", "member": {"bad": 1}})
         teams = teams_of(host)
-        assert teams.try_membership(child) is None
-        with pytest.raises(TeamError) as caught:
-            teams.list_members(root)
-        assert caught.value.code == "TEAM_STREAM_FAILED"
+        assert teams.membership(child).name == "worker"
+        seq = root.session.last_seq
+        for caller in (root, child):
+            with pytest.raises(TeamError) as caught:
+                teams.list_members(caller)
+            assert caught.value.code == "TEAM_STREAM_FAILED" and caught.value.details["seq"] == seq
+            assert caught.value.message.startswith(f"the Team stream failed at seq {seq}: ")
         await host.close()
 
 

@@ -68,7 +68,22 @@ class StoreReader:
         return [sid for sid in self.list_ids() if self.header(sid).parent_session is None]
 
     def latest_root(self) -> str:
-        found = self.roots()
+        """The most recent root session.
+
+        Raises:
+            SessionCorruptError: a stored log's header is damaged (``SessionFormatError``
+                for a header of an unsupported format): it may be the most
+                recent root, so no other session is chosen silently (name one instead).
+            SessionNotFoundError: no root session is stored.
+        """
+        ids, damaged = self.store.scan()
+        if damaged:
+            first = damaged[0]
+            raise type(first)(
+                f"{first.message}; cannot choose the most recent root session: repair that file or name a session",
+                **first.details,
+            )
+        found = [sid for sid in ids if self.header(sid).parent_session is None]
         if not found:
             raise SessionNotFoundError(f"no root session stored in {self.root}")
         return found[-1]

@@ -68,14 +68,23 @@ class JsonlStore:
         return self.path(session_id).is_file()
 
     def list_ids(self) -> list[str]:
-        """Stored session ids in creation order (header ``created_at``, then id)."""
+        """Stored session ids in creation order (header ``created_at``, then id); damaged headers are skipped."""
+        return self.scan()[0]
+
+    def scan(self) -> tuple[list[str], list[SessionError]]:
+        """Stored session ids in creation order, and one error per log whose header is unreadable.
+
+        A caller that *chooses* a session (the most recent root) must not ignore the
+        errors: the damaged log may be the one it would have chosen.
+        """
         try:
             entries = list(os.scandir(self.sessions_dir))
         except FileNotFoundError:
-            return []
+            return [], []
         except OSError as exc:
             raise SessionError(f"cannot read session data at {self.sessions_dir}: {exc.strerror}") from exc
         found: list[tuple[int, str]] = []
+        damaged: list[SessionError] = []
         for entry in entries:
             path = Path(entry.path) / LOG_NAME
             try:
@@ -85,9 +94,10 @@ class JsonlStore:
                 continue  # a created but not yet materialized session
             except (OSError, SessionError) as exc:
                 log.warning("session.unlistable", path=str(path), error=str(exc))
+                damaged.append(exc if isinstance(exc, SessionError) else SessionCorruptError(f"{path}: {exc}", path=str(path)))
                 continue
             found.append((header.created_at, header.id))
-        return [session_id for _, session_id in sorted(found)]
+        return [session_id for _, session_id in sorted(found)], damaged
 
     def read(self, session_id: str) -> tuple[SessionHeader, list[Event]]:
         """Read a stored session without locking or repairing it.
