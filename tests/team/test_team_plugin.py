@@ -40,9 +40,9 @@ class TestLoad:
         with pytest.raises(TeamError) as caught:
             host.plugins.load("dsh-team", {})
         assert caught.value.code == "TEAM_STORAGE_NOT_DURABLE"
-        assert host.service("agent_teams") is None and "dsh-team" not in host.plugins.names()
+        assert host.find_service(TeamServiceAPI) is None and "dsh-team" not in host.plugins.names()
         host.plugins.load("dsh-team", {"allow_volatile_store": True})
-        assert isinstance(host.service("agent_teams"), TeamService)
+        assert isinstance(host.service(TeamServiceAPI), TeamService)
         await host.close()
 
     async def test_the_agent_teams_profile_loads_the_service(self, tmp_path: Path) -> None:

@@ -93,7 +93,7 @@ class TestScopedInstall:
         async with open_host(tmp_path, profile="headless", plugins=TEAM_PLUGINS) as host:
             lead = await start_root(host)
             legacy = {spec.name: spec for spec in host.tools.visible(None)}
-            await host.service("agent_teams").set_enabled(lead, False)
+            await host.service(TeamServiceAPI).set_enabled(lead, False)
             mine = {spec.name: spec for spec in host.tools.visible(lead)}
             assert {"subagent", "send_message", "list_agents", "interrupt_agent"} <= set(mine)
             assert not any(is_team_tool(spec) for spec in mine.values())
@@ -101,7 +101,7 @@ class TestScopedInstall:
                 assert mine[name] is legacy[name] and host.tools.get(lead, name) is legacy[name]
             result = await host.tools.execute(lead, "c1", "list_agents", "{}", AbortSignal())
             assert not result.is_error
-            await host.service("agent_teams").set_enabled(lead, True)
+            await host.service(TeamServiceAPI).set_enabled(lead, True)
             assert is_team_tool(host.tools.get(lead, "send_message"))
 
 
