@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from workspace_kit import agent_in, call, open_host, run
+from workspace_kit import agent_in, call, open_host
 
 from host_spec.records import AbortSignal
 from host_spec.host.workspace.shell import Capture, clean_environment
@@ -48,26 +48,23 @@ def ws(tmp_path: Path) -> Path:
     return path
 
 
-def bash(tmp_path, ws, *requests, config=None, during=None):
-    async def main():
-        host = await open_host(tmp_path / "data", config)
-        try:
-            agent = await agent_in(host, ws)
-            return [await call(host, agent, "bash", **arguments) for arguments in requests]
-        finally:
-            await host.close()
-
-    return run(main())
+async def bash(tmp_path, ws, *requests, config=None, during=None):
+    host = await open_host(tmp_path / "data", config)
+    try:
+        agent = await agent_in(host, ws)
+        return [await call(host, agent, "bash", **arguments) for arguments in requests]
+    finally:
+        await host.close()
 
 
-def test_runs_in_the_workspace_and_reports_exit_code(tmp_path, ws) -> None:
-    ok, failed = bash(tmp_path, ws, {"command": "pwd; echo err >&2"}, {"command": "exit 7"})
+async def test_runs_in_the_workspace_and_reports_exit_code(tmp_path, ws) -> None:
+    ok, failed = await bash(tmp_path, ws, {"command": "pwd; echo err >&2"}, {"command": "exit 7"})
     assert ok.value == {"exit_code": 0, "output": f"{ws.resolve()}\nerr\n", "output_bytes": len(f"{ws}\nerr\n")}
     assert failed.value["exit_code"] == 7
 
 
-def test_output_is_capped_keeping_head_and_tail(tmp_path, ws) -> None:
-    (result,) = bash(tmp_path, ws, {"command": "echo START; head -c 100000 /dev/zero | tr '\\0' x; echo; echo END"},
+async def test_output_is_capped_keeping_head_and_tail(tmp_path, ws) -> None:
+    (result,) = await bash(tmp_path, ws, {"command": "echo START; head -c 100000 /dev/zero | tr '\\0' x; echo; echo END"},
                      config={"bash_output_bytes": 1000})
     value = result.value
     assert value["truncated"] is True and value["output_bytes"] == 6 + 100000 + 1 + 4
@@ -83,66 +80,63 @@ def test_capture_counts_exactly() -> None:
     assert capture.text() == "abcde\n[... 6 bytes of output omitted ...]\nlmnop"
 
 
-def test_environment_has_no_model_api_keys(tmp_path, ws, monkeypatch) -> None:
+async def test_environment_has_no_model_api_keys(tmp_path, ws, monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
     monkeypatch.setenv("ANTHROPIC_AUTH", "also-secret")
     monkeypatch.setenv("DSH_MODEL_TOKEN", "tok")
     monkeypatch.setenv("HARMLESS_SETTING", "visible")
-    (result,) = bash(tmp_path, ws, {"command": "env"})
+    (result,) = await bash(tmp_path, ws, {"command": "env"})
     output = result.value["output"]
     assert "sk-should-not-leak" not in output and "also-secret" not in output and "tok\n" not in output
     assert "HARMLESS_SETTING=visible" in output
     assert clean_environment({"MY_SECRET": "1", "PATH": "/bin"}) == {"PATH": "/bin"}
 
 
-def test_timeout_kills_the_whole_group(tmp_path, ws) -> None:
+async def test_timeout_kills_the_whole_group(tmp_path, ws) -> None:
     pidfile = ws / "child.pid"
     command = f"sleep 300 & echo $! > {pidfile}; wait"
-    (result,) = bash(tmp_path, ws, {"command": command, "timeout_ms": 1500})
+    (result,) = await bash(tmp_path, ws, {"command": command, "timeout_ms": 1500})
     assert result.code == "BASH_TIMEOUT" and "1500 ms" in result.message
     assert wait_gone(int(pidfile.read_text()))
 
 
-def test_finished_command_leaves_no_background_process(tmp_path, ws) -> None:
+async def test_finished_command_leaves_no_background_process(tmp_path, ws) -> None:
     pidfile = ws / "bg.pid"
-    (result,) = bash(tmp_path, ws, {"command": f"(sleep 300 >/dev/null 2>&1 &) ; sleep 300 >/dev/null & "
+    (result,) = await bash(tmp_path, ws, {"command": f"(sleep 300 >/dev/null 2>&1 &) ; sleep 300 >/dev/null & "
                                                f"echo $! > {pidfile}; echo started"})
     assert result.ok and result.value["output"] == "started\n"
     assert wait_gone(int(pidfile.read_text()))
 
 
-def test_timeout_above_the_maximum_is_invalid(tmp_path, ws) -> None:
-    too_long, empty = bash(tmp_path, ws, {"command": "true", "timeout_ms": 600_001}, {"command": "  "})
+async def test_timeout_above_the_maximum_is_invalid(tmp_path, ws) -> None:
+    too_long, empty = await bash(tmp_path, ws, {"command": "true", "timeout_ms": 600_001}, {"command": "  "})
     assert too_long.code == empty.code == "INVALID_ARGUMENT"
 
 
-def test_interrupt_and_cancel_kill_the_group(tmp_path, ws) -> None:
-    async def main():
-        host = await open_host(tmp_path / "data")
-        try:
-            agent = await agent_in(host, ws)
-            results = {}
-            for how in ("interrupt", "cancel"):
-                pidfile = ws / f"{how}.pid"
-                signal = AbortSignal()
-                task = asyncio.ensure_future(call(host, agent, "bash", signal=signal,
-                                                  command=f"sleep 300 & echo $! > {pidfile}; wait"))
-                while not pidfile.exists() or not pidfile.read_text().strip():
-                    await asyncio.sleep(0.02)
-                running = set(shell_of(host).running)
-                if how == "interrupt":
-                    signal.abort("interrupted")
-                    results[how] = (await task, running)
-                else:
-                    task.cancel()
-                    with pytest.raises(asyncio.CancelledError):
-                        await task
-                    results[how] = (None, running)
-            return results, shell_of(host).running
-        finally:
-            await host.close()
-
-    results, still = run(main())
+async def test_interrupt_and_cancel_kill_the_group(tmp_path, ws) -> None:
+    host = await open_host(tmp_path / "data")
+    try:
+        agent = await agent_in(host, ws)
+        results = {}
+        for how in ("interrupt", "cancel"):
+            pidfile = ws / f"{how}.pid"
+            signal = AbortSignal()
+            task = asyncio.ensure_future(call(host, agent, "bash", signal=signal,
+                                              command=f"sleep 300 & echo $! > {pidfile}; wait"))
+            while not pidfile.exists() or not pidfile.read_text().strip():
+                await asyncio.sleep(0.02)
+            running = set(shell_of(host).running)
+            if how == "interrupt":
+                signal.abort("interrupted")
+                results[how] = (await task, running)
+            else:
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                results[how] = (None, running)
+        still = shell_of(host).running
+    finally:
+        await host.close()
     interrupted, groups = results["interrupt"]
     assert interrupted.code == "BASH_INTERRUPTED" and len(groups) == 1 and not still
     for how in ("interrupt", "cancel"):

@@ -13,35 +13,32 @@ import asyncio
 from pathlib import Path
 
 from hypothesis import given, settings, strategies as st
-from workspace_kit import agent_in, call, open_host, run
+from workspace_kit import agent_in, call, open_host
 
 
-def test_two_members_racing_on_one_file(tmp_path: Path) -> None:
+async def test_two_members_racing_on_one_file(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     target = ws / "shared.py"
     target.write_text("A = 0\nB = 0\n")
 
-    async def main():
-        host = await open_host(tmp_path / "data")
-        try:
-            one = await agent_in(host, ws, "one")
-            two = await agent_in(host, ws, "two")
-            await asyncio.gather(call(host, one, "read_file", path="shared.py"),
-                                 call(host, two, "read_file", path="shared.py"))
-            race = await asyncio.gather(
-                call(host, one, "edit_file", path="shared.py", old_string="A = 0", new_string="A = 1"),
-                call(host, two, "edit_file", path="shared.py", old_string="B = 0", new_string="B = 2"),
-            )
-            loser = two if race[0].ok else one
-            retry_old, retry_new = ("B = 0", "B = 2") if loser is two else ("A = 0", "A = 1")
-            await call(host, loser, "read_file", path="shared.py")
-            retry = await call(host, loser, "edit_file", path="shared.py", old_string=retry_old, new_string=retry_new)
-            return race, retry
-        finally:
-            await host.close()
-
-    race, retry = run(main())
+    host = await open_host(tmp_path / "data")
+    try:
+        one = await agent_in(host, ws, "one")
+        two = await agent_in(host, ws, "two")
+        await asyncio.gather(call(host, one, "read_file", path="shared.py"),
+                             call(host, two, "read_file", path="shared.py"))
+        race = await asyncio.gather(
+            call(host, one, "edit_file", path="shared.py", old_string="A = 0", new_string="A = 1"),
+            call(host, two, "edit_file", path="shared.py", old_string="B = 0", new_string="B = 2"),
+        )
+        loser = two if race[0].ok else one
+        retry_old, retry_new = ("B = 0", "B = 2") if loser is two else ("A = 0", "A = 1")
+        await call(host, loser, "read_file", path="shared.py")
+        retry = await call(host, loser, "edit_file", path="shared.py", old_string=retry_old, new_string=retry_new)
+        race, retry = race, retry
+    finally:
+        await host.close()
     assert sorted(str(r.code) for r in race) == ["FILE_STALE", "None"]
     stale = next(r for r in race if not r.ok)
     assert "changed since you read it" in stale.message
@@ -95,4 +92,4 @@ def test_the_guard_matches_a_naive_model(tmp_path_factory, script) -> None:
         finally:
             await host.close()
 
-    run(main())
+    asyncio.run(main())  # hypothesis drives a plain function: one fresh loop per example

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from workspace_kit import agent_in, call, open_host, run
+from workspace_kit import agent_in, call, open_host
 from workspace_kit import calls as kit_calls
 
 
@@ -23,15 +23,15 @@ def layout(tmp_path: Path) -> tuple[Path, Path]:
     return ws, outside
 
 
-def calls(tmp_path: Path, ws: Path, *requests, config=None) -> list:
-    return kit_calls(tmp_path / "data", ws, *requests, config=config)
+async def calls(tmp_path: Path, ws: Path, *requests, config=None) -> list:
+    return await kit_calls(tmp_path / "data", ws, *requests, config=config)
 
 
 @pytest.mark.parametrize("path", ["../outside/secret.txt", "link-out.txt", "dir-out/secret.txt", "sub/../../x"])
-def test_escapes_are_refused_for_every_path_tool(tmp_path, layout, path) -> None:
+async def test_escapes_are_refused_for_every_path_tool(tmp_path, layout, path) -> None:
     ws, outside = layout
     absolute = str(outside / "secret.txt")
-    results = calls(
+    results = await calls(
         tmp_path, ws,
         ("read_file", {"path": path}), ("write_file", {"path": path, "content": "pwned"}),
         ("edit_file", {"path": path, "old_string": "secret", "new_string": "pwned"}),
@@ -42,15 +42,15 @@ def test_escapes_are_refused_for_every_path_tool(tmp_path, layout, path) -> None
     assert (outside / "secret.txt").read_text() == "secret\n" and not (tmp_path / "x").exists()
 
 
-def test_globs_that_leave_the_workspace_are_refused(tmp_path, layout) -> None:
+async def test_globs_that_leave_the_workspace_are_refused(tmp_path, layout) -> None:
     ws, _ = layout
-    results = calls(tmp_path, ws, ("glob", {"pattern": "../**"}), ("glob", {"pattern": "/etc/*"}))
+    results = await calls(tmp_path, ws, ("glob", {"pattern": "../**"}), ("glob", {"pattern": "/etc/*"}))
     assert [r.code for r in results] == ["PATH_OUTSIDE_WORKSPACE"] * 2
 
 
-def test_links_and_absolute_paths_inside_are_followed_as_their_target(tmp_path, layout) -> None:
+async def test_links_and_absolute_paths_inside_are_followed_as_their_target(tmp_path, layout) -> None:
     ws, _ = layout
-    read_link, read_abs, edit = calls(
+    read_link, read_abs, edit = await calls(
         tmp_path, ws, ("read_file", {"path": "link-in.txt"}), ("read_file", {"path": str(ws / "inside.txt")}),
         ("edit_file", {"path": "inside.txt", "old_string": "inside", "new_string": "edited"}),
     )
@@ -59,23 +59,21 @@ def test_links_and_absolute_paths_inside_are_followed_as_their_target(tmp_path, 
     assert os.path.islink(ws / "link-in.txt")
 
 
-def test_empty_and_nul_paths_are_invalid(tmp_path, layout) -> None:
+async def test_empty_and_nul_paths_are_invalid(tmp_path, layout) -> None:
     ws, _ = layout
-    results = calls(tmp_path, ws, ("read_file", {"path": ""}), ("read_file", {"path": "a\x00b"}))
+    results = await calls(tmp_path, ws, ("read_file", {"path": ""}), ("read_file", {"path": "a\x00b"}))
     assert [r.code for r in results] == ["INVALID_ARGUMENT"] * 2
 
 
-def test_a_workspace_that_vanished_is_reported(tmp_path) -> None:
+async def test_a_workspace_that_vanished_is_reported(tmp_path) -> None:
     ws = tmp_path / "gone"
     ws.mkdir()
 
-    async def main():
-        host = await open_host(tmp_path / "data")
-        try:
-            agent = await agent_in(host, ws)
-            ws.rmdir()
-            return await call(host, agent, "list_dir")
-        finally:
-            await host.close()
-
-    assert run(main()).code == "NO_WORKSPACE"
+    host = await open_host(tmp_path / "data")
+    try:
+        agent = await agent_in(host, ws)
+        ws.rmdir()
+        result = await call(host, agent, "list_dir")
+    finally:
+        await host.close()
+    assert result.code == "NO_WORKSPACE"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from workspace_kit import agent_in, call, open_host, run
+from workspace_kit import agent_in, call, open_host
 from workspace_kit import calls as kit_calls
 
 from host_spec.host.workspace.ignore import Rule, Rules
@@ -36,12 +36,12 @@ def tree(tmp_path: Path) -> Path:
     return ws
 
 
-def calls(tmp_path: Path, ws: Path, *requests, config=None) -> list:
-    return kit_calls(tmp_path / "data", ws, *requests, config=config)
+async def calls(tmp_path: Path, ws: Path, *requests, config=None) -> list:
+    return await kit_calls(tmp_path / "data", ws, *requests, config=config)
 
 
-def test_glob_respects_gitignore(tmp_path, tree) -> None:
-    py, md, everything = calls(tmp_path, tree, ("glob", {"pattern": "**/*.py"}), ("glob", {"pattern": "docs/*"}),
+async def test_glob_respects_gitignore(tmp_path, tree) -> None:
+    py, md, everything = await calls(tmp_path, tree, ("glob", {"pattern": "**/*.py"}), ("glob", {"pattern": "docs/*"}),
                                ("glob", {"pattern": "**"}))
     assert py.value["items"] == ["src/app.py", "src/util/helpers.py"]
     assert md.value["items"] == ["docs/.gitignore", "docs/final.md"]
@@ -50,16 +50,16 @@ def test_glob_respects_gitignore(tmp_path, tree) -> None:
     assert not any(item.startswith((".git/", "build/")) for item in everything.value["items"])
 
 
-def test_list_dir_marks_directories_and_skips_ignored(tmp_path, tree) -> None:
-    root, src, missing, file_ = calls(tmp_path, tree, ("list_dir", {}), ("list_dir", {"path": "src"}),
+async def test_list_dir_marks_directories_and_skips_ignored(tmp_path, tree) -> None:
+    root, src, missing, file_ = await calls(tmp_path, tree, ("list_dir", {}), ("list_dir", {"path": "src"}),
                                       ("list_dir", {"path": "nope"}), ("list_dir", {"path": "src/app.py"}))
     assert root.value["items"] == [".gitignore", "docs/", "src/"]
     assert src.value["items"] == ["app.py", "blob.bin", "keep.log", "top.txt", "util/"]
     assert (missing.code, file_.code) == ("FILE_NOT_FOUND", "NOT_A_DIRECTORY")
 
 
-def test_grep_finds_lines_skips_ignored_and_binary_files(tmp_path, tree) -> None:
-    found, one_file, bad, missing = calls(
+async def test_grep_finds_lines_skips_ignored_and_binary_files(tmp_path, tree) -> None:
+    found, one_file, bad, missing = await calls(
         tmp_path, tree, ("grep", {"pattern": "hel+o"}), ("grep", {"pattern": "return", "path": "src/app.py"}),
         ("grep", {"pattern": "("}), ("grep", {"pattern": "x", "path": "nope"}),
     )
@@ -71,12 +71,12 @@ def test_grep_finds_lines_skips_ignored_and_binary_files(tmp_path, tree) -> None
     assert (bad.code, missing.code) == ("INVALID_PATTERN", "FILE_NOT_FOUND")
 
 
-def test_results_are_capped_with_a_marker(tmp_path) -> None:
+async def test_results_are_capped_with_a_marker(tmp_path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     for n in range(7):
         (ws / f"f{n}.txt").write_text("match\nmatch\n")
-    globbed, grepped = calls(tmp_path, ws, ("glob", {"pattern": "*.txt"}), ("grep", {"pattern": "match"}),
+    globbed, grepped = await calls(tmp_path, ws, ("glob", {"pattern": "*.txt"}), ("grep", {"pattern": "match"}),
                              config={"max_matches": 5})
     assert len(globbed.value["items"]) == 5 and globbed.value["truncated"] == "2 more paths not shown"
     assert len(grepped.value["items"]) == 5

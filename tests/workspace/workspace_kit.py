@@ -7,7 +7,6 @@ ones a model gets. Nothing of ours is mocked.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -17,11 +16,6 @@ import attrs
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
 from host_spec.records import AbortSignal
-
-
-def run(coro: Any, timeout: float = 60.0) -> Any:
-    """Run one async test body with a generous safety timeout (no pytest-asyncio)."""
-    return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
 @attrs.define
@@ -70,15 +64,13 @@ def events_of(agent: Any, kind: str) -> list[Any]:
     return [event for event in agent.session.events if event.type == kind]
 
 
-def calls(data: Path, ws: Path, *requests: tuple[str, dict[str, Any]], config: dict[str, Any] | None = None) -> list:
+async def calls(
+    data: Path, ws: Path, *requests: tuple[str, dict[str, Any]], config: dict[str, Any] | None = None
+) -> list:
     """Open a host over ``ws``, make ``(tool, arguments)`` calls in order as one agent, close it."""
-
-    async def main() -> list:
-        host = await open_host(data, config)
-        try:
-            agent = await agent_in(host, ws)
-            return [await call(host, agent, name, **arguments) for name, arguments in requests]
-        finally:
-            await host.close()
-
-    return run(main())
+    host = await open_host(data, config)
+    try:
+        agent = await agent_in(host, ws)
+        return [await call(host, agent, name, **arguments) for name, arguments in requests]
+    finally:
+        await host.close()
