@@ -28,7 +28,8 @@ from dsh_team.roster.roster import RosterService
 from dsh_team.mail.holdings import SessionMessages
 
 if TYPE_CHECKING:
-    from host_spec.protocols import Host
+    from host_spec.events import Event
+    from host_spec.protocols import Agent, Host, Session
 
     from dsh_team.config import TeamConfig
     from dsh_team.log.journal import Journals
@@ -69,15 +70,15 @@ class Coordination:
 
     # ------------------------------------------------------------ host feed
 
-    def session_event(self, session: Any, event: Any) -> None:
+    def session_event(self, session: Session, event: Event) -> None:
         """Wake checkpoint waiters of ``session``; acknowledge Team mail it recorded."""
         self.messages.poke(session)
         self.dispatcher.observe(session, event)
 
-    def session_disposed(self, session: Any) -> None:
+    def session_disposed(self, session: Session) -> None:
         self.messages.forget(session)
 
-    def agent_started(self, agent: Any) -> None:
+    def agent_started(self, agent: Agent) -> None:
         """Schedule recovery for an agent that was just published (startup or resume).
 
         What to settle is decided *now*: only provisioning records that exist when
@@ -93,7 +94,7 @@ class Coordination:
         for agent in self.host.agents.list():
             self.agent_started(agent)
 
-    def plan(self, agent: Any) -> frozenset[str] | None:
+    def plan(self, agent: Agent) -> frozenset[str] | None:
         """The provisioning records to reconcile at ``agent``'s start, or ``None`` when nothing needs settling."""
         membership = self.members.try_resolve(agent)
         if membership is None:
@@ -104,12 +105,12 @@ class Coordination:
         open_ = frozenset(member.id for member in state.members.listed() if member.phase == "provisioning")
         return open_ if open_ or state.mail.pending else None
 
-    def _recover_soon(self, agent: Any, plan: frozenset[str]) -> Any:
+    def _recover_soon(self, agent: Agent, plan: frozenset[str]) -> Any:
         if self.lifecycle.disposed:
             return None
         return self.lifecycle.track(self.recover(agent, plan))
 
-    async def recover(self, agent: Any, plan: frozenset[str]) -> None:
+    async def recover(self, agent: Agent, plan: frozenset[str]) -> None:
         """Reconcile the planned records (Lead), then retry queued mail; failures are logged, never raised."""
         try:
             if plan:

@@ -21,6 +21,7 @@ from dsh_team.log.journal import Append, Journals
 from dsh_team.core.state import TeamState, mode_enabled
 
 if TYPE_CHECKING:
+    from host_spec.protocols import Agent
     from dsh_team.roster.membership import MembershipResolver
 
 __all__ = ["ModeControl"]
@@ -40,14 +41,14 @@ class ModeControl:
         self.journals = journals
         self.default = default
 
-    def is_enabled(self, caller: Any) -> bool:
+    def is_enabled(self, caller: Agent) -> bool:
         """Whether Team tools and guidance are on for ``caller``'s tree (``False`` for a stale agent)."""
         root = self.members.root_of(caller)
         if root is None:
             return False
         return mode_enabled(self.journals.get(root.session).state, self.default)
 
-    def require_enabled(self, caller: Any) -> None:
+    def require_enabled(self, caller: Agent) -> None:
         """Raise unless Team mode is on for ``caller``'s tree.
 
         Raises:
@@ -56,7 +57,7 @@ class ModeControl:
         if not self.is_enabled(caller):
             raise TeamError("Team mode is switched off for this session tree", TeamCode.MODE_DISABLED)
 
-    async def set_enabled(self, root: Any, enabled: Any) -> None:
+    async def set_enabled(self, root: Agent, enabled: Any) -> None:
         """Record ``root``'s selection and wait until it is durable.
 
         Raises:

@@ -17,7 +17,7 @@ issue; they reuse the journal, membership, activity and lifecycle built here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
@@ -39,6 +39,10 @@ from dsh_team.roster.roster import InterruptResult, MemberView
 from dsh_team.core.state import TeamState, mode_enabled
 from dsh_team.core.board import Actor, decide_create, decide_update, require_task
 from dsh_team.core.task_view import TaskView, list_views, task_view
+
+if TYPE_CHECKING:
+    from host_spec.events import Event
+    from host_spec.protocols import Agent, Host, Session
 
 __all__ = ["TeamService"]
 
@@ -62,7 +66,7 @@ class TeamService:
 
     def __init__(
         self,
-        host: Any,
+        host: Host,
         config: TeamConfig | None = None,
         *,
         timer: Timer | None = None,
@@ -81,7 +85,7 @@ class TeamService:
 
     # ------------------------------------------------------------ internals
 
-    def _state_of(self, session: Any) -> TeamState:
+    def _state_of(self, session: Session) -> TeamState:
         # Membership reads the last valid roster even of a failed stream, so members keep
         # their tools and learn of the failure (TEAM_STREAM_FAILED) from every Team call.
         return self.journals.get(session).state
@@ -100,7 +104,7 @@ class TeamService:
 
     async def _mutate(
         self,
-        caller: Any,
+        caller: Agent,
         decide: Callable[[TeamState, Membership], TeamTaskSnapshot],
         what: str,
     ) -> TaskView:
@@ -126,7 +130,7 @@ class TeamService:
 
     # ------------------------------------------------------------ membership
 
-    def membership(self, agent: Any) -> Membership:
+    def membership(self, agent: Agent) -> Membership:
         """The caller's Team membership.
 
         Raises:
@@ -134,13 +138,13 @@ class TeamService:
         """
         return self.members.resolve(agent)
 
-    def try_membership(self, agent: Any) -> Membership | None:
+    def try_membership(self, agent: Agent) -> Membership | None:
         """The caller's membership or ``None``; never raises."""
         return self.members.try_resolve(agent)
 
     # ------------------------------------------------------------ roster and mailbox (dsh_team.coordination)
 
-    def list_members(self, caller: Any) -> list[MemberView]:
+    def list_members(self, caller: Agent) -> list[MemberView]:
         """The Lead row, then every teammate ever provisioned in creation order (§5.2).
 
         Raises:
@@ -150,7 +154,7 @@ class TeamService:
 
     async def spawn_teammate(
         self,
-        caller: Any,
+        caller: Agent,
         *,
         name: Any,
         description: Any,
@@ -165,18 +169,18 @@ class TeamService:
         )
 
     async def send_message(
-        self, caller: Any, *, target: Any, content: Any, signal: AbortSignal | None = None
+        self, caller: Agent, *, target: Any, content: Any, signal: AbortSignal | None = None
     ) -> SendResult:
         """Queue a peer message durably and try to deliver it; see :mod:`dsh_team.mail.send`."""
         return await self.coordination.sender.send(caller, target=target, content=content, signal=signal)
 
-    def interrupt(self, caller: Any, target: Any) -> InterruptResult:
+    def interrupt(self, caller: Agent, target: Any) -> InterruptResult:
         """Cancel an active teammate's current turn, keeping its inbox (Lead only; §5.6)."""
         return self.coordination.roster.interrupt(caller, target)
 
     # ------------------------------------------------------------ tasks
 
-    def list_tasks(self, caller: Any) -> list[TaskView]:
+    def list_tasks(self, caller: Agent) -> list[TaskView]:
         """Non-deleted tasks in board (creation) order.
 
         Raises:
@@ -184,7 +188,7 @@ class TeamService:
         """
         return list_views(self._lead(self.membership(caller)).authoritative())
 
-    def get_task(self, caller: Any, task_id: Any) -> TaskView:
+    def get_task(self, caller: Agent, task_id: Any) -> TaskView:
         """One task, deleted tombstones included.
 
         Raises:
@@ -196,7 +200,7 @@ class TeamService:
 
     async def create_task(
         self,
-        caller: Any,
+        caller: Agent,
         *,
         subject: Any,
         description: Any,
@@ -225,7 +229,7 @@ class TeamService:
 
     async def update_task(
         self,
-        caller: Any,
+        caller: Agent,
         *,
         task_id: Any,
         expected_revision: Any,
@@ -262,7 +266,7 @@ class TeamService:
     # ------------------------------------------------------------ waiting
 
     async def wait_for_change(
-        self, caller: Any, timeout_ms: Any, *, since: Any = None, signal: AbortSignal | None = None
+        self, caller: Agent, timeout_ms: Any, *, since: Any = None, signal: AbortSignal | None = None
     ) -> WaitResult:
         """Wait for the caller's Team to change (§8), or return at once after ``since``.
 
@@ -284,17 +288,17 @@ class TeamService:
 
     # ------------------------------------------------------------ Team mode
 
-    def is_enabled(self, caller: Any) -> bool:
+    def is_enabled(self, caller: Agent) -> bool:
         """Team mode of the caller's tree (read at step preparation by the tools)."""
         return self.mode.is_enabled(caller)
 
-    async def set_enabled(self, root: Any, enabled: Any) -> None:
+    async def set_enabled(self, root: Agent, enabled: Any) -> None:
         """Save a root's Team mode; in force at once, returns once durable (see :mod:`.mode`)."""
         await self.mode.set_enabled(root, enabled)
 
     # ------------------------------------------------------------ browser view
 
-    def view(self, agent: Any) -> TeamView:
+    def view(self, agent: Agent) -> TeamView:
         """The browser view of the caller's Team (memoised; a failed stream shows ``failure``).
 
         Raises:
@@ -311,12 +315,12 @@ class TeamService:
     # ------------------------------------------------------------ host feed (this host's hooks)
 
     @hookimpl(specname="dsh_session_created")
-    def session_created(self, session: Any) -> None:
+    def session_created(self, session: Session) -> None:
         """Fold a created or resumed session once; it may lead a Team."""
         self.journals.get(session)
 
     @hookimpl(specname="dsh_session_event")
-    def session_event(self, session: Any, event: Any) -> None:
+    def session_event(self, session: Session, event: Event) -> None:
         """Fold a committed Team event into its session's journal (O(1) per event)."""
         self.coordination.session_event(session, event)
         if event.type in TEAM_EVENT_TYPES:
@@ -325,14 +329,14 @@ class TeamService:
                 journal.catch_up()
 
     @hookimpl(specname="dsh_session_flushed")
-    def session_flushed(self, session: Any, durable_seq: int) -> None:
+    def session_flushed(self, session: Session, durable_seq: int) -> None:
         """Announce a Team change that just became durable."""
         journal = self.journals.find(session.id)
         if journal is not None and journal.session is session:
             journal.flushed(durable_seq)
 
     @hookimpl(specname="dsh_session_disposed")
-    def session_disposed(self, session: Any) -> None:
+    def session_disposed(self, session: Session) -> None:
         """Forget a session that left the live store."""
         self.journals.drop(session)
         self.members.descriptors.forget(session)
@@ -340,14 +344,14 @@ class TeamService:
         self.coordination.session_disposed(session)
 
     @hookimpl(specname="dsh_agent_status")
-    def agent_status(self, agent: Any, status: str) -> None:
+    def agent_status(self, agent: Agent, status: str) -> None:
         """A member's live status changed: wake its Team's waiters (§8 notify sources)."""
         membership = self.try_membership(agent)
         if membership is not None:
             self.activity.notify(membership.team_id)
 
     @hookimpl(specname="dsh_agent_session_start")
-    def agent_session_start(self, agent: Any, source: str) -> None:
+    def agent_session_start(self, agent: Agent, source: str) -> None:
         """An agent was published: schedule its recovery (reconcile, retry queued mail)."""
         self.coordination.agent_started(agent)
 

@@ -29,7 +29,7 @@ from dsh_team_tools.reminder import reminder_block
 if TYPE_CHECKING:
     from host_spec.protocols import Agent
 
-    from dsh_team import TeamServiceAPI
+    from dsh_team import MemberView, TaskView, TeamServiceAPI
 
     from dsh_team_tools.config import ToolsConfig
 
@@ -56,7 +56,7 @@ def _opt(value: Any) -> Any:
     return UNSET if value is None else value
 
 
-def member_row(view: Any) -> s.MemberRow:
+def member_row(view: MemberView) -> s.MemberRow:
     """A service ``MemberView`` as the model's roster row (``target`` = member name)."""
     return s.MemberRow(
         target=view.name,
@@ -71,7 +71,7 @@ def member_row(view: Any) -> s.MemberRow:
     )
 
 
-def task_row(view: Any) -> s.TaskRow:
+def task_row(view: TaskView) -> s.TaskRow:
     """A service ``TaskView`` as the model's task row (owner by name; ``owner_id`` dropped)."""
     return s.TaskRow(
         id=view.id,

@@ -29,6 +29,7 @@ is not claimed (one process owns a Team).
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -44,6 +45,8 @@ from dsh_team.mail.holdings import SessionMessages, fold_messages
 from dsh_team.core.state import TeamState
 
 if TYPE_CHECKING:
+    from host_spec.events import Event
+    from host_spec.protocols import Agent, Host, Session
     from dsh_team.log.journal import Journals
     from dsh_team.log.lifecycle import Lifecycle
     from dsh_team.roster.membership import MembershipResolver
@@ -83,7 +86,7 @@ class Dispatcher:
 
     def __init__(
         self,
-        host: Any,
+        host: Host,
         journals: Journals,
         members: MembershipResolver,
         lifecycle: Lifecycle,
@@ -199,7 +202,7 @@ class Dispatcher:
         for message_id, target_id in stalled.items():
             # After disposal, or for a replaced Lead session, the dispatch settles False
             # and the message stays queued for the next start.
-            self.host.call_soon(lambda m=message_id, t=target_id: self.dispatch(journal, m, t))
+            self.host.call_soon(functools.partial(self.dispatch, journal, message_id, target_id))
 
     # ------------------------------------------------------------ acknowledgement
 
@@ -238,7 +241,7 @@ class Dispatcher:
         await journal.transact(decide, what=f"delivery of team message {message.id}")
         return True
 
-    def observe(self, session: Any, event: Any) -> None:
+    def observe(self, session: Session, event: Event) -> None:
         """A target recorded a Team message in its history: acknowledge it soon (tracked).
 
         Cheap for everything else: only ``user/message`` events with a Team source
@@ -276,7 +279,7 @@ class Dispatcher:
 
     # ------------------------------------------------------------ recovery
 
-    async def recover(self, agent: Any) -> int:
+    async def recover(self, agent: Agent) -> int:
         """Re-dispatch the queued-minus-delivered mail a starting member is involved in (§6.4).
 
         The Lead retries every pending message of its Team, a teammate the ones

@@ -33,7 +33,7 @@ from dsh_team.errors import TeamCode, TeamError, render_reason
 from dsh_team.mail.framing import TEAM_MESSAGE_SOURCE
 
 if TYPE_CHECKING:
-    from host_spec.protocols import Session
+    from host_spec.protocols import Session, SessionStore
     from host_spec.records import AbortSignal
 
 __all__ = [
@@ -231,7 +231,7 @@ def creation_aborted(reason: Any) -> BaseException:
 
 
 async def await_accepted(
-    sessions: Any,
+    sessions: SessionStore,
     messages: SessionMessages,
     session_id: str,
     message_id: str,

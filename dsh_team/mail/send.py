@@ -34,6 +34,7 @@ from dsh_team.core.state import TeamState
 from dsh_team.core.validation import check_content
 
 if TYPE_CHECKING:
+    from host_spec.protocols import Agent
     from host_spec.records import AbortSignal
 
     from dsh_team.config import TeamConfig
@@ -83,7 +84,7 @@ class MessageSender:
         self.lifecycle = lifecycle
         self.dispatcher = dispatcher
 
-    async def send(self, caller: Any, *, target: Any, content: Any, signal: AbortSignal | None = None) -> SendResult:
+    async def send(self, caller: Agent, *, target: Any, content: Any, signal: AbortSignal | None = None) -> SendResult:
         """Queue durably, then try one delivery; see the module docstring.
 
         An abort of ``signal`` before the message is queued raises; after that the

@@ -57,11 +57,11 @@ class Membership:
         agent: The member agent this membership was resolved for.
     """
 
-    root: Any = attrs.field(eq=False)
+    root: Agent = attrs.field(eq=False)
     team_id: str
     role: Role
     name: str
-    agent: Any = attrs.field(eq=False)
+    agent: Agent = attrs.field(eq=False)
 
     @property
     def member_id(self) -> str:
@@ -138,12 +138,12 @@ class MembershipResolver:
         self.teammate = teammate
         self.descriptors = DescriptorScan()
 
-    def is_live(self, agent: Any) -> bool:
+    def is_live(self, agent: Agent) -> bool:
         """Whether ``agent`` is exactly the registered live agent for its id."""
         agent_id = getattr(agent, "id", None)
         return isinstance(agent_id, str) and self.agents.get(agent_id) is agent
 
-    def try_resolve(self, agent: Any) -> Membership | None:
+    def try_resolve(self, agent: Agent) -> Membership | None:
         """The agent's membership, or ``None`` (never raises)."""
         try:
             if not self.is_live(agent):
@@ -161,7 +161,7 @@ class MembershipResolver:
             log.warning("team.membership_failed", agent=getattr(agent, "id", None), error=repr(exc))
             return None
 
-    def resolve(self, agent: Any) -> Membership:
+    def resolve(self, agent: Agent) -> Membership:
         """The agent's membership.
 
         Raises:
@@ -172,7 +172,7 @@ class MembershipResolver:
             raise TeamError("caller is not a live Team member", TeamCode.NOT_MEMBER)
         return found
 
-    def root_of(self, agent: Any) -> Any | None:
+    def root_of(self, agent: Agent) -> Agent | None:
         """The topmost live ancestor of ``agent`` (itself for a root); ``None`` if stale.
 
         Team mode belongs to this root and is shared by its whole tree.

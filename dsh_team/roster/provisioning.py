@@ -46,6 +46,7 @@ from dsh_team.core.state import TeamState
 from dsh_team.core.validation import check_content, required_text
 
 if TYPE_CHECKING:
+    from host_spec.protocols import Agent, Host
     from dsh_team.config import TeamConfig
     from dsh_team.log.journal import Journals
     from dsh_team.log.lifecycle import Lifecycle
@@ -62,7 +63,7 @@ CONTEXTS: Final = ("fresh", "fork")
 class _Request:
     """A validated spawn request with its reserved child id."""
 
-    root: Any = attrs.field(eq=False)
+    root: Agent = attrs.field(eq=False)
     snapshot: TeamMemberSnapshot
     prompt: list[dict[str, Any]]
 
@@ -80,7 +81,7 @@ class Provisioner:
 
     def __init__(
         self,
-        host: Any,
+        host: Host,
         config: TeamConfig,
         journals: Journals,
         members: MembershipResolver,
@@ -98,7 +99,7 @@ class Provisioner:
 
     async def spawn(
         self,
-        caller: Any,
+        caller: Agent,
         *,
         name: Any,
         description: Any,
@@ -144,7 +145,7 @@ class Provisioner:
 
     # ------------------------------------------------------------ the state machine
 
-    def _record(self, root: Any, snapshot: TeamMemberSnapshot, **changes: Any) -> Append:
+    def _record(self, root: Agent, snapshot: TeamMemberSnapshot, **changes: Any) -> Append:
         member = msgspec.structs.replace(snapshot, **changes) if changes else snapshot
         return Append(TEAM_MEMBER, MemberRecord(version=VERSION, team_id=root.id, member=member))
 

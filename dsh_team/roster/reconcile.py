@@ -33,7 +33,7 @@ from dsh_team.mail.holdings import fold_messages, own_descriptor
 from dsh_team.core.state import TeamState
 
 if TYPE_CHECKING:
-    from host_spec.protocols import PersistedSession
+    from host_spec.protocols import Host, PersistedSession
 
     from dsh_team.log.journal import Journal
 
@@ -58,7 +58,7 @@ def judge(stored: PersistedSession, team_id: str, member: TeamMemberSnapshot) ->
     return MISMATCH
 
 
-async def reconcile(host: Any, journal: Journal, only: Collection[str] | None = None) -> int:
+async def reconcile(host: Host, journal: Journal, only: Collection[str] | None = None) -> int:
     """Settle the open ``provisioning`` records of ``journal``'s Team whose child is not live.
 
     Args:

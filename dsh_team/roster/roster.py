@@ -27,6 +27,7 @@ from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import LEAD_NAME
 
 if TYPE_CHECKING:
+    from host_spec.protocols import Agent, Host
     from dsh_team.log.journal import Journal, Journals
     from dsh_team.log.lifecycle import Lifecycle
     from dsh_team.roster.membership import Membership, MembershipResolver
@@ -126,12 +127,12 @@ class RosterService:
         members: Membership resolution.
     """
 
-    def __init__(self, host: Any, journals: Journals, members: MembershipResolver) -> None:
+    def __init__(self, host: Host, journals: Journals, members: MembershipResolver) -> None:
         self.host = host
         self.journals = journals
         self.members = members
 
-    def _lead(self, caller: Any) -> tuple[Membership, TeamState]:
+    def _lead(self, caller: Agent) -> tuple[Membership, TeamState]:
         membership = self.members.resolve(caller)
         return membership, self.journals.get(membership.root.session).authoritative()
 
@@ -160,7 +161,7 @@ class RosterService:
             pending=pending,
         )
 
-    def list_members(self, caller: Any) -> list[MemberView]:
+    def list_members(self, caller: Agent) -> list[MemberView]:
         """The Lead row, then every teammate ever provisioned, in creation order.
 
         Raises:
@@ -182,7 +183,7 @@ class RosterService:
         rows.extend(self.view(member, root.model, mail.pending_count(member.id)) for member in state.members.listed())
         return rows
 
-    def interrupt(self, caller: Any, target: Any) -> InterruptResult:
+    def interrupt(self, caller: Agent, target: Any) -> InterruptResult:
         """Cancel an active teammate's current turn, keeping its inbox (Lead only; synchronous).
 
         Mail, task ownership and the roster are untouched. A teammate that is not
