@@ -8,7 +8,9 @@ folds the sessions that are already live (``dsh_session_created`` is not
 replayed for them), registers the service with this host's hooks (its host
 feed: session events, flushes, disposals, agent status and start, and the
 teardown that disposes it), and provides it as
-:class:`~dsh_team.api.TeamServiceAPI`. Other plugins look it up by that type on
+:class:`~dsh_team.api.TeamServiceAPI` -- and its write-scope audit as the
+workspace contract's :class:`~host_spec.workspace.WriteAuditor`, so the host's file
+tools warn about out-of-scope writes without either side importing the other. Other plugins look it up by that type on
 each use::
 
     team = host.service(TeamServiceAPI)  # SERVICE_NOT_FOUND while dsh-team is not loaded
@@ -26,8 +28,10 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from host_spec import hookimpl
+from host_spec.workspace import WriteAuditor
 
 from dsh_team.api import TeamServiceAPI
+from dsh_team.core.write_audit import TeamWriteAuditor
 from dsh_team.config import TeamConfig
 from dsh_team.errors import TeamCode, TeamError
 from dsh_team.service import TeamService
@@ -63,5 +67,6 @@ def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
         service.session_created(session)
     ctx.register(service)
     ctx.provide(TeamServiceAPI, service)
+    ctx.provide(WriteAuditor, TeamWriteAuditor(service.members, service.mode))
     service.coordination.recover_live()
     log.info("team.loaded", sessions=len(service.journals))

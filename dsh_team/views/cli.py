@@ -33,6 +33,7 @@ from host_spec.errors import DshError, SessionError
 
 from dsh_team.core.fold import replay
 from dsh_team.views.show import build_show, render_json
+from dsh_team.views.writes import collect_writes
 from dsh_team.views.show_text import render_text
 
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_FAILED", "ShowError", "register", "show_command", "lead_of"]
@@ -126,6 +127,9 @@ def show_command(args: argparse.Namespace, env: CliEnv) -> int:
         else:
             print(f"dsh: warning: the Lead log is damaged after seq {length}; seqs 1..{at} are intact",
                   file=sys.stderr)
-    show = build_show(state, session_id=asked, log_length=length, at=at, damage=damage)
+    # --at: writes up to the time of the Lead's event SEQ (member logs have their own seqs).
+    until = None if at == length else stored.events[at - 1].time if at else -1
+    writes = collect_writes(reader, state, until=until)
+    show = build_show(state, session_id=asked, log_length=length, at=at, damage=damage, writes=writes)
     print(render_json(show) if args.json else render_text(show))
     return EXIT_FAILED if show.failure is not None else EXIT_OK

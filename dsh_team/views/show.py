@@ -28,6 +28,7 @@ from host_spec.messages import message_text
 from dsh_team.core.records import MemberPhase, TaskStatus
 from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import LEAD_NAME, list_views, owner_name
+from dsh_team.views.writes import ShowWrite
 
 __all__ = [
     "SHOW_VERSION",
@@ -130,6 +131,8 @@ class TeamShow(msgspec.Struct, frozen=True):
         members: Lead first, then teammates in creation order.
         tasks: Non-deleted tasks in creation order.
         pending_mail: Undelivered messages in queue order.
+        writes: Every member's audited file write, oldest first
+            (:mod:`dsh_team.views.writes`).
     """
 
     version: int
@@ -144,6 +147,7 @@ class TeamShow(msgspec.Struct, frozen=True):
     members: tuple[ShowMember, ...]
     tasks: tuple[ShowTask, ...]
     pending_mail: tuple[ShowMessage, ...]
+    writes: tuple[ShowWrite, ...] = ()
 
 
 def offline_status(phase: str) -> OfflineStatus:
@@ -170,6 +174,7 @@ def build_show(
     log_length: int,
     at: int,
     damage: tuple[str, int] | None = None,
+    writes: tuple[ShowWrite, ...] = (),
 ) -> TeamShow:
     """The view of ``state`` (the Lead log folded up to ``at``).
 
@@ -180,6 +185,7 @@ def build_show(
         at: Last seq folded.
         damage: ``(message, seq)`` when the log is damaged at ``seq <= at + 1``;
             reported as a ``log`` failure unless the fold failed first.
+        writes: The members' audited writes (:func:`~dsh_team.views.writes.collect_writes`).
     """
     mail = state.mail
     lead = ShowMember(
@@ -219,7 +225,7 @@ def build_show(
     return TeamShow(
         version=SHOW_VERSION, team_id=state.team_id, session_id=session_id, log_length=log_length, at=at,
         position=state.position, offline=True, enabled=_enabled(state), failure=failure,
-        members=tuple(members), tasks=tasks, pending_mail=pending,
+        members=tuple(members), tasks=tasks, pending_mail=pending, writes=writes,
     )
 
 

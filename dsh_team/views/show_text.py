@@ -1,6 +1,6 @@
 """The human-readable rendering of a :class:`~dsh_team.views.show.TeamShow` (``dsh team show``).
 
-Four blocks -- header, roster, board, pending mail -- in fixed-width tables, so a
+Five blocks -- header, roster, board, pending mail, writes -- in fixed-width tables, so a
 person can scan a Team at a glance and a failure is the first thing they read.
 Nothing here decides anything: every value comes from the view.
 """
@@ -88,6 +88,22 @@ def _mail(show: TeamShow) -> list[str]:
     return lines
 
 
+def _writes(show: TeamShow) -> list[str]:
+    outside = sum(1 for write in show.writes if write.in_scope is False)
+    lines = [f"Writes ({len(show.writes)}; {outside} outside the writer's task scopes)"]
+    if not show.writes:
+        return [*lines, "  (none)"]
+    rows = [
+        (w.member, w.path, w.tool, ", ".join(w.tasks) or "-", "-" if w.in_scope is None else "yes" if w.in_scope else "NO")
+        for w in show.writes
+    ]
+    lines += _table(("MEMBER", "PATH", "TOOL", "TASKS", "IN SCOPE"), rows)
+    for write in show.writes:
+        lines += [f"    {write.member} {write.path}: warning: {warning}" for warning in write.warnings]
+    return lines
+
+
 def render_text(show: TeamShow) -> str:
-    """The human-readable view: header, roster, board, pending mail."""
-    return "\n".join([*_header(show), "", *_members(show), "", *_tasks(show), "", *_mail(show)])
+    """The human-readable view: header, roster, board, pending mail, writes."""
+    blocks = [_header(show), _members(show), _tasks(show), _mail(show), _writes(show)]
+    return "\n\n".join("\n".join(block) for block in blocks)

@@ -233,7 +233,7 @@ class TestAt:
         assert code == 0
         assert (doc["at"], doc["log_length"], doc["position"]) == (14, 19, 14)
         assert {t["id"]: t["ready"] for t in doc["tasks"]} == {"task-1": False, "task-2": False, "task-3": False}
-        assert doc["pending_mail"] == []
+        assert doc["pending_mail"] == [] and doc["writes"] == []  # nobody wrote a file here
         _, later = show_json(capsys, data, "--at", "17")
         assert {t["id"]: t["ready"] for t in later["tasks"]}["task-2"] is True
         assert [m["id"] for m in later["pending_mail"]] == ["m-2", "m-3"]
@@ -269,7 +269,7 @@ class TestJson:
         code, doc = show_json(capsys, data)
         assert code == 0
         assert list(doc) == ["version", "team_id", "session_id", "log_length", "at", "position", "offline",
-                             "enabled", "failure", "members", "tasks", "pending_mail"]
+                             "enabled", "failure", "members", "tasks", "pending_mail", "writes"]
         assert (doc["version"], doc["team_id"], doc["offline"], doc["enabled"], doc["failure"]) == (1, LEAD, True, True, None)
         assert doc["members"][0] == {
             "id": LEAD, "name": "lead", "role": "lead", "status": "inactive", "phase": "active",
