@@ -75,8 +75,7 @@ class TeamWriteAuditor:
         membership = self.members.try_resolve(agent)
         if membership is None or not self.mode.is_enabled(agent):
             return None
-        try:
-            state = self.members.state_of(membership.root.session)
-        except Exception:  # a corrupt stream gives no plan to judge against; the write is not ours to stop
+        state = self.members.state_of(membership.root.session)
+        if state.failure is not None:  # a failed stream gives no plan to judge by; the write is not ours to stop
             return None
         return audit_write(state, membership.member_id, membership.name, path)
