@@ -289,7 +289,13 @@ class Host:
                 await self.release_session(agent.session)  # never leave the lock held
 
     async def run(
-        self, prompt: str | UserMessage, *, name: str = "lead", session_id: str | None = None, cwd: str | None = None
+        self,
+        prompt: str | UserMessage,
+        *,
+        name: str = "lead",
+        session_id: str | None = None,
+        cwd: str | None = None,
+        session: Any = None,
     ) -> Any:
         """Create a root session and agent, give it ``prompt``, and wait until quiescent.
 
@@ -299,11 +305,14 @@ class Host:
             session_id: The root's id (default: a fresh ``session-<n>``).
             cwd: The absolute workspace directory, recorded in the session header (children
                 inherit it, a resume reads it back); ``None``: no workspace tools.
+            session: A root session already created (and locked) by the caller, used
+                instead of creating one (``session_id`` and ``cwd`` are then ignored).
 
         Returns:
             The root agent (still live; ``close`` disposes it).
         """
-        session = await self.create_session(session_id, cwd=cwd)
+        if session is None:
+            session = await self.create_session(session_id, cwd=cwd)
         try:
             agent = self.start_agent(session, name=name, source="startup")
         except BaseException:

@@ -194,7 +194,7 @@ class TestChildren:
         assert _replies(host, "idle") == [] and _replies(host, "oneshot") == []
 
     async def test_a_child_that_cannot_be_resumed_is_skipped(self, tmp_path: Path) -> None:
-        """A child whose log another writer holds is logged and skipped; the others still continue."""
+        """A child whose log cannot be resumed (damaged) is logged and skipped; the others still continue."""
 
         async def build(host: Host, root: Any) -> None:
             good = await _child(host, "good")
@@ -203,13 +203,13 @@ class TestChildren:
             _pending(bad, "work too")
 
         await _write(tmp_path, build, root_turn="done")
-        backend, _ = JsonlStore(tmp_path).resume("child-bad")  # another writer holds the lock
-        try:
-            host, _ = await _resume(tmp_path, {"lead": [], "good": [{"text": "done"}], "bad": [{"text": "never"}]})
-        finally:
-            backend.close()
+        path = JsonlStore(tmp_path).path("child-bad")
+        lines = path.read_bytes().splitlines(keepends=True)
+        damaged = lines[0] + b"{garbage\n" + b"".join(lines[1:])  # a damaged committed line, not a torn tail
+        path.write_bytes(damaged)
+        host, _ = await _resume(tmp_path, {"lead": [], "good": [{"text": "done"}], "bad": [{"text": "never"}]})
         assert _replies(host, "good") == ["done"] and _replies(host, "bad") == []
-        assert _user(JsonlStore(tmp_path), "child-bad") == []  # still pending, untouched
+        assert path.read_bytes() == damaged  # untouched
 
     async def test_resident_children_and_hosts_without_continuations(self, tmp_path: Path) -> None:
         """A child that is already resident is left alone; without continuations only the root continues."""

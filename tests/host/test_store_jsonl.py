@@ -243,7 +243,7 @@ class TestLock:
             assert child.stdout is not None and child.stdout.readline().strip() == "locked"
             with pytest.raises(SessionLockedError) as info:
                 JsonlStore(tmp_path).resume("s-1")
-            assert str(info.value) == "session s-1 is open for writing in another process"
+            assert str(info.value) == "session s-1 is open in another process: one process per Team"
             assert info.value.code == "SESSION_LOCKED"
         finally:
             child.communicate("", timeout=30)

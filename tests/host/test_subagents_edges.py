@@ -22,7 +22,7 @@ from _subagent_kit import (
     user_texts,
 )
 from host_spec import hookimpl
-from host_spec.errors import DshError, SubagentError
+from host_spec.errors import SessionLockedError, DshError, SubagentError
 from host_spec.events import Event, EventType, SessionHeader, SubagentDescriptor, encode_event, encode_header
 from host_spec.host.children.residency import aggregate, log_release_failure
 from host_spec.host.store.jsonl import JsonlStore
@@ -183,22 +183,21 @@ class TestUnreadableChildren:
         finally:
             await host.close()
 
-    async def test_a_child_locked_by_another_writer_is_not_resumable(self, tmp_path: Path) -> None:
-        """If another process holds the child's log, the delivery fails (NOT_RESUMABLE) and writes nothing."""
-        host = await open_host(tmp_path, {"kid": [{"text": "done"}]})
+    async def test_a_sleeping_child_cannot_be_taken_by_another_writer_while_its_root_is_live(self, tmp_path: Path) -> None:
+        """One process per Team: another writer is refused the child (SESSION_LOCKED naming the root); delivery works."""
+        host = await open_host(tmp_path, {"kid": [{"text": "done"}, {"text": "again"}]})
         try:
             root = await start_root(host)
             child_id = await start_child(host, root, "kid", notify=False)
             await until_released(host, child_id)
-            backend, _ = JsonlStore(tmp_path / "data").resume(child_id)  # another writer
-            try:
-                with pytest.raises(SubagentError) as excinfo:
-                    await host.continuations.deliver(root, child_id, [text_block("hi")], source={"kind": "user"})
-            finally:
-                backend.close()
-            assert excinfo.value.code == "NOT_RESUMABLE" and host.agents.get(child_id) is None
+            with pytest.raises(SessionLockedError) as excinfo:
+                JsonlStore(tmp_path / "data").resume(child_id)  # another writer
+            assert excinfo.value.details["root"] == root.id and root.id in excinfo.value.message
+            await host.continuations.deliver(root, child_id, [text_block("hi")], source={"kind": "user"})
+            assert host.agents.get(child_id) is not None
         finally:
             await host.close()
+        JsonlStore(tmp_path / "data").resume(child_id)[0].close()  # released with the host
 
     async def test_a_vetoed_cold_resume_releases_the_session(self, tmp_path: Path) -> None:
         """A plugin veto while re-building the child leaves it asleep and resumable later."""

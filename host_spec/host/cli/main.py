@@ -32,7 +32,7 @@ from typing import Any
 import structlog
 
 from host_spec.cli import HANDLER_KEY
-from host_spec.errors import DshError, ModelError, SessionNotFoundError
+from host_spec.errors import DshError, ModelError, SessionExistsError, SessionLockedError, SessionNotFoundError
 from host_spec.events import EventType, encode_event, encode_header
 
 from host_spec.host.app import Host, agent_name
@@ -149,10 +149,12 @@ async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -
     host = await Host.open(args.data_dir, args.profile, model, extra_plugins=[("dsh-transcript", transcript)])
     try:
         if session_id is None:
-            session_id = host.sessions.new_id()
+            session = await _claim_root(host, args.workspace)
             settings = RunSettings(absolute_spec(args.profile), absolute_spec(args.model, prefix="scripted:"))
-            record(args.data_dir, session_id, settings)  # before the root runs: a crash at step 1 still resumes
-            agent = await host.run(args.prompt, session_id=session_id, cwd=args.workspace)
+            # Under the session's lock (no other run can hold this id), before the root
+            # runs (a crash at step 1 still resumes with the right profile and model).
+            record(args.data_dir, session.id, settings)
+            agent = await host.run(args.prompt, session=session)
         else:
             agent = await host.resume(session_id)
         code = _exit_code(agent)
@@ -161,6 +163,27 @@ async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -
         await host.close()
     sys.stdout.flush()
     return code
+
+
+#: Fresh ids tried before a new run gives up (other runs on the same data dir hold them).
+_CLAIM_ATTEMPTS = 1000
+
+
+async def _claim_root(host: Host, cwd: str | None) -> Any:
+    """Create and lock a fresh root session; an id another run holds is skipped, never shared.
+
+    Raises:
+        SessionLockedError: every id tried was taken.
+    """
+    attempts = _CLAIM_ATTEMPTS
+    while True:
+        attempts -= 1
+        try:
+            return await host.create_session(host.sessions.new_id(), cwd=cwd)
+        except (SessionLockedError, SessionExistsError):
+            if not attempts:
+                raise
+            # another process created it between the check and the lock: take the next id
 
 
 def _workspace(path: Path) -> str:

@@ -3,13 +3,16 @@
 A crashed run is resumed with the profile and model it started with; asking the
 user to repeat them (and to get them right) is how peer tools end up resuming a
 team with the wrong tools. One small JSON file per root lives beside the logs at
-``<data_dir>/runs/<encoded-id>.json``, written atomically (temp, fsync, rename)
-before the root does anything, so even a run killed at its first step can resume.
+``<data_dir>/runs/<encoded-id>.json``, written atomically (a uniquely named temp,
+fsync, rename) while the root session's lock is held and before the root does
+anything, so even a run killed at its first step can resume, and no other
+process can write the record of a run it does not own.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 import msgspec
 
@@ -49,12 +52,18 @@ def record(data_dir: Path, session_id: str, settings: RunSettings) -> None:
     """Durably store ``settings`` for ``session_id`` (replacing an older record)."""
     target = _path(data_dir, session_id)
     target.parent.mkdir(exist_ok=True)
-    temp = target.with_suffix(".tmp")
-    with open(temp, "wb") as handle:
-        handle.write(_encoder.encode(settings))
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, target)
+    # A unique temp name: two writers never write into one temp file (a shared name let
+    # one run's rename publish the other's half-written record).
+    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(_encoder.encode(settings))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
     directory = os.open(target.parent, os.O_RDONLY)
     try:
         os.fsync(directory)

@@ -5,7 +5,9 @@ Layout: ``<root>/sessions/<encoded-id>/session.jsonl`` plus ``session.jsonl.lock
 writer it opens (:class:`~host_spec.host.store.jsonl_log.JsonlSessionLog`)
 materializes the log atomically on its first batch and appends with one
 ``pwrite`` + one ``fsync`` per batch. A per-session ``flock`` keeps a second
-process from writing the same log.
+process from writing the same log, and a per-tree lock
+(:mod:`~host_spec.host.store.team_lock`) keeps every session of one Team in one
+process.
 
 Reading is tolerant only where a crash can explain the damage: a final line
 without its newline (or an unparsable final line) is a torn tail, dropped with
@@ -41,6 +43,7 @@ from host_spec.host.store.jsonl_format import (
     parse_log,
 )
 from host_spec.host.store.jsonl_log import JsonlSessionLog
+from host_spec.host.store.team_lock import TeamLocks
 
 __all__ = ["JsonlSessionLog", "JsonlStore", "decode_id", "encode_id"]
 
@@ -56,6 +59,7 @@ class JsonlStore:
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
         self.sessions_dir = self.root / "sessions"
+        self.teams = TeamLocks(self.root, self.sessions_dir)
 
     def __repr__(self) -> str:
         return f"JsonlStore({str(self.root)!r})"
@@ -133,7 +137,12 @@ class JsonlStore:
             SessionLockedError: another process (or writer) holds the lock.
             SessionExistsError: a log is already stored under this id.
         """
-        directory, lock_fd = self._lock(header.id)
+        release = self.teams.acquire(header.id, header.parent_session)
+        try:
+            directory, lock_fd = self._lock(header.id)
+        except BaseException:
+            release()
+            raise
         try:
             if (directory / LOG_NAME).exists():
                 raise SessionExistsError(
@@ -143,8 +152,9 @@ class JsonlStore:
             (directory / TEMP_NAME).unlink(missing_ok=True)  # left by a crash mid-materialization
         except BaseException:
             os.close(lock_fd)
+            release()
             raise
-        return JsonlSessionLog(directory, header, lock_fd, None, 0, 0)
+        return JsonlSessionLog(directory, header, lock_fd, None, 0, 0, on_close=release)
 
     def resume(self, session_id: str) -> tuple[JsonlSessionLog, list[Event]]:
         """Lock a stored session, repair a torn tail, and return its writer and events.
@@ -155,18 +165,25 @@ class JsonlStore:
             SessionLockedError: another process (or writer) holds the lock.
             SessionNotFoundError / SessionCorruptError / SessionFormatError: as for :meth:`read`.
         """
-        directory, lock_fd = self._lock(session_id)
+        release = self.teams.acquire(session_id, self.teams.stored_parent(session_id))
+        try:
+            directory, lock_fd = self._lock(session_id)
+        except BaseException:
+            release()
+            raise
         try:
             scan = self._scan(session_id)
             fd = os.open(directory / LOG_NAME, os.O_WRONLY | os.O_CLOEXEC)
         except BaseException:
             os.close(lock_fd)
+            release()
             raise
         if scan.good_size < scan.size:
             os.ftruncate(fd, scan.good_size)
             os.fsync(fd)
             log.warning("session.torn_tail_repaired", session=session_id, size=scan.good_size)
-        return JsonlSessionLog(directory, scan.header, lock_fd, fd, scan.good_size, len(scan.events)), scan.events
+        log_ = JsonlSessionLog(directory, scan.header, lock_fd, fd, scan.good_size, len(scan.events), on_close=release)
+        return log_, scan.events
 
     def _lock(self, session_id: str) -> tuple[Path, int]:
         directory = self.sessions_dir / encode_id(session_id)

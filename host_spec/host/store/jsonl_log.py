@@ -11,7 +11,7 @@ size, so a retry of the same events never stores a seq twice.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import structlog
@@ -54,7 +54,15 @@ class JsonlSessionLog:
     inline = True
 
     def __init__(
-        self, directory: Path, header: SessionHeader, lock_fd: int, fd: int | None, size: int, tail_seq: int
+        self,
+        directory: Path,
+        header: SessionHeader,
+        lock_fd: int,
+        fd: int | None,
+        size: int,
+        tail_seq: int,
+        *,
+        on_close: Callable[[], None] | None = None,
     ) -> None:
         self.directory = directory
         self.path = directory / LOG_NAME
@@ -65,6 +73,7 @@ class JsonlSessionLog:
         self._end = size  # bytes appended (synced or not)
         self._synced = self._tail = tail_seq
         self._dirty = False  # bytes past _end may exist (a failed write whose truncate failed too)
+        self._on_close = on_close  # releases the session tree's lock (one process per Team)
 
     @property
     def materialized(self) -> bool:
@@ -186,3 +195,6 @@ class JsonlSessionLog:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing the description releases the flock
             self._lock_fd = None
+        if self._on_close is not None:
+            release, self._on_close = self._on_close, None
+            release()
