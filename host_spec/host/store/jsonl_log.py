@@ -88,9 +88,8 @@ class JsonlSessionLog:
     def tail_seq(self) -> int:
         return self._tail
 
-    def _check_live(self) -> None:
-        if self._lock_fd is None:
-            raise SessionNotLiveError(f"session {self.header.id}: writer is closed", session=self.header.id)
+    def _closed(self) -> SessionNotLiveError:
+        return SessionNotLiveError(f"session {self.header.id}: writer is closed", session=self.header.id)
 
     def append(self, events: Sequence[Event], *, expected_seq: int) -> None:
         """Write ``events`` at the end of the log; the first batch materializes it durably.
@@ -101,7 +100,8 @@ class JsonlSessionLog:
             SessionExistsError: materialization found another log at the path.
             OSError: the write failed (the file is truncated back to its synced size first).
         """
-        self._check_live()
+        if self._lock_fd is None:  # checked inline: this runs once per group commit
+            raise self._closed()
         count = len(events)
         if expected_seq != self._tail or (
             count and (events[0].seq != expected_seq + 1 or events[-1].seq != expected_seq + count)
@@ -141,7 +141,8 @@ class JsonlSessionLog:
             SessionNotLiveError: the writer was closed.
             OSError: the fsync failed (the file is truncated back to its synced size first).
         """
-        self._check_live()
+        if self._lock_fd is None:
+            raise self._closed()
         if self._end == self._size:
             return
         fd = self._fd
