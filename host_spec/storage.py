@@ -68,7 +68,8 @@ class SessionLog(Protocol):
             SessionNotLiveError: the log was closed.
             SessionExistsError: the first batch of a created log found another
                 log stored under the same id (two creators raced).
-            OSError: the medium failed; nothing of this batch stays behind.
+            OSError: the medium failed; as after a failed :meth:`sync`, the log is
+                back at its last synced seq.
         """
 
     def sync(self) -> None:
