@@ -1,4 +1,4 @@
-"""``TeamService``: the Agent Teams service plugins and tools call (``agent_teams``).
+"""``TeamService``: the Agent Teams service, found by plugins and tools as ``TeamServiceAPI``.
 
 Every method takes the exact live calling agent as its credential and resolves
 its membership again (a stale object is no member). Reads come from the Lead's
@@ -10,8 +10,8 @@ keep the folds current, flushes announce durable changes, status changes wake
 waiters, and plugin teardown disposes it.
 
 Roster and mailbox operations (``list_members``, ``spawn_teammate``,
-``send_message``, ``interrupt``) are added on top of this service by the roster
-issue; they reuse the journal, membership, activity and lifecycle built here.
+``send_message``, ``interrupt``) live in :mod:`dsh_team.coordination` and its
+rooms; they share the journal, membership, activity and lifecycle built here.
 """
 
 from __future__ import annotations
