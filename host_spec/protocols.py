@@ -404,13 +404,22 @@ class PluginContext(Protocol):
 
 
 class Host(Protocol):
-    """The services a host exposes to plugins."""
+    """The services a host exposes to plugins (read-only: a plugin never replaces one)."""
 
-    sessions: SessionStore
-    agents: AgentRegistry
-    tools: ToolRegistry
-    prompts: PromptRegistry
-    continuations: Continuations
+    @property
+    def sessions(self) -> SessionStore: ...
+
+    @property
+    def agents(self) -> AgentRegistry: ...
+
+    @property
+    def tools(self) -> ToolRegistry: ...
+
+    @property
+    def prompts(self) -> PromptRegistry: ...
+
+    @property
+    def continuations(self) -> Continuations: ...
 
     def service(self, api: TypeForm[S]) -> S:
         """The service another plugin provided for ``api`` with ``ctx.provide``.

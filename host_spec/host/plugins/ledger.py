@@ -25,6 +25,8 @@ from host_spec.host.plugins.services import ServiceRegistry
 if TYPE_CHECKING:
     from typing_extensions import TypeForm
 
+    from host_spec.protocols import Host
+
 __all__ = ["HookObjects", "PluginContext"]
 
 log = structlog.get_logger(__name__)
@@ -51,7 +53,7 @@ class PluginContext:
 
     name: str
     config: Mapping[str, Any]
-    host: Any
+    host: Host
     _services: ServiceRegistry
     _hooks: HookObjects
     _ledger: list[Handle] = attrs.Factory(list)
@@ -126,3 +128,11 @@ class PluginContext:
         tasks = self.close()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+if TYPE_CHECKING:
+    from host_spec import protocols
+
+    def _implements_the_contract(ctx: PluginContext) -> protocols.PluginContext:
+        """Never called: ``make check`` fails here if this class drifts from the protocol."""
+        return ctx
