@@ -320,22 +320,28 @@ class Observer:
 
 class TestHookCalling:
     def test_observer_failures_are_contained(self) -> None:
-        """One failing observer is logged; the others still run."""
+        """One failing observer is logged with its error; the observers after it still run, nothing raises."""
         seen: list[str] = []
         pm = manager()
         pm.load("a", plugin=Observer("a", seen))
         pm.load("b", plugin=Observer("b", seen, fail=True))
+        pm.load("c", plugin=Observer("c", seen))
         with structlog.testing.capture_logs() as logs:
             pm.notify("dsh_session_event", host=None, session=None, event="e1")
-        assert sorted(seen) == ["a:e1", "b:e1"]
-        assert [(e["event"], e["plugin"]) for e in logs] == [("plugin.hook_failed", "b")]
+        # pluggy calls the most recently registered implementation first: c, then the failing b, then a
+        assert seen == ["c:e1", "b:e1", "a:e1"]
+        assert [(e["event"], e["plugin"], e["hook"]) for e in logs] == [("plugin.hook_failed", "b", "dsh_session_event")]
+        assert logs[0]["log_level"] == "error" and logs[0]["exc_info"] is True
 
     def test_veto_hooks_propagate(self) -> None:
-        """A veto hook's exception reaches the caller."""
+        """A veto hook's exception reaches the caller, and the implementations after it do not run."""
+        seen: list[str] = []
         pm = manager()
-        pm.load("a", plugin=Observer("a", [], fail=True))
+        pm.load("later", plugin=Observer("later", seen))
+        pm.load("vetoing", plugin=Observer("vetoing", seen, fail=True))  # registered last: called first
         with pytest.raises(RuntimeError, match="veto"):
             pm.veto("dsh_agent_created", host=None, agent=None)
+        assert seen == ["vetoing:created"]
 
     def test_pre_append_collects_every_violation(self) -> None:
         """Every impl runs; the error names the first vetoing plugin and keeps every reason."""
@@ -353,10 +359,12 @@ class TestHookCalling:
 
     def test_pre_append_allows_when_nobody_vetoes(self) -> None:
         """No implementation, or only ``None`` answers, lets the append through."""
+        seen: list[str] = []
         pm = manager()
-        pm.pre_append(session=None, event=None)
-        pm.load("ok", plugin=Observer("ok", []))
-        pm.pre_append(session=None, event=None)
+        assert pm.pre_append(session=None, event=None) is None
+        pm.load("ok", plugin=Observer("ok", seen))
+        assert pm.pre_append(session=None, event=None) is None
+        assert seen == ["ok:pre"]  # it was asked, and its ``None`` let the append through
 
     def test_pre_append_impls_may_take_a_subset_of_arguments(self) -> None:
         """An impl naming only some hook arguments gets exactly those (pluggy's rule), and may veto."""

@@ -55,26 +55,28 @@ class TestRecords:
         assert "error" not in msgspec.json.decode(json_encode(decode("team/member", member("m", "w"))))["member"]
 
     @pytest.mark.parametrize(
-        "payload",
+        ("payload", "error"),
         [
-            {**task("task-1"), "extra": 1},
-            {**task("task-1"), "team_id": 7},
-            {**task("task-1"), "team_id": ""},
-            {**task("task-1"), "version": -1},
-            task("task-1", 0),
-            task("task-1", True),  # type: ignore[arg-type]
-            task("task-1", status="done"),
-            task(""),
-            task("task-1", blocked_by=[""]),
-            task("task-1", owner_id=""),
-            task("task-9007199254740992"),
-            {"version": 2, "team_id": "lead", "task": {**task("task-1")["task"], "ownerId": "x"}},
+            ({**task("task-1"), "extra": 1}, "Object contains unknown field `extra`"),
+            ({**task("task-1"), "team_id": 7}, "Expected `str`, got `int` - at `$.team_id`"),
+            ({**task("task-1"), "team_id": ""}, "Expected `str` of length >= 1 - at `$.team_id`"),
+            ({**task("task-1"), "version": -1}, "Expected `int` >= 0 - at `$.version`"),
+            (task("task-1", 0), "Expected `int` >= 1 - at `$.task.revision`"),
+            (task("task-1", True), "Expected `int`, got `bool` - at `$.task.revision`"),  # type: ignore[arg-type]
+            (task("task-1", status="done"), "Invalid enum value 'done' - at `$.task.status`"),
+            (task(""), "Expected `str` of length >= 1 - at `$.task.id`"),
+            (task("task-1", blocked_by=[""]), "Expected `str` of length >= 1 - at `$.task.blocked_by[0]`"),
+            (task("task-1", owner_id=""), "Expected `str` of length >= 1 - at `$.task.owner_id`"),
+            (task("task-9007199254740992"), "task id task-9007199254740992 is outside the safe integer range - at `$.task`"),
+            ({"version": 2, "team_id": "lead", "task": {**task("task-1")["task"], "ownerId": "x"}},
+             "Object contains unknown field `ownerId` - at `$.task`"),
         ],
-    )
-    def test_invalid_task_payloads_are_rejected(self, payload: dict[str, Any]) -> None:
-        """Wrong types, extra keys, bad enums and unsafe numeric ids fail the strict decode."""
-        with pytest.raises(msgspec.ValidationError):
+    )  # fmt: skip
+    def test_invalid_task_payloads_are_rejected(self, payload: dict[str, Any], error: str) -> None:
+        """Wrong types, extra keys, bad enums and unsafe numeric ids fail the strict decode, naming the field."""
+        with pytest.raises(msgspec.ValidationError) as caught:
             decode("team/task", payload)
+        assert str(caught.value) == error
 
     def test_largest_safe_task_id_is_valid(self) -> None:
         """``task-9007199254740991`` is the last valid numeric id."""
@@ -117,7 +119,8 @@ class TestNumericIds:
 
     def test_long_non_numeric_ids_are_legal(self) -> None:
         """A long branded id passes the range check because it is not numeric."""
-        assert TeamTaskSnapshot("task-custom-identifier-x", 1, "s", "d", "pending", (), ()).id
+        snapshot = TeamTaskSnapshot("task-custom-identifier-x", 1, "s", "d", "pending", (), ())
+        assert snapshot.id == "task-custom-identifier-x" and numeric_task_number(snapshot.id) is None
 
 
 class TestContentBlocks:
@@ -134,8 +137,11 @@ class TestContentBlocks:
         ],
     )
     def test_valid_blocks_pass(self, block: dict[str, Any]) -> None:
-        """Well-formed core blocks and opaque merge-extensible blocks are accepted."""
-        validate_content([block])
+        """Well-formed core blocks and opaque merge-extensible blocks are accepted and kept verbatim, extra keys too."""
+        assert validate_content([block]) is None
+        record = decode("team/message/queued", queued("m-1", "w1", content=[block]))
+        assert record.message.content == (block,)
+        assert msgspec.json.decode(json_encode(record))["message"]["content"] == [block]
 
     @pytest.mark.parametrize(
         "block",

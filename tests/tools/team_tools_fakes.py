@@ -105,5 +105,5 @@ class StubAgent:
         self.scope = StubScope()
 
 
-def tool_call(name: str, agent: Any) -> ToolCall:
-    return ToolCall(call_id="call-1", name=name, agent=agent, signal=AbortSignal())
+def tool_call(name: str, agent: Any, signal: AbortSignal | None = None) -> ToolCall:
+    return ToolCall(call_id="call-1", name=name, agent=agent, signal=signal or AbortSignal())

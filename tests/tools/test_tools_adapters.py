@@ -17,6 +17,7 @@ from dsh_team_tools.config import ToolsConfig
 from dsh_team_tools.reminder import identity_reminder
 from dsh_team_tools.tools import NO_PROGRESS_MESSAGE, build_tools, member_row, task_row
 from host_spec.errors import DshError, ToolError
+from host_spec.records import AbortSignal
 from host_spec.schema import compact_json
 
 
@@ -24,9 +25,12 @@ def tools(service: FakeService, config: ToolsConfig | None = None) -> dict[str, 
     return {spec.name: spec for spec in build_tools(lambda: service, config or ToolsConfig())}
 
 
-async def call(service: FakeService, agent: object, name: str, args: object, config: ToolsConfig | None = None) -> object:
+async def call(
+    service: FakeService, agent: object, name: str, args: object, config: ToolsConfig | None = None,
+    *, signal: AbortSignal | None = None,
+) -> object:
     spec = tools(service, config)[name]
-    return await spec.execute(args, tool_call(name, agent))
+    return await spec.execute(args, tool_call(name, agent, signal))
 
 
 class TestBuildTools:
@@ -102,15 +106,16 @@ class TestRows:
 class TestSpawnTeammate:
     async def test_fresh_spawn_prefixes_the_identity_reminder(self, service: FakeService, lead: StubAgent) -> None:
         """A fresh spawn sends [reminder, prompt] blocks through the fresh provider."""
+        signal = AbortSignal()
         result = await call(service, lead, "spawn_teammate",
-                      s.SpawnTeammateArgs(name="reviewer", description="Reviews", prompt="Review src"))
+                            s.SpawnTeammateArgs(name="reviewer", description="Reviews", prompt="Review src"), signal=signal)
         (name, caller, kwargs), = service.calls
         assert (name, caller) == ("spawn_teammate", lead)
         assert kwargs["prompt"] == [{"type": "text", "text": identity_reminder("reviewer")},
                                     {"type": "text", "text": "Review src"}]
         assert (kwargs["context"], kwargs["provider"]) == ("fresh", "spawn")
         assert (kwargs["name"], kwargs["description"]) == ("reviewer", "Reviews")
-        assert kwargs["signal"] is not None
+        assert kwargs["signal"] is signal  # the call's own signal, so aborting the call aborts the spawn
         assert isinstance(result, s.SpawnTeammateResult)
         assert result.member.target == "reviewer"
 
@@ -125,10 +130,11 @@ class TestSpawnTeammate:
 
 class TestMessagingAndRoster:
     async def test_send_message_is_one_text_block(self, service: FakeService, lead: StubAgent) -> None:
-        """send_message sends one text block to the named target and returns id and status."""
-        result = await call(service, lead, "send_message", s.SendMessageArgs(target="reviewer", message="hi"))
+        """send_message sends one text block to the named target, under the call's signal, and returns id and status."""
+        signal = AbortSignal()
+        result = await call(service, lead, "send_message", s.SendMessageArgs(target="reviewer", message="hi"), signal=signal)
         (_, _, kwargs), = service.calls
-        assert kwargs["target"] == "reviewer"
+        assert kwargs["target"] == "reviewer" and kwargs["signal"] is signal
         assert kwargs["content"] == [{"type": "text", "text": "hi"}]
         assert compact_json(result) == '{"message_id":"team-message-1","status":"accepted"}'
 
@@ -165,10 +171,11 @@ class TestWaitAgent:
     async def test_active_peer_waits_for_change(self, service: FakeService, lead: StubAgent, status: str) -> None:
         """With a running or provisioning peer the wait goes to the service with the default timeout."""
         service.members.append(member("reviewer", status=status))
-        result = await call(service, lead, "wait_agent", s.WaitAgentArgs())
+        signal = AbortSignal()
+        result = await call(service, lead, "wait_agent", s.WaitAgentArgs(), signal=signal)
         name, caller, kwargs = service.calls[-1]
         assert (name, caller, kwargs["timeout_ms"]) == ("wait_for_change", lead, 30_000)
-        assert kwargs["signal"] is not None
+        assert kwargs["signal"] is signal  # an interrupt of the call ends the wait
         assert compact_json(result) == '{"timed_out":false,"position":7}'
 
     async def test_timed_out_without_position(self, service: FakeService, lead: StubAgent) -> None:

@@ -59,7 +59,7 @@ class TestRoster:
         async with open_team(tmp_path, GatedModel({}), tools_config=config) as host:
             lead = await start_root(host)
             _, error = await call(host, lead, "spawn_teammate", FIRST)
-            assert error is not None
+            assert error is not None and error["code"] == "NO_PROVIDER" and "team-fresh" in error["message"]
             rows, _ = await call(host, lead, "list_agents")
             failed = rows[1]
             assert (failed["target"], failed["status"], failed["provider"]) == ("reviewer", "failed", "team-fresh")
