@@ -4,9 +4,14 @@
 model is the scripted adapter reading ``examples/team_demo.json``)::
 
     dsh run --profile agent-teams --model scripted:examples/team_demo.json \\
-        --data-dir .dsh-demo "<prompt>"
+        --data-dir .dsh-demo --workspace .dsh-demo/workspace "<prompt>"
 
-and then prints the final Team state with ``dsh team show``. The transcript
+in a fresh, empty workspace, then prints the final Team state with ``dsh team
+show`` and the files the team wrote there. The members do real work through the
+workspace tools: the builder writes ``src/greet.py``, the reviewer reads it, writes
+``docs/review.md`` and adds a docstring to the module, and the builder's next edit,
+based on the version it wrote, is refused with ``FILE_STALE`` -- it re-reads the
+file and succeeds on top of the reviewer's change. The transcript
 lines come from ``dsh run`` itself: one line per message, tool call and tool
 result, prefixed with the member that produced it (``[lead]``, ``[builder]``,
 ``[reviewer]``), in the order they were committed.
@@ -16,6 +21,7 @@ The data directory is kept so you can look around afterwards::
     dsh team show --data-dir .dsh-demo            # roster, board, pending mail
     dsh team show --data-dir .dsh-demo --at 20    # the Team as it was at seq 20
     dsh log --data-dir .dsh-demo <session id>     # every event of one session
+    ls -R .dsh-demo/workspace                     # what the team wrote
 
 Options: ``--data-dir DIR`` (default ``./.dsh-demo``; a directory this script
 created before is reset, any other non-empty directory is refused), ``--script
@@ -34,6 +40,8 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_SCRIPT = HERE / "team_demo.json"
 DEFAULT_DATA_DIR = Path(".dsh-demo")
 MARKER = ".dsh-demo"
+#: The team's workspace, inside the data dir so that a reset starts from an empty checkout.
+WORKSPACE = "workspace"
 PROMPT = (
     "Use an Agent Team for this: have a builder write src/greet.py and a reviewer review it, "
     "then give me a summary."
@@ -80,12 +88,16 @@ def run(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     data_dir = fresh_data_dir(args.data_dir)
     common = ["--data-dir", str(data_dir)]
+    workspace = data_dir / WORKSPACE
+    workspace.mkdir()
 
     print("=" * 78)
-    print(f"dsh run --profile agent-teams --model scripted:{_shown(args.script)} --data-dir {data_dir}")
+    print(f"dsh run --profile agent-teams --model scripted:{_shown(args.script)} --data-dir {data_dir} "
+          f"--workspace {workspace}")
     print(f"prompt: {args.prompt}")
     print("=" * 78, flush=True)
-    command = [*dsh_command(), "run", "--profile", "agent-teams", "--model", f"scripted:{args.script}", *common, args.prompt]
+    command = [*dsh_command(), "run", "--profile", "agent-teams", "--model", f"scripted:{args.script}", *common,
+               "--workspace", str(workspace), args.prompt]
     status = subprocess.run(command, check=False).returncode
     if status != 0:
         print(f"run_demo: dsh run exited with {status}", file=sys.stderr)
@@ -99,6 +111,13 @@ def run(argv: list[str] | None = None) -> int:
     if status != 0:
         print(f"run_demo: dsh team show exited with {status}", file=sys.stderr)
         return status
+    print()
+    print("=" * 78)
+    print(f"files in {workspace}")
+    print("=" * 78)
+    for path in sorted(p for p in workspace.rglob("*") if p.is_file()):
+        print(f"--- {path.relative_to(workspace)}")
+        print(path.read_text(), end="")
     print()
     print(f"Logs are in {data_dir}/. Try: dsh team show --data-dir {data_dir} --at 20")
     return 0

@@ -77,9 +77,17 @@ def dsh(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(dsh_argv(*args), env=env, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=REPO)
 
 
+def workspace_of(data_dir: Path) -> Path:
+    """The demo's workspace inside its data dir (as ``examples/run_demo.py`` lays it out)."""
+    return data_dir / "workspace"
+
+
 def run_args(data_dir: Path, profile: str | Path = "agent-teams") -> list[str]:
-    """``dsh run`` arguments for the demo."""
-    return ["run", "--profile", str(profile), "--model", f"scripted:{SCRIPT}", "--data-dir", str(data_dir), PROMPT]
+    """``dsh run`` arguments for the demo (its empty workspace is created here)."""
+    workspace = workspace_of(data_dir)
+    workspace.mkdir(parents=True, exist_ok=True)
+    return ["run", "--profile", str(profile), "--model", f"scripted:{SCRIPT}", "--data-dir", str(data_dir),
+            "--workspace", str(workspace), PROMPT]
 
 
 def resume_args(data_dir: Path) -> list[str]:
@@ -186,6 +194,9 @@ def team_event_set(stored: Stored) -> list[dict[str, Any]]:
 
 
 def board(show: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:
-    """The scheduling-independent part of ``team show --json``: roster, board, pending mail."""
+    """The scheduling-independent part of ``team show --json``: roster, board, pending mail, audited writes."""
     keep = ("version", "offline", "enabled", "failure", "members", "tasks", "pending_mail")
-    return normalize({key: show[key] for key in keep}, ids)
+    view = {key: show[key] for key in keep}
+    # writes: who wrote what with which verdict; the time and the tool-call id are generated
+    view["writes"] = [{k: v for k, v in write.items() if k not in ("time", "call_id")} for write in show["writes"]]
+    return normalize(view, ids)

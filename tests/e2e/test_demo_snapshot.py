@@ -139,6 +139,72 @@ class TestScript:
         assert gates == 3
 
 
+GREET_FINAL = 'def greet(name: str) -> str:\n    """Return the greeting for name."""\n    return f"Hello, {name}!"\n'
+REVIEW_FIRST_LINE = "# Review of src/greet.py"
+
+
+def _workspace_results(stored: Stored, session_id: str) -> list[dict[str, Any]]:
+    """``(name, error code or None, decoded result)`` of every workspace tool result in one session's own log."""
+    header, events = stored.sessions[session_id]
+    rows = []
+    for event in events[header.seed_length :]:
+        value = event.value() if event.type == "tool/result" else None
+        if value is not None and value["name"] in WORKSPACE_TOOLS:
+            error = value.get("error") or {}
+            body = None if value.get("is_error") else json.loads(value["content"][0]["text"])
+            rows.append({"name": value["name"], "code": error.get("code"), "message": error.get("message"),
+                         "result": body})
+    return rows
+
+
+class TestRealWork:
+    """The demo changes real files in its workspace, and one member's stale edit is refused."""
+
+    def test_the_files_the_team_wrote(self, make_demo: DemoRun) -> None:
+        """builder wrote src/greet.py, the reviewer added a docstring and wrote docs/review.md, builder added hints."""
+        assert make_demo.result.returncode == 0, make_demo.result.stderr
+        workspace = make_demo.data / "workspace"
+        assert sorted(p.relative_to(workspace).as_posix() for p in workspace.rglob("*") if p.is_file()) == [
+            "docs/review.md", "src/greet.py"]
+        assert (workspace / "src/greet.py").read_text() == GREET_FINAL
+        review = (workspace / "docs/review.md").read_text()
+        assert review.startswith(REVIEW_FIRST_LINE + "\n") and "Verdict: approved." in review
+        out = make_demo.result.stdout
+        assert "--- src/greet.py" in out and GREET_FINAL in out  # the demo shows the files
+
+    def test_one_stale_edit_is_refused_then_redone_after_a_read(self, make_demo: DemoRun) -> None:
+        """Exactly one FILE_STALE in the whole team: the builder's, whose diff shows the reviewer's docstring."""
+        stored = Stored(make_demo.data)
+        names = {name: sid for sid, name in stored.children().items()}
+        builder = _workspace_results(stored, names["builder"])
+        reviewer = _workspace_results(stored, names["reviewer"])
+        lead = _workspace_results(stored, stored.root)
+        assert [(r["name"], r["code"]) for r in builder] == [
+            ("write_file", None), ("edit_file", "FILE_STALE"), ("read_file", None), ("edit_file", None)]
+        assert [(r["name"], r["code"]) for r in reviewer] == [
+            ("read_file", None), ("write_file", None), ("edit_file", None)]
+        assert lead == []
+        stale = builder[1]["message"]
+        assert '+    """Return the greeting for name."""' in stale and "nothing was written" in stale
+        # the reviewer read exactly what the builder wrote
+        assert reviewer[0]["result"]["sha256"] == builder[0]["result"]["sha256"]
+        out = make_demo.result.stdout
+        assert "[builder] tool result edit_file (error) Error: src/greet.py changed since you read it" in out
+
+    def test_the_writes_section_audits_every_write(self, make_demo: DemoRun) -> None:
+        """dsh team show lists the four writes with their write-scope verdicts."""
+        shown = team_show(make_demo.env, make_demo.data)
+        rows = [(w["member"], w["path"], w["tool"], w["tasks"], w["in_scope"]) for w in shown["writes"]]
+        assert rows == [
+            ("builder", "src/greet.py", "write_file", ["task-1"], True),
+            ("reviewer", "docs/review.md", "write_file", ["task-2"], True),
+            ("reviewer", "src/greet.py", "edit_file", ["task-2"], False),
+            ("builder", "src/greet.py", "edit_file", [], False),
+        ]
+        assert shown["writes"][2]["warnings"] == ["src/greet.py is outside the write scopes of your task(s) task-2"]
+        assert "Writes (4; 2 outside the writer's task scopes)" in make_demo.result.stdout
+
+
 class TestMakeDemo:
     def test_the_demo_exits_normally_with_transcript_and_board(self, make_demo: DemoRun) -> None:
         """``make demo`` exits 0 and prints member-prefixed turns, tool calls, results and the final board."""
