@@ -23,6 +23,7 @@ __all__ = [
     "ContentBlock",
     "Source",
     "UserMessage",
+    "Usage",
     "AssistantMessage",
     "ToolResultMessage",
     "text_block",
@@ -45,13 +46,28 @@ class UserMessage(msgspec.Struct, frozen=True):
     role: Literal["user"] = "user"
 
 
+class Usage(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Token usage of one model call, as the server reported it (``cached_tokens`` where it does)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int | None = None
+
+
 class AssistantMessage(msgspec.Struct, frozen=True, omit_defaults=True):
-    """Payload of ``assistant/message``: text blocks and ``tool-call`` blocks."""
+    """Payload of ``assistant/message``: text blocks and ``tool-call`` blocks.
+
+    ``usage`` and ``model`` (``KIND:MODEL``) say what the call cost and which model
+    answered, so cost per member and per task can be folded from the logs; both are
+    absent when the adapter does not report them (the scripted model).
+    """
 
     turn: int
     step: int
     content: list[ContentBlock]
     interrupted: bool = False
+    usage: Usage | None = None
+    model: str | None = None
 
 
 class ToolResultMessage(msgspec.Struct, frozen=True, omit_defaults=True):

@@ -21,6 +21,7 @@ CLI configures it, never this module.
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import inspect
 import os
 from collections.abc import Callable, Sequence
@@ -29,13 +30,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
-from host_spec.errors import ModelError
 from host_spec.messages import UserMessage, user_message
 from host_spec.storage import StorageBackend
 
 from host_spec.host.children.activation import fold_descriptor
 from host_spec.host.agents.registry import AgentRegistry, AgentRuntime
-from host_spec.host.models.scripted import ScriptedModel
+from host_spec.host.models.registry import ModelRoutes, resolve_spec
 from host_spec.host.plugins.manager import PluginManager
 from host_spec.host.plugins.profiles import Profile, load_profile
 from host_spec.host.agents.prompt import PromptRegistry
@@ -56,18 +56,18 @@ S = TypeVar("S")
 
 
 def resolve_model(model: Any) -> Any:
-    """A model adapter from an adapter object or a spec string (``scripted:FILE``).
+    """A model adapter from an adapter object or a spec string (``scripted:FILE``, ``openai:MODEL``).
+
+    Specs resolve through entry-point group ``dsh.models``
+    (:mod:`host_spec.host.models.registry`).
 
     Raises:
-        ModelError: an unknown adapter name.
-        ScriptError: the script file is unreadable or malformed.
+        ModelError: an unknown or uninstalled kind, or the adapter's own check
+            (``ScriptError`` for a bad script, ``MODEL_AUTH`` for a missing key variable).
     """
     if not isinstance(model, (str, os.PathLike)):
         return model
-    kind, _, argument = os.fspath(model).partition(":")
-    if kind == "scripted" and argument:
-        return ScriptedModel.from_file(argument)
-    raise ModelError(f'unknown model "{model}" (available: scripted:FILE)', code="MODEL_UNKNOWN")
+    return resolve_spec(os.fspath(model))
 
 
 class Host:
@@ -80,15 +80,23 @@ class Host:
         profile: The profile whose plugins were loaded, if any.
     """
 
-    def __init__(self, *, store: StorageBackend | None, model: Any, plugins: PluginManager | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        store: StorageBackend | None,
+        model: Any,
+        plugins: PluginManager | None = None,
+        model_spec: str | None = None,
+    ) -> None:
         self.store = store
         self.model = model
+        self.models = ModelRoutes(model, model_spec)
         self.plugins = plugins if plugins is not None else PluginManager()
         self.plugins.host = self
         self.sessions = SessionStore(store, self)
         self.tools = ToolRegistry()
         self.prompts = PromptRegistry()
-        self.agents = AgentRegistry(AgentRuntime(self.sessions, self.tools, self.prompts, model, hooks=self))
+        self.agents = AgentRegistry(AgentRuntime(self.sessions, self.tools, self.prompts, self.models, hooks=self))
         self.continuations: Any = ContinuationManager(self)
         self.profile: Profile | None = None
         self._announced: dict[str, Any] = {}
@@ -113,7 +121,8 @@ class Host:
         Args:
             data_dir: Root of the JSONL store, or ``None`` to keep sessions in memory.
             profile: A built-in profile name, a ``.toml`` path, a :class:`Profile`, or ``None``.
-            model: A model adapter or a spec string (``scripted:FILE``).
+            model: A model adapter or a spec string (``scripted:FILE``, ``openai:MODEL``).
+                Members the profile's ``[models]`` table names get their own spec.
             extra_plugins: ``(name, object)`` plugins registered before the profile's,
                 so they unload last (the CLI's transcript printer).
             wrap_storage: Called once with the JSONL store under ``data_dir``; the host
@@ -128,9 +137,13 @@ class Host:
         store: StorageBackend | None = JsonlStore(Path(data_dir)) if data_dir is not None else None
         if store is not None and wrap_storage is not None:
             store = wrap_storage(store)
-        host = cls(store=store, model=adapter)
+        spec = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
+        host = cls(store=store, model=adapter, model_spec=spec)
         host.profile = resolved
         try:
+            for member_spec in resolved.models.values() if resolved is not None else ():
+                if member_spec != spec:  # a bad member model fails here, before anything runs
+                    host.models.add(member_spec, resolve_spec(member_spec))
             for name, plugin in extra_plugins:
                 host.plugins.load(name, plugin=plugin)
             for entry in resolved.plugins if resolved is not None else ():
@@ -163,6 +176,7 @@ class Host:
             task.cancel()
         if self._soon_tasks:
             await asyncio.gather(*self._soon_tasks, return_exceptions=True)
+        await self.models.close()  # last: no agent can be mid-call any more
         if errors:
             raise errors[0]
 
@@ -270,6 +284,14 @@ class Host:
         """Build and publish the agent of an announced session (``dsh_agent_created`` may veto)."""
         return self.agents.create(session, name=name, model=model, source=source)
 
+    def member_model(self, name: str, parent: Any) -> str | None:
+        """The model spec of a new child named ``name``: the profile's first matching
+        ``[models]`` pattern (``fnmatch``), else its parent's model."""
+        for pattern, spec in (self.profile.models.items() if self.profile is not None else ()):
+            if fnmatch.fnmatchcase(name, pattern):
+                return spec
+        return getattr(parent, "model", None)
+
     async def dispose_agent(self, agent: Any) -> None:
         """Dispose ``agent`` (quiesce, unwind its scope) and release its session.
 
@@ -314,7 +336,7 @@ class Host:
         if session is None:
             session = await self.create_session(session_id, cwd=cwd)
         try:
-            agent = self.start_agent(session, name=name, source="startup")
+            agent = self.start_agent(session, name=name, source="startup", model=self.models.default_spec)
         except BaseException:
             await self.release_session(session)
             raise
@@ -335,7 +357,7 @@ class Host:
         """
         session = await self.resume_session(session_id)
         try:
-            agent = self.start_agent(session, name=agent_name(session), source="resume")
+            agent = self.start_agent(session, name=agent_name(session), source="resume", model=self.models.default_spec)
         except BaseException:
             await self.release_session(session)
             raise

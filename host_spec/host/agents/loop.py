@@ -154,7 +154,8 @@ async def _run_step(agent: Agent, turn: int, step: int, signal: AbortSignal) -> 
     calls, oversized = bound_calls(agent, reply.tool_calls)  # an oversized payload is never stored
     content = [text_block(reply.text)] if reply.text else []
     content += [{"type": "tool-call", "id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]
-    session.append(EventType.ASSISTANT_MESSAGE, AssistantMessage(turn=turn, step=step, content=content))
+    message = AssistantMessage(turn=turn, step=step, content=content, usage=reply.usage, model=reply.model)
+    session.append(EventType.ASSISTANT_MESSAGE, message)
     if not calls:
         return True
     await run_tool_calls(agent, calls, turn=turn, step=step, signal=signal, oversized=oversized)

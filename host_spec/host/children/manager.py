@@ -170,18 +170,19 @@ class ContinuationManager(Lineage):
             raise SubagentError(f"child id {child_id} is already in use", code="DUPLICATE_CHILD") from exc
         agent = None
         accepted = False
+        model = self._host.member_model(name or label, parent)
         try:
             descriptor = SubagentDescriptor(
                 version=DESCRIPTOR_VERSION,
                 mode="continuable",
                 provider=provider.name,
                 label=label,
-                agent_model=parent.model,
+                agent_model=model,
                 name=name,
             )
             session.append(EventType.SUBAGENT_DESCRIPTOR, descriptor)
             with cause_scope(None):  # the child's driver must not inherit the caller's tool-call cause
-                agent = self._host.start_agent(session, name=name or label, model=parent.model, source="startup")
+                agent = self._host.start_agent(session, name=name or label, model=model, source="startup")
             check_signal(signal, "start_continuable")
             # Admit without waking: the first turn starts only once the prompt is durable, so
             # a rolled-back start never has a driver writing behind it.

@@ -3,6 +3,7 @@
 ::
 
     dsh run --profile agent-teams --model scripted:script.json [--workspace DIR] "build the thing"
+    dsh run --profile agent-teams --model openai:gpt-4o-mini "build the thing"   # key from $OPENAI_API_KEY
     dsh resume [SESSION_ID]            # default: the most recent root session
     dsh log SESSION_ID                 # every event of one stored session
     dsh team show [SESSION_ID]         # from an installed CLI extension (entry points "dsh.cli")
@@ -28,6 +29,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import structlog
 
@@ -73,10 +75,18 @@ def build_parser(extensions: Sequence[Extension] | None = None) -> argparse.Argu
         sub.add_argument("--data-dir", default=_default_data_dir(), type=Path,
                          help="session store root (default: $DSH_DATA_DIR or ./.dsh-data)")
 
+    def model_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--base-url", default=None,
+                         help="openai: server root, e.g. http://127.0.0.1:8080/v1 (default: $OPENAI_BASE_URL)")
+        sub.add_argument("--api-key-env", default=None, metavar="NAME",
+                         help="openai: environment variable holding the API key (default: OPENAI_API_KEY)")
+
     run = commands.add_parser("run", help="run a new root session until the team is quiescent",
                               description="Run a new root session from PROMPT until every agent is idle.")
     run.add_argument("--profile", default="headless", help="built-in profile name or path to a .toml (default: headless)")
-    run.add_argument("--model", required=True, help="model adapter, e.g. scripted:script.json")
+    run.add_argument("--model", required=True,
+                     help="model spec: scripted:FILE, openai:MODEL[?tools=constrained&...] (entry points dsh.models)")
+    model_options(run)
     run.add_argument("--workspace", default=".", type=Path,
                      help="directory the agents' file and shell tools work in (default: the current directory; "
                           "recorded in the session, so resume uses it again)")
@@ -88,7 +98,8 @@ def build_parser(extensions: Sequence[Extension] | None = None) -> argparse.Argu
     resume.add_argument("--profile", default=None,
                         help="profile to load (default: the one the run was started with, else headless)")
     resume.add_argument("--model", default=None,
-                        help="model adapter, e.g. scripted:script.json (default: the one the run was started with)")
+                        help="model spec, e.g. scripted:script.json (default: the one the run was started with)")
+    model_options(resume)
     data_dir(resume)
     resume.add_argument("session_id", nargs="?", default=None, help="session to resume")
 
@@ -146,11 +157,13 @@ def _exit_code(agent: Any) -> int:
 
 async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -> int:
     transcript = Transcript(write=print, fallback=agent_name)
+    if isinstance(model, str):
+        model = absolute_spec(model, prefix="scripted:")  # agents and child descriptors record it as well
     host = await Host.open(args.data_dir, args.profile, model, extra_plugins=[("dsh-transcript", transcript)])
     try:
         if session_id is None:
             session = await _claim_root(host, args.workspace)
-            settings = RunSettings(absolute_spec(args.profile), absolute_spec(args.model, prefix="scripted:"))
+            settings = RunSettings(absolute_spec(args.profile), model)
             # Under the session's lock (no other run can hold this id), before the root
             # runs (a crash at step 1 still resumes with the right profile and model).
             record(args.data_dir, session.id, settings)
@@ -192,9 +205,26 @@ def _workspace(path: Path) -> str:
     return os.path.realpath(path)
 
 
+def _with_options(spec: str, args: argparse.Namespace) -> str:
+    """Fold ``--base-url`` / ``--api-key-env`` into an ``openai:`` spec, so the run record keeps them.
+
+    The spec is recorded and resolved again by ``dsh resume``; the key never is: only
+    the *name* of its variable goes into the spec.
+    """
+    options = [(key, value) for key, value in (("base_url", args.base_url), ("api_key_env", args.api_key_env))
+               if value is not None]
+    if not options:
+        return spec
+    if not spec.startswith("openai:"):
+        raise CliError("--base-url and --api-key-env apply to openai: models only", code="CLI_USAGE")
+    query = "&".join(f"{key}={quote(value, safe=':/')}" for key, value in options)
+    return f"{spec}{'&' if '?' in spec else '?'}{query}"
+
+
 async def _run(args: argparse.Namespace) -> int:
     _data_dir(args.data_dir, create=True)
     args.workspace = _workspace(args.workspace)
+    args.model = _with_options(args.model, args)
     return await _drive(args, args.model, None)
 
 
@@ -207,7 +237,8 @@ async def _resume(args: argparse.Namespace) -> int:
     recorded = lookup(args.data_dir, session_id)
     if args.profile is None:
         args.profile = recorded.profile if recorded is not None else "headless"
-    model = args.model or (recorded.model if recorded is not None else None) or _NoModel()
+    spec = args.model or (recorded.model if recorded is not None else None)
+    model = _with_options(spec, args) if spec is not None else _NoModel()
     return await _drive(args, model, session_id)
 
 

@@ -1,7 +1,8 @@
 """The model seam the turn loop talks to: one request in, one assistant step out.
 
 Adapters implement ``protocols.ModelAdapter``: ``await complete(request)`` returns
-``{"text": str, "tool_calls": [{"id", "name", "arguments"}]}``. The loop checks
+``{"text": str, "tool_calls": [{"id", "name", "arguments"}]}``, optionally with
+``"usage": {"input_tokens", "output_tokens", "cached_tokens"?}`` and ``"model"``. The loop checks
 that shape here, once, so an adapter bug becomes a typed ``ModelError`` (a turn
 ending ``error``) rather than a crash deep inside tool dispatch.
 """
@@ -16,6 +17,7 @@ import attrs
 
 from host_spec.errors import ModelError
 from host_spec.events import json_encode
+from host_spec.messages import Usage
 from host_spec.records import AbortSignal, ToolSpec
 
 from host_spec.host.agents.tools import schema
@@ -57,6 +59,24 @@ class ModelToolCall:
 class ModelReply:
     text: str
     tool_calls: tuple[ModelToolCall, ...] = ()
+    usage: Usage | None = None
+    model: str | None = None
+
+
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cached_tokens")
+
+
+def _usage(raw: Any) -> Usage | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise ModelError("model reply usage must be an object", code="MODEL_BAD_REPLY")
+    for key in _USAGE_KEYS:
+        value = raw.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise ModelError(f"model reply usage.{key} must be a non-negative integer", code="MODEL_BAD_REPLY")
+    return Usage(input_tokens=raw.get("input_tokens") or 0, output_tokens=raw.get("output_tokens") or 0,
+                 cached_tokens=raw.get("cached_tokens"))
 
 
 def tool_definitions(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
@@ -89,4 +109,7 @@ def parse_reply(reply: Any) -> ModelReply:
             raise ModelError(f"model reply tool_calls[{index}].arguments must be JSON text", code="MODEL_BAD_REPLY")
         call_id = call.get("id") or f"call-{uuid.uuid4().hex[:12]}"
         calls.append(ModelToolCall(id=str(call_id), name=call["name"], arguments=arguments))
-    return ModelReply(text=text, tool_calls=tuple(calls))
+    model = reply.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ModelError("model reply model must be a string", code="MODEL_BAD_REPLY")
+    return ModelReply(text=text, tool_calls=tuple(calls), usage=_usage(reply.get("usage")), model=model)

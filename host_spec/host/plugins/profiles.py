@@ -8,6 +8,12 @@ A profile is a built-in name (``headless``, ``agent-teams``; files in
     disable = ["subagent-control"]  # optional: entry names to switch off
     [plugins.dsh-team]              # one table per plugin entry name; the table IS its config
     max_members = 8
+    [models]                        # optional: member-name pattern -> model spec
+    "review*" = "openai:gpt-4o-mini"
+
+A ``[models]`` entry gives every child whose name matches the pattern
+(``fnmatch``, first match in file order) its own model; other children keep their
+parent's. Later layers override an earlier layer's pattern and append new ones.
 
 Layering (later wins per plugin): the ``extends`` chain is resolved base first; each
 layer first removes the names it disables, then sets its plugin tables. A table
@@ -50,6 +56,7 @@ class _ProfileFile:
     description: str = ""
     disable: list[str] = attrs.Factory(list)
     plugins: dict[str, dict[str, Any]] = attrs.Factory(dict)
+    models: dict[str, str] = attrs.Factory(dict)
 
 
 @attrs.frozen
@@ -70,6 +77,7 @@ class Profile:
         disabled: Names some layer switched off and no later layer re-enabled.
         sources: The files layered, base first.
         description: The description of the outermost file.
+        models: Member-name pattern -> model spec, in match order.
     """
 
     name: str
@@ -77,6 +85,7 @@ class Profile:
     disabled: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
     description: str = ""
+    models: Mapping[str, str] = attrs.field(factory=lambda: MappingProxyType({}))
 
     def names(self) -> tuple[str, ...]:
         return tuple(entry.name for entry in self.plugins)
@@ -142,7 +151,7 @@ def _check_known(name: str, known: Collection[str], label: str, path: str) -> No
 
 def _resolve(
     spec: str, base_dir: Path | None, known: Collection[str], chain: tuple[Path, ...]
-) -> tuple[dict[str, Mapping[str, Any]], set[str], list[str], str]:
+) -> tuple[dict[str, Mapping[str, Any]], set[str], list[str], str, dict[str, str]]:
     path = _locate(spec, base_dir).resolve()
     label = spec if not _is_path(spec) else str(path)
     if path in chain:
@@ -150,9 +159,9 @@ def _resolve(
         raise ConfigError(f"profile {label}: extends itself ({cycle})", path="extends")
     layer = _read(path, label)
     if layer.extends is not None:
-        plugins, disabled, sources, _ = _resolve(layer.extends, path.parent, known, (*chain, path))
+        plugins, disabled, sources, _, models = _resolve(layer.extends, path.parent, known, (*chain, path))
     else:
-        plugins, disabled, sources = {}, set(), []
+        plugins, disabled, sources, models = {}, set(), [], {}
     for index, name in enumerate(layer.disable):
         _check_known(name, known, label, f"disable[{index}]")
         if name in layer.plugins:
@@ -166,8 +175,13 @@ def _resolve(
         _check_known(name, known, label, f"plugins.{name}")
         plugins[name] = MappingProxyType(dict(table))
         disabled.discard(name)
+    for pattern, model in layer.models.items():
+        if ":" not in model:
+            raise ConfigError(f'profile {label}: model "{model}" is not a KIND:ARGUMENT spec @ models.{pattern}',
+                              path=f"models.{pattern}")
+        models[pattern] = model
     sources.append(str(path))
-    return plugins, disabled, sources, layer.description
+    return plugins, disabled, sources, layer.description, models
 
 
 def load_profile(spec: str | os.PathLike[str], *, known: Collection[str] | None = None) -> Profile:
@@ -185,7 +199,7 @@ def load_profile(spec: str | os.PathLike[str], *, known: Collection[str] | None 
     """
     spec = os.fspath(spec)
     names = known_plugin_names() if known is None else known
-    plugins, disabled, sources, description = _resolve(spec, None, names, ())
+    plugins, disabled, sources, description, models = _resolve(spec, None, names, ())
     entries = tuple(PluginEntry(name, config) for name, config in plugins.items())
     return Profile(
         name=spec,
@@ -193,4 +207,5 @@ def load_profile(spec: str | os.PathLike[str], *, known: Collection[str] | None 
         disabled=tuple(sorted(disabled)),
         sources=tuple(sources),
         description=description,
+        models=MappingProxyType(models),
     )

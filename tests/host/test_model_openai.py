@@ -1,0 +1,193 @@
+"""The ``openai:`` adapter against a real chat-completions server on 127.0.0.1 (in-process host)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from host_spec.errors import ModelError
+from host_spec.events import EventType
+from host_spec.host.models.openai_adapter import classify, from_spec
+from host_spec.host.store.jsonl import JsonlStore
+from kit_model_server import ModelServer, Raw, Slow, Status, calls, text
+from kit_notes import KEY, KEY_ENV, of, open_notes, run, run_prompt, spec, turn_end
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+
+
+def script(*replies: Any) -> Any:
+    """A responder answering ``replies`` in order (then plain text)."""
+    queue = list(replies)
+    return lambda request: queue.pop(0) if queue else text("done")
+
+
+class TestConversation:
+    def test_arguments_split_mid_json_are_reassembled_executed_and_usage_recorded(self, tmp_path: Path) -> None:
+        with ModelServer(script(calls(("note", {"text": "split \u00e9 json"}), split=3, cached=5), text("noted"))) as server:
+            events, notes = run(run_prompt(tmp_path, spec(server.base_url)))
+        assert notes.notes == ["split \u00e9 json"]
+        first, second = of(events, EventType.ASSISTANT_MESSAGE)
+        assert first["content"][0]["arguments"] == json.dumps({"text": "split \u00e9 json"})
+        assert first["usage"] == {"input_tokens": 20, "output_tokens": 7, "cached_tokens": 5}
+        assert first["model"] == "openai:stub-model"
+        assert second["usage"] == {"input_tokens": 11, "output_tokens": 3}
+        assert turn_end(events) == {"kind": "completed"}
+        request = server.requests[0]
+        assert request["model"] == "stub-model" and request["stream"] is True
+        assert request["tools"][0]["function"]["name"] == "note"
+        assert server.headers[0]["authorization"] == f"Bearer {KEY}"
+        # The second request carries the call and its result, linked by the call id.
+        wire = server.requests[1]["messages"]
+        assert wire[-2]["tool_calls"][0]["id"] == "call_0" and wire[-1]["tool_call_id"] == "call_0"
+
+    def test_malformed_arguments_get_invalid_args_and_the_model_corrects_itself(self, tmp_path: Path) -> None:
+        replies = script(calls(("note", '{"text": "oops'), split=4), calls(("note", {"text": "fixed"})), text("ok"))
+        with ModelServer(replies) as server:
+            events, notes = run(run_prompt(tmp_path, spec(server.base_url)))
+        assert notes.notes == ["fixed"]
+        results = of(events, EventType.TOOL_RESULT)
+        assert [r.get("error", {}).get("code") for r in results] == ["INVALID_ARGS", None]
+        seen = server.requests[1]["messages"][-1]
+        assert seen["role"] == "tool" and seen["content"].startswith("Error: invalid arguments")
+        assert server.requests[1]["messages"][-2]["tool_calls"][0]["function"]["arguments"] == '{"text": "oops'
+
+    def test_a_reply_naming_an_unknown_tool_gets_unknown_tool(self, tmp_path: Path) -> None:
+        with ModelServer(script(calls(("nope", {})), text("ok"))) as server:
+            events, _ = run(run_prompt(tmp_path, spec(server.base_url)))
+        assert of(events, EventType.TOOL_RESULT)[0]["error"]["code"] == "UNKNOWN_TOOL"
+        assert turn_end(events) == {"kind": "completed"}
+
+    def test_non_streamed_mode(self, tmp_path: Path) -> None:
+        with ModelServer(script(calls(("note", {"text": "plain"})), text("ok"))) as server:
+            events, notes = run(run_prompt(tmp_path, spec(server.base_url, "stream=false")))
+        assert notes.notes == ["plain"] and "stream" not in server.requests[0]
+        assert of(events, EventType.ASSISTANT_MESSAGE)[0]["usage"] == {"input_tokens": 20, "output_tokens": 7}
+
+    def test_constrained_mode_sends_a_schema_and_parses_the_json_step(self, tmp_path: Path) -> None:
+        step = json.dumps({"tool": "note", "arguments": {"text": "constrained"}})
+        with ModelServer(script(text(step), text(json.dumps({"answer": "finished"})))) as server:
+            events, notes = run(run_prompt(tmp_path, spec(server.base_url, "tools=constrained")))
+        assert notes.notes == ["constrained"]
+        first = server.requests[0]
+        assert "tools" not in first and first["response_format"]["type"] == "json_schema"
+        assert "- note: Write a note." in first["messages"][0]["content"]
+        assert server.requests[1]["messages"][-1] == {"role": "user", "content": 'Result of tool note:\n{"saved":true}'}
+        assert [message_texts(m) for m in of(events, EventType.ASSISTANT_MESSAGE)][-1] == "finished"
+
+
+def message_texts(message: dict[str, Any]) -> str:
+    return "".join(b.get("text", "") for b in message["content"] if b["type"] == "text")
+
+
+class TestRetries:
+    def test_429_then_success(self, tmp_path: Path) -> None:
+        with ModelServer(script(Status(429, "slow down", {"retry-after": "0"}), text("made it"))) as server:
+            events, _ = run(run_prompt(tmp_path, spec(server.base_url)))
+        assert len(server.requests) == 2 and turn_end(events) == {"kind": "completed"}
+
+    def test_a_persistent_500_ends_the_turn_with_model_unavailable_after_bounded_retries(self, tmp_path: Path) -> None:
+        with ModelServer(lambda request: Status(500, "boom")) as server:
+            events, _ = run(run_prompt(tmp_path, spec(server.base_url, "retries=2")))
+        reason = turn_end(events)
+        assert len(server.requests) == 3
+        assert reason["kind"] == "error" and reason["error"]["code"] == "MODEL_UNAVAILABLE"
+        assert "after 3 attempts" in reason["error"]["message"] and "boom" in reason["error"]["message"]
+        assert of(events, EventType.ASSISTANT_MESSAGE) == []
+
+    def test_rate_limit_exhausted(self, tmp_path: Path) -> None:
+        with ModelServer(lambda request: Status(429, "quota", {"retry-after": "0"})) as server:
+            events, _ = run(run_prompt(tmp_path, spec(server.base_url, "retries=1")))
+        assert turn_end(events)["error"]["code"] == "MODEL_RATE_LIMITED" and len(server.requests) == 2
+
+    @pytest.mark.parametrize("reply, code", [
+        (Status(401, f"Incorrect API key provided: {KEY}"), "MODEL_AUTH"),
+        (Status(400, "This model's maximum context length is 8192 tokens"), "MODEL_CONTEXT_OVERFLOW"),
+        (Status(400, "unsupported parameter"), "MODEL_REQUEST_REJECTED"),
+        (Status(404, "no such model"), "MODEL_UNAVAILABLE"),
+        (Raw(b"<html>gateway</html>"), "MODEL_BAD_REPLY"),
+        (Raw(b"data: {\"choices\": []}\n\ndata: [DONE]\n\n", "text/event-stream"), "MODEL_BAD_REPLY"),
+    ])
+    def test_unretried_failures_end_the_turn_with_their_code_and_never_the_key(
+        self, tmp_path: Path, reply: Any, code: str
+    ) -> None:
+        with ModelServer(lambda request: reply) as server:
+            events, _ = run(run_prompt(tmp_path, spec(server.base_url)))
+        reason = turn_end(events)
+        assert reason["error"]["code"] == code and len(server.requests) == 1
+        assert KEY not in reason["error"]["message"]
+        assert not any(KEY.encode() in path.read_bytes() for path in tmp_path.rglob("*") if path.is_file())
+
+    def test_non_json_in_non_streamed_mode(self, tmp_path: Path) -> None:
+        with ModelServer(lambda request: Raw(b"not json at all", "application/json")) as server:
+            events, _ = run(run_prompt(tmp_path, spec(server.base_url, "stream=false")))
+        assert turn_end(events)["error"]["code"] == "MODEL_BAD_REPLY" and len(server.requests) == 1
+
+    def test_an_unreachable_base_url_is_model_unavailable(self, tmp_path: Path) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]  # nothing listens here once the probe closes
+        events, _ = run(run_prompt(tmp_path, spec(f"http://127.0.0.1:{port}/v1", "retries=1")))
+        reason = turn_end(events)
+        assert reason["error"]["code"] == "MODEL_UNAVAILABLE" and f"127.0.0.1:{port}" in reason["error"]["message"]
+
+
+class TestCancel:
+    def test_a_cancelled_turn_closes_the_stream_promptly(self, tmp_path: Path) -> None:
+        async def body(server: ModelServer) -> tuple[list[Any], float]:
+            host, _ = await open_notes(tmp_path, spec(server.base_url))
+            try:
+                session = await host.create_session()
+                agent = host.start_agent(session, name="lead", model=host.models.default_spec)
+                agent.followup(__import__("host_spec.messages", fromlist=["user_message"]).user_message("go"))
+                while not server.stream_started.is_set():
+                    await __import__("asyncio").sleep(0.02)
+                cancelled_at = time.monotonic()
+                from host_spec.records import CancelCause
+                agent.cancel(CancelCause("user"))
+                await host.quiesce()
+                return list(agent.session.events), cancelled_at
+            finally:
+                await host.close()
+
+        with ModelServer(lambda request: Slow(every=0.05)) as server:
+            events, cancelled_at = run(body(server))
+            deadline = time.monotonic() + 60
+            while not server.disconnects and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert server.disconnects, "the server kept streaming to a cancelled turn"
+        assert turn_end(events)["kind"] == "aborted"
+        # A stream left open would run for 300 s (6000 x 0.05 s); it was dropped right after the cancel.
+        assert server.disconnects[0] - cancelled_at < 60
+
+
+class TestBuild:
+    def test_a_missing_key_variable_fails_before_anything_is_written(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.delenv(KEY_ENV)
+        with pytest.raises(ModelError, match=f"environment variable {KEY_ENV} is not set") as info:
+            from_spec(f"m?api_key_env={KEY_ENV}")
+        assert info.value.code == "MODEL_AUTH"
+        assert from_spec("m?api_key_env=&base_url=http://127.0.0.1:9/v1").settings.api_key_env == ""
+
+    def test_repr_and_classification_never_show_the_key(self) -> None:
+        adapter = from_spec(f"m?api_key_env={KEY_ENV}")
+        assert KEY not in repr(adapter)
+        retry, _, error = classify(RuntimeError(f"odd {KEY}"), where="server", key=KEY)
+        assert retry and error.code == "MODEL_UNAVAILABLE" and KEY not in error.message
+        assert classify(ModelError("x", code="MODEL_BAD_REPLY"), where="s", key=KEY)[2].code == "MODEL_BAD_REPLY"
+
+    def test_stored_logs_hold_usage_but_no_key(self, tmp_path: Path) -> None:
+        with ModelServer(script(text("hi"))) as server:
+            run(run_prompt(tmp_path, spec(server.base_url)))
+        store = JsonlStore(tmp_path)
+        _, events = store.read(store.list_ids()[0])
+        assert of(list(events), EventType.ASSISTANT_MESSAGE)[0]["usage"]["input_tokens"] == 11
