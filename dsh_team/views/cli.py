@@ -35,6 +35,7 @@ from dsh_team.core.fold import replay
 from dsh_team.views.show import build_show, render_json
 from dsh_team.views.writes import collect_writes
 from dsh_team.views.show_text import render_text
+from dsh_team.views.usage import MemberUsage, fold_usage
 
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_FAILED", "ShowError", "register", "show_command", "lead_of"]
 
@@ -103,6 +104,22 @@ def lead_of(reader: SessionReader, session_id: str) -> str:
     return parent if session_id in state.members.members else session_id
 
 
+def member_usage(reader: SessionReader, session_ids: list[str], *, until: int | None = None) -> dict[str, MemberUsage]:
+    """Usage folded from each session's own events (at or before ``until`` ms when given).
+
+    An unreadable log is left out (shown ``null``).
+    """
+    usage = {}
+    for session_id in session_ids:
+        try:
+            stored = reader.read(session_id, salvage=True)
+        except SessionError:
+            continue
+        own = stored.events[stored.header.seed_length:]
+        usage[session_id] = fold_usage(own if until is None else [e for e in own if e.time <= until])
+    return usage
+
+
 def show_command(args: argparse.Namespace, env: CliEnv) -> int:
     """Print the Team view; returns :data:`EXIT_OK` or :data:`EXIT_FAILED`.
 
@@ -127,9 +144,11 @@ def show_command(args: argparse.Namespace, env: CliEnv) -> int:
         else:
             print(f"dsh: warning: the Lead log is damaged after seq {length}; seqs 1..{at} are intact",
                   file=sys.stderr)
-    # --at: writes up to the time of the Lead's event SEQ (member logs have their own seqs).
+    # --at: writes and usage up to the time of the Lead's event SEQ (member logs have their own seqs).
     until = None if at == length else stored.events[at - 1].time if at else -1
     writes = collect_writes(reader, state, until=until)
-    show = build_show(state, session_id=asked, log_length=length, at=at, damage=damage, writes=writes)
+    ids = [team_id, *(member.id for member in state.members.listed())]
+    show = build_show(state, session_id=asked, log_length=length, at=at, damage=damage, writes=writes,
+                      usage=member_usage(reader, ids, until=until))
     print(render_json(show) if args.json else render_text(show))
     return EXIT_FAILED if show.failure is not None else EXIT_OK

@@ -19,6 +19,7 @@ key's meaning does, so scripts can rely on them. The text rendering is in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 import msgspec
@@ -29,6 +30,7 @@ from dsh_team.core.records import MemberPhase, TaskStatus
 from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import LEAD_NAME, list_views, owner_name
 from dsh_team.views.writes import ShowWrite
+from dsh_team.views.usage import MemberUsage
 
 __all__ = [
     "SHOW_VERSION",
@@ -57,6 +59,8 @@ class ShowMember(msgspec.Struct, frozen=True):
     ``status`` is the offline status: ``failed`` and ``provisioning`` follow the
     recorded phase, an ``active`` member is ``inactive`` (no process is attached).
     ``pending_mail`` counts messages queued to this member and not yet delivered.
+    ``usage`` sums the token usage recorded in the member's own log (``null`` when
+    its log could not be read); ``usage.model`` is the model of its latest step.
     """
 
     id: str
@@ -69,6 +73,7 @@ class ShowMember(msgspec.Struct, frozen=True):
     context: Literal["fresh", "fork"] | None
     error: str | None
     pending_mail: int
+    usage: MemberUsage | None = None
 
 
 class ShowTask(msgspec.Struct, frozen=True):
@@ -175,6 +180,7 @@ def build_show(
     at: int,
     damage: tuple[str, int] | None = None,
     writes: tuple[ShowWrite, ...] = (),
+    usage: Mapping[str, MemberUsage] | None = None,
 ) -> TeamShow:
     """The view of ``state`` (the Lead log folded up to ``at``).
 
@@ -186,19 +192,21 @@ def build_show(
         damage: ``(message, seq)`` when the log is damaged at ``seq <= at + 1``;
             reported as a ``log`` failure unless the fold failed first.
         writes: The members' audited writes (:func:`~dsh_team.views.writes.collect_writes`).
+        usage: Member id -> usage folded from its own log (missing ids show ``null``).
     """
+    spent = usage or {}
     mail = state.mail
     lead = ShowMember(
         id=state.team_id, name=LEAD_NAME, role="lead", status="inactive", phase="active",
         description=None, provider=None, context=None, error=None,
-        pending_mail=mail.pending_count(state.team_id),
+        pending_mail=mail.pending_count(state.team_id), usage=spent.get(state.team_id),
     )
     members = [lead]
     members.extend(
         ShowMember(
             id=m.id, name=m.name, role="teammate", status=offline_status(m.phase), phase=m.phase,
             description=m.description, provider=m.provider, context=m.context, error=m.error,
-            pending_mail=mail.pending_count(m.id),
+            pending_mail=mail.pending_count(m.id), usage=spent.get(m.id),
         )
         for m in state.members.listed()
     )

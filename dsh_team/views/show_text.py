@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from dsh_team.views.show import TeamShow
+from dsh_team.views.show import ShowMember, TeamShow
 
 __all__ = ["render_text"]
 
@@ -48,13 +48,23 @@ def _header(show: TeamShow) -> list[str]:
     return lines
 
 
+def _tokens(member: ShowMember) -> str:
+    """``in/out`` tokens (``+N cached`` where reported); ``-`` when nothing was recorded."""
+    usage = member.usage
+    if usage is None or not usage.calls:
+        return "-"
+    cached = f" +{usage.cached_tokens} cached" if usage.cached_tokens else ""
+    return f"{usage.input_tokens}/{usage.output_tokens}{cached}"
+
+
 def _members(show: TeamShow) -> list[str]:
     rows = [
-        (m.name, m.role, m.status, m.context or "-", m.provider or "-", str(m.pending_mail), m.description or "")
+        (m.name, m.role, m.status, m.context or "-", m.provider or "-", str(m.pending_mail),
+         (m.usage.model if m.usage is not None else None) or "-", _tokens(m), m.description or "")
         for m in show.members
     ]
     lines = [f"Members ({len(show.members)})"]
-    lines += _table(("NAME", "ROLE", "STATUS", "CONTEXT", "PROVIDER", "MAIL", "DESCRIPTION"), rows)
+    lines += _table(("NAME", "ROLE", "STATUS", "CONTEXT", "PROVIDER", "MAIL", "MODEL", "TOKENS IN/OUT", "DESCRIPTION"), rows)
     lines += [f"    {m.name}: error: {m.error}" for m in show.members if m.error]
     return lines
 
