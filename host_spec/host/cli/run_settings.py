@@ -35,10 +35,13 @@ _encoder = msgspec.json.Encoder()
 
 
 def absolute_spec(spec: str, *, prefix: str = "") -> str:
-    """Make the file part of a spec absolute (``scripted:x.json``, ``my.toml``); names pass through."""
-    path = spec[len(prefix):] if prefix and spec.startswith(prefix) else None
-    if path is not None:
-        return prefix + str(Path(path).resolve())
+    """Make the file part of a spec absolute (``scripted:x.json``, ``my.toml``); names pass through.
+
+    With a ``prefix``, only a spec of that kind names a file: ``openai:m?base_url=http://h/v1``
+    is kept as it is.
+    """
+    if prefix:
+        return prefix + str(Path(spec[len(prefix):]).resolve()) if spec.startswith(prefix) else spec
     if spec.endswith(".toml") or os.sep in spec:
         return str(Path(spec).resolve())
     return spec
