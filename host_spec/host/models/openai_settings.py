@@ -12,6 +12,11 @@ Options (all optional)::
     timeout=SECONDS            per-request timeout (default 600)
     max_tokens=N               reply token limit
     temperature=T              sampling temperature
+    first_tool=NAME|any        the conversation's first step must call this tool (any: some tool)
+    max_tool_steps=N           after N tool-calling steps in a conversation the model may only answer
+
+The last two keep a very small model (the bundled 135M one) on rails: it starts
+with a real tool call and cannot loop on tools forever.
 
 The key itself can never be part of a spec: specs are written to run records and
 descriptors, keys only ever live in the environment.
@@ -52,6 +57,8 @@ class OpenAISettings:
     timeout: float = 600.0
     max_tokens: int | None = None
     temperature: float | None = None
+    first_tool: str | None = None
+    max_tool_steps: int | None = None
 
 
 def _bad(message: str) -> ModelError:
@@ -98,8 +105,10 @@ def parse_settings(argument: str, *, environ: Mapping[str, str] | None = None) -
             values[key] = text
         elif key == "base_url":
             values[key] = _check_url(text)
-        elif key == "api_key_env":
+        elif key in ("api_key_env", "first_tool"):
             values[key] = text
+        elif key == "max_tool_steps":
+            values[key] = int(_number(key, text, int, 0, 1_000_000))
         elif key == "stream":
             if text.lower() not in _BOOLS:
                 raise _bad(f"openai spec option stream={text!r} must be true or false")
@@ -113,7 +122,7 @@ def parse_settings(argument: str, *, environ: Mapping[str, str] | None = None) -
             values[key] = float(_number(key, text, float, 0.0, high))
         else:
             raise _bad(f"unknown openai spec option {key!r} (known: tools, base_url, api_key_env, stream, "
-                       "retries, backoff, timeout, max_tokens, temperature)")
+                       "retries, backoff, timeout, max_tokens, temperature, first_tool, max_tool_steps)")
     if "base_url" not in values and env.get(BASE_URL_ENV):
         values["base_url"] = _check_url(env[BASE_URL_ENV])
     return OpenAISettings(model=model, **values)  # type: ignore[arg-type]

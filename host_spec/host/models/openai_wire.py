@@ -160,8 +160,8 @@ def _answer_schema() -> dict[str, Any]:
             "additionalProperties": False}
 
 
-def constrained_format(tools: Sequence[WireTool]) -> dict[str, Any]:
-    """The JSON-schema ``response_format``: one tool call of a listed tool, or a text answer.
+def constrained_format(tools: Sequence[WireTool], *, answer: bool = True) -> dict[str, Any]:
+    """The JSON-schema ``response_format``: one call of a listed tool, or (``answer``) a text answer.
 
     Shared definitions (``$defs``) of the tools' schemas move to the root, where
     their ``#/$defs/...`` references point.
@@ -175,7 +175,8 @@ def constrained_format(tools: Sequence[WireTool]) -> dict[str, Any]:
             {"type": "object", "properties": {"tool": {"type": "string", "enum": [tool.name]}, "arguments": parameters},
              "required": ["tool", "arguments"], "additionalProperties": False}
         )
-    variants.append(_answer_schema())
+    if answer or not variants:
+        variants.append(_answer_schema())
     schema: dict[str, Any] = {"anyOf": variants}
     if defs:
         schema["$defs"] = defs
