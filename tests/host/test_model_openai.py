@@ -191,3 +191,48 @@ class TestBuild:
         store = JsonlStore(tmp_path)
         _, events = store.read(store.list_ids()[0])
         assert of(list(events), EventType.ASSISTANT_MESSAGE)[0]["usage"]["input_tokens"] == 11
+
+
+class TestToolRails:
+    """``first_tool`` and ``max_tool_steps``: what a request offers at each point of a conversation."""
+
+    @staticmethod
+    def body(options: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        from host_spec.host.models.adapter import ModelRequest
+        from kit_notes import NoteArgs, NoteResult
+        from host_spec.records import ToolSpec
+
+        async def never(args: Any, call: Any) -> Any:
+            raise AssertionError
+
+        note = ToolSpec("note", "Write a note.", NoteArgs, NoteResult, never)
+        other = ToolSpec("other", "Something else.", NoteArgs, NoteResult, never)
+        adapter = from_spec(f"m?api_key_env={KEY_ENV}&{options}")
+        return adapter.request_body(ModelRequest(agent=None, system="s", messages=messages, tools=[note, other]))  # type: ignore[arg-type]
+
+    FIRST = [{"role": "user", "content": [{"type": "text", "text": "go"}]}]
+    AFTER_CALL = [*FIRST, {"role": "assistant", "content": [{"type": "tool-call", "id": "c", "name": "note", "arguments": "{}"}]},
+                  {"role": "tool", "call_id": "c", "name": "note", "content": []}]
+    AFTER_TEXT = [*FIRST, {"role": "assistant", "content": [{"type": "text", "text": "hm"}]}]
+
+    @staticmethod
+    def offered(body: dict[str, Any]) -> list[str]:
+        variants = body["response_format"]["json_schema"]["schema"]["anyOf"]
+        return [v["properties"]["tool"]["enum"][0] if "tool" in v["properties"] else "answer" for v in variants]
+
+    def test_constrained(self) -> None:
+        rails = "tools=constrained&first_tool=note&max_tool_steps=1"
+        assert self.offered(self.body(rails, self.FIRST)) == ["note"]
+        assert self.offered(self.body(rails, self.AFTER_TEXT)) == ["note", "other", "answer"]
+        assert self.offered(self.body(rails, self.AFTER_CALL)) == ["answer"]
+        assert self.offered(self.body("tools=constrained&first_tool=any", self.FIRST)) == ["note", "other"]
+        assert self.offered(self.body("tools=constrained&first_tool=missing", self.FIRST)) == ["note", "other", "answer"]
+
+    def test_native(self) -> None:
+        assert self.body("first_tool=note", self.FIRST)["tool_choice"] == {"type": "function", "function": {"name": "note"}}
+        assert self.body("first_tool=any", self.FIRST)["tool_choice"] == "required"
+        assert "tool_choice" not in self.body("first_tool=any", self.AFTER_TEXT)
+        assert self.body("max_tool_steps=1", self.AFTER_CALL)["tool_choice"] == "none"
+        assert "tool_choice" not in self.body("max_tool_steps=2", self.AFTER_CALL)
+        assert self.body("max_tokens=5&temperature=0.5", self.FIRST) | {"messages": None, "tools": None} == {
+            "model": "m", "messages": None, "tools": None, "max_tokens": 5, "temperature": 0.5}
