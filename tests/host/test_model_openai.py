@@ -225,6 +225,8 @@ class TestToolRails:
         assert self.offered(self.body(rails, self.FIRST)) == ["note"]
         assert self.offered(self.body(rails, self.AFTER_TEXT)) == ["note", "other", "answer"]
         assert self.offered(self.body(rails, self.AFTER_CALL)) == ["answer"]
+        capped = self.body(f"{rails}&max_answer_chars=80", self.AFTER_CALL)["response_format"]["json_schema"]["schema"]
+        assert capped["anyOf"][0]["properties"]["answer"] == {"type": "string", "maxLength": 80}
         assert self.offered(self.body("tools=constrained&first_tool=any", self.FIRST)) == ["note", "other"]
         assert self.offered(self.body("tools=constrained&first_tool=missing", self.FIRST)) == ["note", "other", "answer"]
 

@@ -151,7 +151,8 @@ class OpenAIModel:
                     "type": "function", "function": {"name": forced[0].name}}
         elif tools:
             offered = [] if spent else forced or tools
-            body["response_format"] = constrained_format(offered, answer=not forced or spent)
+            body["response_format"] = constrained_format(offered, answer=not forced or spent,
+                                                         answer_max_chars=s.max_answer_chars)
         if s.max_tokens is not None:
             body["max_tokens"] = s.max_tokens
         if s.temperature is not None:

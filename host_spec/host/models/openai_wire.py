@@ -155,13 +155,18 @@ def native_tools(tools: Sequence[WireTool]) -> list[dict[str, Any]]:
     ]
 
 
-def _answer_schema() -> dict[str, Any]:
-    return {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
-            "additionalProperties": False}
+def _answer_schema(max_chars: int | None) -> dict[str, Any]:
+    answer: dict[str, Any] = {"type": "string"} if max_chars is None else {"type": "string", "maxLength": max_chars}
+    return {"type": "object", "properties": {"answer": answer}, "required": ["answer"], "additionalProperties": False}
 
 
-def constrained_format(tools: Sequence[WireTool], *, answer: bool = True) -> dict[str, Any]:
+def constrained_format(
+    tools: Sequence[WireTool], *, answer: bool = True, answer_max_chars: int | None = None
+) -> dict[str, Any]:
     """The JSON-schema ``response_format``: one call of a listed tool, or (``answer``) a text answer.
+
+    ``answer_max_chars`` bounds the answer in the schema itself, so a model that
+    repeats itself still closes its JSON before ``max_tokens``.
 
     Shared definitions (``$defs``) of the tools' schemas move to the root, where
     their ``#/$defs/...`` references point.
@@ -176,7 +181,7 @@ def constrained_format(tools: Sequence[WireTool], *, answer: bool = True) -> dic
              "required": ["tool", "arguments"], "additionalProperties": False}
         )
     if answer or not variants:
-        variants.append(_answer_schema())
+        variants.append(_answer_schema(answer_max_chars))
     schema: dict[str, Any] = {"anyOf": variants}
     if defs:
         schema["$defs"] = defs

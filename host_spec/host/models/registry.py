@@ -118,11 +118,16 @@ class ModelRoutes:
         return adapter
 
     async def complete(self, request: ModelRequest) -> Mapping[str, Any]:
-        """Answer with the agent's adapter; the reply names the model (``KIND:MODEL``) when known."""
+        """Answer with the agent's adapter.
+
+        A reply that reports ``usage`` is labelled with its model (``KIND:MODEL``), so
+        every recorded cost says what it was spent on; a reply without usage (the
+        scripted model) stays as it is.
+        """
         spec = request.agent.model
         reply = await self.adapter_for(spec).complete(request)
         label = spec or self.default_spec
-        if label is not None and isinstance(reply, Mapping) and "model" not in reply:
+        if label is not None and isinstance(reply, Mapping) and reply.get("usage") and "model" not in reply:
             reply = {**reply, "model": spec_label(label)}
         return reply
 
