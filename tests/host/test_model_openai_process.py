@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from host_spec.events import EventType
 from host_spec.host.cli.main import main
@@ -156,6 +157,12 @@ def test_a_third_party_adapter_resolves_through_the_entry_point_group(tmp_path: 
 
 
 class TestBadInput:
+    @pytest.fixture(autouse=True)
+    def _logging(self) -> Any:
+        """``main()`` configures structlog for the process; undo it for the tests that follow."""
+        yield
+        structlog.reset_defaults()
+
     def test_a_missing_key_variable_is_model_auth_and_writes_nothing(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
     ) -> None:

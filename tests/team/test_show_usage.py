@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from dsh_team.views.usage import MemberUsage, fold_usage
 from host_spec.host.cli.main import main
@@ -17,6 +18,13 @@ from host_spec.host.store.sessions import SessionStore
 from team_builders import member
 
 LEAD = "lead-1"
+
+
+@pytest.fixture(autouse=True)
+def _logging() -> Any:
+    """``main()`` configures structlog for the process; undo it for the tests that follow."""
+    yield
+    structlog.reset_defaults()
 
 
 def step(input_tokens: int, output_tokens: int, *, cached: int | None = None, model: str | None = "openai:m") -> dict[str, Any]:
