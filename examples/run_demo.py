@@ -20,6 +20,7 @@ The data directory is kept so you can look around afterwards::
 
     dsh team show --data-dir .dsh-demo            # roster, board, pending mail
     dsh team show --data-dir .dsh-demo --at 20    # the Team as it was at seq 20
+    dsh team serve --data-dir .dsh-demo           # the same Team in the browser (time slider included)
     dsh log --data-dir .dsh-demo <session id>     # every event of one session
     ls -R .dsh-demo/workspace                     # what the team wrote
 
@@ -120,6 +121,7 @@ def run(argv: list[str] | None = None) -> int:
         print(path.read_text(), end="")
     print()
     print(f"Logs are in {data_dir}/. Try: dsh team show --data-dir {data_dir} --at 20")
+    print(f"Open this run in the browser: dsh team serve --data-dir {data_dir}  (then open the printed URL)")
     return 0
 
 

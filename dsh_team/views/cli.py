@@ -3,6 +3,7 @@
 ::
 
     dsh team show [--data-dir D] [SESSION_ID] [--json] [--at SEQ]
+    dsh team serve [--data-dir D] [SESSION_ID] [--host H] [--port P]   # the browser panel (dsh-team[web])
 
 Registered with the host's command line through entry-point group ``dsh.cli``
 (:mod:`host_spec.cli`): the host never imports this package, and this module
@@ -37,7 +38,7 @@ from dsh_team.views.writes import collect_writes
 from dsh_team.views.show_text import render_text
 from dsh_team.views.usage import MemberUsage, fold_usage
 
-__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_FAILED", "ShowError", "register", "show_command", "lead_of"]
+__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_FAILED", "ShowError", "register", "show_command", "serve_command", "lead_of"]
 
 #: The Team was shown.
 EXIT_OK: Final = 0
@@ -85,6 +86,16 @@ def register(subparsers: Any, env: CliEnv) -> None:
     show.add_argument("session_id", nargs="?", default=None,
                       help="Lead (or teammate) session id (default: the most recent root session)")
     show.set_defaults(**{HANDLER_KEY: lambda args: show_command(args, env)})
+    serve = commands.add_parser(
+        "serve", help="open a stored Team in the browser (read-only)",
+        description="Serve the Team panel of a stored run, folded from its Lead log (read-only; needs dsh-team[web]).",
+    )
+    env.add_data_dir(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)")
+    serve.add_argument("--port", type=int, default=0, help="port to bind (default: 0, any free port)")
+    serve.add_argument("session_id", nargs="?", default=None,
+                       help="Lead (or teammate) session id (default: the most recent root session)")
+    serve.set_defaults(**{HANDLER_KEY: lambda args: serve_command(args, env)})
 
 
 def lead_of(reader: SessionReader, session_id: str) -> str:
@@ -118,6 +129,19 @@ def member_usage(reader: SessionReader, session_ids: list[str], *, until: int | 
         own = stored.events[stored.header.seed_length:]
         usage[session_id] = fold_usage(own if until is None else [e for e in own if e.time <= until])
     return usage
+
+
+async def serve_command(args: argparse.Namespace, env: CliEnv) -> int:
+    """Serve the Team panel of the Lead log ``team show`` would show, until interrupted.
+
+    Raises:
+        DshError: nothing can be read (the host reports it and exits 2).
+    """
+    from dsh_team.web.serve import serve_stored  # the web extra is needed only here
+
+    reader = env.open_store(args.data_dir)
+    team_id = lead_of(reader, args.session_id or reader.latest_root())
+    return await serve_stored(reader.read(team_id, salvage=True), reader, host=args.host, port=args.port)
 
 
 def show_command(args: argparse.Namespace, env: CliEnv) -> int:

@@ -2,7 +2,8 @@
 
 A browser cannot catch a Python exception, so domain rejections come back *inside*
 a successful result (``{"ok": false, "error": {"code": "team-task-conflict" |
-"team-rejected", ...}}``) that it can show; any other error propagates as a
+"team-rejected", "reason": <TeamCode>, "message"}}``) that it can show, with the
+Team's own code as ``reason`` (``TEAM_TASK_BLOCKED`` ...); any other error propagates as a
 transport failure. A change whose flush failed is neither: it was appended and is
 visible, so it comes back as ``{"ok": true, "value": task, "unconfirmed": {"code":
 "team-persistence-unconfirmed", ...}}`` -- a client that retried it would create
@@ -66,7 +67,7 @@ async def _result(work: Callable[[], Awaitable[TaskView]]) -> dict[str, Any]:
         return {"ok": True, "value": _plain(error.value), "unconfirmed": unconfirmed}
     except TeamError as error:
         code = CONFLICT if error.code == TeamCode.TASK_STALE_REVISION else REJECTED
-        return {"ok": False, "error": {"code": code, "message": error.message}}
+        return {"ok": False, "error": {"code": code, "reason": error.code, "message": error.message}}
     return {"ok": True, "value": _plain(view)}
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "ShowFailure",
     "TeamShow",
     "offline_status",
+    "pending_messages",
     "build_show",
     "render_json",
 ]
@@ -172,6 +173,17 @@ def _enabled(state: TeamState) -> bool | None:
     return None
 
 
+def pending_messages(state: TeamState) -> tuple[ShowMessage, ...]:
+    """Every undelivered message of ``state`` in queue order, as the view shows it."""
+    return tuple(
+        ShowMessage(
+            id=m.id, sender_id=m.sender_id, sender_name=m.sender_name, target_id=m.target_id,
+            target_name=owner_name(state, m.target_id), text=message_text(list(m.content)), content=m.content,
+        )
+        for m in state.mail.all_pending()
+    )
+
+
 def build_show(
     state: TeamState,
     *,
@@ -218,13 +230,7 @@ def build_show(
         )
         for v in list_views(state)
     )
-    pending = tuple(
-        ShowMessage(
-            id=m.id, sender_id=m.sender_id, sender_name=m.sender_name, target_id=m.target_id,
-            target_name=owner_name(state, m.target_id), text=message_text(list(m.content)), content=m.content,
-        )
-        for m in mail.all_pending()
-    )
+    pending = pending_messages(state)
     failure = None
     if state.failure is not None:
         failure = ShowFailure(source="team", message=state.failure, seq=state.position)

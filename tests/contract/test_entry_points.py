@@ -17,6 +17,7 @@ EXPECTED = {
     "dsh-team-tools": "dsh_team_tools.plugin",
     "dsh-team-invariant": "dsh_team_invariant.plugin",
     "workspace": "host_spec.host.workspace.plugin",
+    "dsh-team-web": "dsh_team.web.plugin",
 }
 
 

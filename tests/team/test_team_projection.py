@@ -142,7 +142,8 @@ class TestRemote:
         stale = await remote.update_task(root, {"task_id": "task-1", "expected_revision": 1, "action": "release"})
         assert stale == {
             "ok": False,
-            "error": {"code": "team-task-conflict", "message": 'stale team task "task-1" revision 1; current revision is 2'},
+            "error": {"code": "team-task-conflict", "reason": "TEAM_TASK_STALE_REVISION",
+                      "message": 'stale team task "task-1" revision 1; current revision is 2'},
         }
         for request in ([], {"subject": "s"}, {"subject": "s", "description": "d", "owner": "x"}, {"task_id": "task-1"}):
             call = remote.create_task if "task_id" not in request else remote.update_task
@@ -189,7 +190,7 @@ class TestRemote:
         rejected = await RemoteTeam(_Raising(TeamError("nope", TeamCode.TASK_BLOCKED))).create_task(  # type: ignore[arg-type]
             None, {"subject": "s", "description": "d"}
         )
-        assert rejected == {"ok": False, "error": {"code": "team-rejected", "message": "nope"}}
+        assert rejected == {"ok": False, "error": {"code": "team-rejected", "reason": "TEAM_TASK_BLOCKED", "message": "nope"}}
         with pytest.raises(RuntimeError, match="transport"):
             await RemoteTeam(_Raising(RuntimeError("transport"))).update_task(  # type: ignore[arg-type]
                 None, {"task_id": "t", "expected_revision": 1, "action": "claim"}

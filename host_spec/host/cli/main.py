@@ -4,6 +4,7 @@
 
     dsh run --profile agent-teams --model scripted:script.json [--workspace DIR] "build the thing"
     dsh run --profile agent-teams --model openai:gpt-4o-mini "build the thing"   # key from $OPENAI_API_KEY
+    dsh run --web=8765 ...             # also serve the Team panel (plugin dsh-team-web) during the run
     dsh resume [SESSION_ID]            # default: the most recent root session
     dsh log SESSION_ID                 # every event of one stored session
     dsh team show [SESSION_ID]         # from an installed CLI extension (entry points "dsh.cli")
@@ -46,6 +47,8 @@ from host_spec.host.cli.transcript import Transcript, format_event
 __all__ = ["main", "build_parser"]
 
 DEFAULT_DATA_DIR = ".dsh-data"
+#: Entry-point name of the browser panel ``--web`` loads after the profile's plugins.
+WEB_PLUGIN = "dsh-team-web"
 
 
 class CliError(DshError):
@@ -81,6 +84,10 @@ def build_parser(extensions: Sequence[Extension] | None = None) -> argparse.Argu
         sub.add_argument("--api-key-env", default=None, metavar="NAME",
                          help="openai: environment variable holding the API key (default: OPENAI_API_KEY)")
 
+    def web(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--web", nargs="?", const=0, default=None, type=_port, metavar="PORT",
+                         help="serve the Team panel on 127.0.0.1 during the run (--web=PORT; default: any free port)")
+
     run = commands.add_parser("run", help="run a new root session until the team is quiescent",
                               description="Run a new root session from PROMPT until every agent is idle.")
     run.add_argument("--profile", default="headless", help="built-in profile name or path to a .toml (default: headless)")
@@ -91,6 +98,7 @@ def build_parser(extensions: Sequence[Extension] | None = None) -> argparse.Argu
                      help="directory the agents' file and shell tools work in (default: the current directory; "
                           "recorded in the session, so resume uses it again)")
     data_dir(run)
+    web(run)
     run.add_argument("prompt", help="the user's task")
 
     resume = commands.add_parser("resume", help="resume a stored session and finish its pending work",
@@ -101,6 +109,7 @@ def build_parser(extensions: Sequence[Extension] | None = None) -> argparse.Argu
                         help="model spec, e.g. scripted:script.json (default: the one the run was started with)")
     model_options(resume)
     data_dir(resume)
+    web(resume)
     resume.add_argument("session_id", nargs="?", default=None, help="session to resume")
 
     log = commands.add_parser("log", help="print the events of a stored session",
@@ -111,6 +120,16 @@ def build_parser(extensions: Sequence[Extension] | None = None) -> argparse.Argu
     env = CliEnvironment(default_data_dir=_default_data_dir, check_data_dir=_data_dir)
     register_extensions(commands, env, discover_extensions() if extensions is None else extensions)
     return parser
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"PORT must be an integer, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"PORT must be 0..65535, got {value}")
+    return value
 
 
 class _Stderr:
@@ -161,6 +180,8 @@ async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -
         model = absolute_spec(model, prefix="scripted:")  # agents and child descriptors record it as well
     host = await Host.open(args.data_dir, args.profile, model, extra_plugins=[("dsh-transcript", transcript)])
     try:
+        if args.web is not None:  # after the profile's plugins: it unloads first, while the Team still runs
+            host.plugins.load(WEB_PLUGIN, {"port": args.web})
         if session_id is None:
             session = await _claim_root(host, args.workspace)
             settings = RunSettings(absolute_spec(args.profile), model)

@@ -1,0 +1,14 @@
+"""The Team web panel: watch and steer a live Team in a browser, or replay a stored one.
+
+Rooms: :mod:`.timeline` and :mod:`.document` fold a Lead log into the page's JSON
+document (the ``dsh team show --json`` shapes plus live status, DAG layers and a
+timeline); :mod:`.sources` say where the log comes from (a live run or a data
+directory); :mod:`.stream` publishes changes as server-sent events;
+:mod:`.steering` turns page requests into Team service calls; :mod:`.app` is the
+Starlette application with its security checks; :mod:`.plugin` runs it on the
+host's event loop (``dsh run --web``) and :mod:`.serve` from stored logs
+(``dsh team serve``). The JSON API is documented in ``README.md``.
+
+Starlette, sse-starlette and uvicorn come with the ``web`` extra; nothing here is
+imported by the rest of the package.
+"""

@@ -1,0 +1,201 @@
+"""The page's JSON document: a Lead log folded the way ``dsh team show`` folds it.
+
+The document *is* :class:`~dsh_team.views.show.TeamShow` (same keys, same
+meaning, so any front end that reads ``dsh team show --json`` reads this) plus
+what only a panel needs:
+
+* ``live`` -- whether statuses come from running agents; when they do, each
+  member's ``status`` is ``running`` / ``idle`` for an attached agent, else the
+  offline status, and ``offline`` is ``false``;
+* ``layers`` -- the task DAG in layers (a task sits one layer below its deepest
+  listed blocker), so the page only draws;
+* ``timeline`` -- Team changes with their cause (:mod:`dsh_team.web.timeline`);
+* ``queued_at`` on each pending message and ``as_of`` (time of the last folded
+  event), so the page can show a message's age, live or at any past position.
+
+:class:`PanelFold` folds incrementally: it keeps the state and the timeline and
+only ever reads events after its position, so a watcher costs one ``evolve`` per
+new event, never a re-scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Literal
+
+import msgspec
+
+from host_spec.events import Event
+
+from dsh_team.core.fold import evolve
+from dsh_team.core.state import TeamState, initial_state
+from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_QUEUED
+from dsh_team.views.show import ShowTask, build_show, offline_status, pending_messages
+from dsh_team.views.writes import ShowWrite
+from dsh_team.web.timeline import TimelineEntry, timeline_entry
+
+__all__ = ["Change", "PanelFold", "LiveStatus", "dag_layers", "document", "mail_delta", "member_statuses", "plain"]
+
+#: How many timeline entries a full document carries (the newest; deltas carry all new ones).
+TIMELINE_WINDOW: Final = 300
+
+#: ``member_id -> "running" | "idle"`` for attached agents, ``None`` when not attached.
+LiveStatus = Callable[[str], "Literal['running', 'idle'] | None"]
+
+Change = Literal["none", "team", "mail"]
+
+_MAIL_RECORDS: Final = frozenset({TEAM_MESSAGE_QUEUED, TEAM_MESSAGE_DELIVERED})
+
+_to_builtins: Final = msgspec.to_builtins
+
+
+def plain(value: Any) -> Any:
+    """``value`` (Structs, tuples) as JSON-ready builtins."""
+    return _to_builtins(value)
+
+
+def dag_layers(tasks: Sequence[ShowTask]) -> list[list[str]]:
+    """Task ids by layer: layer 0 has no listed blocker, layer n+1 is blocked by layer <= n.
+
+    Blockers that are not listed (deleted tasks) are ignored. The board refuses
+    cycles, so every task gets a layer; the loop is bounded by the task count anyway.
+    """
+    listed = {task.id: task for task in tasks}
+    depth: dict[str, int] = {}
+    for _ in range(len(tasks)):
+        changed = False
+        for task in tasks:
+            blockers = [depth.get(b, -1) if b in listed else -1 for b in task.blocked_by]
+            level = 1 + max(blockers, default=-1)
+            if depth.get(task.id) != level:
+                depth[task.id] = level
+                changed = True
+        if not changed:
+            break
+    layers: list[list[str]] = [[] for _ in range(1 + max(depth.values(), default=-1))]
+    for task in tasks:
+        layers[depth[task.id]].append(task.id)
+    return layers
+
+
+class PanelFold:
+    """The incrementally folded Lead log of one Team, with its timeline.
+
+    Args:
+        team_id: The Lead session id.
+    """
+
+    def __init__(self, team_id: str) -> None:
+        self.team_id = team_id
+        self.state: TeamState = initial_state(team_id)
+        self.seq = 0
+        self.time = 0
+        self.timeline: list[TimelineEntry] = []
+        self.queued_at: dict[str, int] = {}
+
+    def advance(self, events: Sequence[Event], upto: int) -> Change:
+        """Fold ``events[seq:upto]``; says whether the roster/board/mode changed, only the mailbox, or nothing.
+
+        Decided by the kinds of the records that changed the state, not by object
+        identity: :func:`~dsh_team.core.fold.evolve` may hand back an equal state
+        another reader folded, whose collections are equal but not the same objects.
+        """
+        change: Change = "none"
+        state = self.state
+        for event in events[self.seq : upto]:
+            after = evolve(state, event)
+            entry = timeline_entry(state, after, event)
+            if entry is not None:
+                self.timeline.append(entry)
+                if after.failure is None and event.type in _MAIL_RECORDS:
+                    change = "mail" if change == "none" else change
+                    if event.type == TEAM_MESSAGE_QUEUED:
+                        self.queued_at[event.value()["message"]["id"]] = event.time
+                else:
+                    change = "team"
+            state = after
+            self.time = event.time
+        self.seq = max(self.seq, upto)
+        self.state = state
+        return change
+
+    def entries_after(self, seq: int) -> list[TimelineEntry]:
+        """Timeline entries with a position after ``seq`` (what a resuming watcher missed)."""
+        timeline = self.timeline
+        low, high = 0, len(timeline)
+        while low < high:
+            middle = (low + high) // 2
+            if timeline[middle].seq <= seq:
+                low = middle + 1
+            else:
+                high = middle
+        return timeline[low:]
+
+
+def member_statuses(fold: PanelFold, live: LiveStatus) -> dict[str, str]:
+    """``member id -> status``: ``running`` / ``idle`` for an attached agent, else the offline status.
+
+    ``failed`` and ``provisioning`` are durable phases and win over attachment.
+    """
+    statuses: dict[str, str] = {fold.team_id: live(fold.team_id) or "inactive"}
+    for member in fold.state.members.listed():
+        status = offline_status(member.phase)
+        statuses[member.id] = (live(member.id) or status) if status == "inactive" else status
+    return statuses
+
+
+def document(
+    fold: PanelFold,
+    *,
+    log_length: int,
+    live: LiveStatus | None = None,
+    enabled: bool | None = None,
+    damage: tuple[str, int] | None = None,
+    writes: tuple[ShowWrite, ...] = (),
+) -> dict[str, Any]:
+    """The page document of ``fold`` (the Team at ``fold.seq`` of a log of ``log_length``).
+
+    Args:
+        fold: The folded log.
+        log_length: Events in the Lead log (the slider's end).
+        live: Live statuses of attached agents; ``None`` for a stored run.
+        enabled: Team mode as the live service reports it (``None``: as recorded in the log).
+        damage: A damaged log's ``(message, seq)`` (see :func:`~dsh_team.views.show.build_show`).
+        writes: The members' audited writes (``writes[]`` of ``dsh team show``).
+    """
+    show = build_show(fold.state, session_id=fold.team_id, log_length=log_length, at=fold.seq, damage=damage,
+                      writes=writes)
+    doc: dict[str, Any] = _to_builtins(show)
+    if live is not None:
+        doc["offline"] = False
+        statuses = member_statuses(fold, live)
+        for member in doc["members"]:
+            member["status"] = statuses[member["id"]]
+    if enabled is not None:
+        doc["enabled"] = enabled
+    doc["live"] = live is not None
+    doc["as_of"] = fold.time
+    doc["layers"] = dag_layers(show.tasks)
+    doc["pending_mail"] = _pending(fold)
+    doc["timeline"] = _to_builtins(fold.timeline[-TIMELINE_WINDOW:])
+    return doc
+
+
+def _pending(fold: PanelFold) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = _to_builtins(pending_messages(fold.state))
+    for message in rows:
+        message["queued_at"] = fold.queued_at.get(message["id"])
+    return rows
+
+
+def mail_delta(fold: PanelFold, *, log_length: int) -> dict[str, Any]:
+    """What a mailbox-only change touches: pending mail and each member's pending count.
+
+    Built from the mailbox alone (no roster or board work), so busy mail traffic
+    costs a watcher only the mail it carries.
+    """
+    mail = fold.state.mail
+    counts = {fold.team_id: mail.pending_count(fold.team_id)}
+    counts.update((member_id, mail.pending_count(member_id)) for member_id in fold.state.members.members)
+    return {"at": fold.seq, "log_length": log_length, "as_of": fold.time,
+            "pending_mail": _pending(fold), "pending_counts": counts}

@@ -1,0 +1,199 @@
+"""The panel in a real headless browser (Debian's chromium via Playwright) against a real scripted Team run.
+
+The host runs on its own loop thread (:class:`web_kit.LoopThread`); the browser is
+driven from the test's thread. Every wait is on a condition in the page, with
+generous bounds: nothing here measures time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from web_kit import TEAM_TOOLS, LoopThread, Team, open_team
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM = os.environ.get("DSH_CHROMIUM", "/usr/bin/chromium")
+REPO = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(os.environ.get("DSH_TEST_ARTIFACTS", REPO / "build" / "test-artifacts"))
+WAIT_MS = 30_000
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium (apt-get install -y chromium)")
+    with playwright_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[tuple[LoopThread, Team]]:
+    thread = LoopThread()
+    team = thread.call(open_team(tmp_path / "data"))
+    try:
+        yield thread, team
+    finally:
+        thread.call(team.host.close())
+        thread.stop()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1480, "height": 980})
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    yield opened
+    context.close()
+    assert errors == []
+
+
+def _open(page: Any, team: Team, extra: str = "") -> None:
+    page.goto(team.panel.url + extra)
+    page.wait_for_selector("#roster tbody tr", timeout=WAIT_MS)
+
+
+def _until(page: Any, script: str, arg: Any = None) -> None:
+    page.wait_for_function(script, arg=arg, timeout=WAIT_MS)
+
+
+def test_the_board_updates_live_when_a_teammate_completes_a_task(live: tuple[LoopThread, Team], page: Any) -> None:
+    thread, team = live
+    _open(page, team)
+    _until(page, "() => window.dshPanel.opens >= 1")
+    task = page.locator('[data-task="task-1"]')
+    assert task.get_attribute("data-status") == "in_progress"
+    assert "blocked" in (page.locator('[data-task="task-2"] .meta').text_content() or "")
+
+    thread.call(team.tell("builder", "finish now"))
+
+    page.wait_for_selector('[data-task="task-1"][data-status="completed"]', timeout=WAIT_MS)
+    _until(page, "() => document.querySelector('[data-task=\"task-2\"] .meta').textContent.includes('ready')")
+    assert page.locator("#timeline li").first.inner_text().split("\n")[1:3] == ["builder", "task-1 completed (rev 3)"]
+
+
+def test_a_stale_claim_from_the_page_shows_the_conflict_with_the_current_task(
+    live: tuple[LoopThread, Team], page: Any
+) -> None:
+    thread, team = live
+    _open(page, team)
+    page.click('[data-task="task-2"]')
+    assert page.inner_text("#seen-rev") == "acting on rev 1"
+
+    async def edit_behind_the_pages_back() -> Any:
+        return await team.service.update_task(
+            team.lead, task_id="task-2", expected_revision=1, action="edit", subject="Write module b, v2")
+
+    thread.call(edit_behind_the_pages_back)
+    page.wait_for_selector('[data-task="task-2"][data-revision="2"]', timeout=WAIT_MS)
+    page.click('#actions button[data-action="claim"]')
+
+    result = page.locator("#result.conflict")
+    result.wait_for(timeout=WAIT_MS)
+    assert "task-2 is now rev 2: pending" in result.inner_text()
+    assert [t.revision for t in team.service.list_tasks(team.lead) if t.id == "task-2"] == [2]
+
+
+def test_the_mode_toggle_hides_the_team_tools_at_the_next_step(live: tuple[LoopThread, Team], page: Any) -> None:
+    thread, team = live
+    _open(page, team)
+    assert TEAM_TOOLS <= team.tools_of_last_step("lead")
+    assert page.is_checked("#mode")
+
+    page.click("#mode")
+    page.wait_for_selector('#notice:text("Team mode off")', timeout=WAIT_MS)
+    _until(page, "() => window.dshPanel.live.enabled === false")
+    thread.call(team.tell("lead", "mode check"))
+
+    assert not TEAM_TOOLS & team.tools_of_last_step("lead")
+    assert not page.is_checked("#mode")
+
+
+def test_a_reconnect_resumes_from_the_last_event_without_loss_or_duplication(
+    live: tuple[LoopThread, Team], page: Any
+) -> None:
+    thread, team = live
+    _open(page, team)
+    _until(page, "() => window.dshPanel.opens === 1")
+    before = page.evaluate("() => window.dshPanel.lastId")
+
+    thread.soon(team.panel.feed.close_all)  # the server drops every stream
+    _until(page, "() => window.dshPanel.opens === 2")
+    thread.call(team.tell("builder", "finish now"))
+    page.wait_for_selector('[data-task="task-1"][data-status="completed"]', timeout=WAIT_MS)
+
+    shown = page.evaluate("() => window.dshPanel.live.timeline.map((e) => e.seq)")
+    server = thread.call(_document(team))
+    assert shown == [entry["seq"] for entry in server["timeline"]]
+    assert len(set(shown)) == len(shown)
+    team_ids = page.evaluate(
+        "() => window.dshPanel.received.filter((r) => !r.startsWith('status')).map((r) => Number(r.split(':')[1]))")
+    assert team_ids == sorted(set(team_ids)) and team_ids[0] > before
+
+
+async def _document(team: Team) -> dict[str, Any]:
+    doc = team.panel.feed.document()
+    assert doc is not None
+    return doc
+
+
+def test_the_time_slider_shows_an_earlier_roster(live: tuple[LoopThread, Team], page: Any) -> None:
+    thread, team = live
+    _open(page, team)
+    assert page.locator("#roster tbody tr").count() == 2
+    first_task = thread.call(_document(team))["timeline"][0]["seq"]
+
+    page.evaluate("(seq) => { const s = document.getElementById('at'); s.value = seq; s.dispatchEvent(new Event('change')); }",
+                  first_task)
+    _until(page, "(seq) => window.dshPanel.doc.at === seq", first_task)
+    assert page.locator("#roster tbody tr").count() == 1
+    assert page.locator("[data-task]").count() == 1
+    assert page.inner_text("#at-label").startswith(f"seq {first_task} of ")
+
+    page.click("#live")
+    _until(page, "() => document.querySelectorAll('#roster tbody tr').length === 2")
+    _open(page, team, f"&at={first_task}")  # the same view from the address bar
+    _until(page, "(seq) => window.dshPanel.doc && window.dshPanel.doc.at === seq", first_task)
+    assert page.locator("#roster tbody tr").count() == 1
+
+
+def test_the_finished_demo_board_served_from_its_logs(tmp_path: Path, page: Any) -> None:
+    """``make demo``'s run, opened with ``dsh team serve`` as the demo's closing lines say; screenshot saved."""
+    data = tmp_path / "demo"
+    demo = subprocess.run([sys.executable, str(REPO / "examples" / "run_demo.py"), "--data-dir", str(data)],
+                          capture_output=True, text=True, timeout=120, check=True)
+    assert f"dsh team serve --data-dir {data}" in demo.stdout.splitlines()[-1]
+    serve = subprocess.Popen([sys.executable, "-m", "host_spec.host.cli.main", "team", "serve", "--data-dir", str(data)],
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert serve.stderr is not None
+        line = serve.stderr.readline()
+        assert "(read-only): http://127.0.0.1:" in line
+        page.goto(line.split(": ", 2)[-1].split()[-1])
+        page.wait_for_selector('[data-task="task-2"][data-status="completed"]', timeout=WAIT_MS)
+        assert page.locator("#roster tbody tr").count() == 3
+        assert page.inner_text("#source") == "stored run · read-only"
+        assert not page.is_visible("#create")
+        page.click('[data-task="task-2"]')
+        page.wait_for_selector('#detail-status:text("completed (rev 3)")', timeout=WAIT_MS)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "team-panel-demo.png"), full_page=True)
+    finally:
+        serve.send_signal(signal.SIGINT)
+        assert serve.wait(timeout=30) == 130
+    assert "dsh: interrupted" in serve.stderr.read()
