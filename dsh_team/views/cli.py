@@ -36,7 +36,7 @@ from dsh_team.core.fold import replay
 from dsh_team.views.show import build_show, render_json
 from dsh_team.views.writes import collect_writes
 from dsh_team.views.show_text import render_text
-from dsh_team.views.usage import MemberUsage, fold_usage
+from dsh_team.views.usage import member_usage
 
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_FAILED", "ShowError", "register", "show_command", "serve_command", "lead_of"]
 
@@ -113,22 +113,6 @@ def lead_of(reader: SessionReader, session_id: str) -> str:
         return session_id  # no readable parent: the session can only lead its own Team
     state = replay(stored.events, parent)
     return parent if session_id in state.members.members else session_id
-
-
-def member_usage(reader: SessionReader, session_ids: list[str], *, until: int | None = None) -> dict[str, MemberUsage]:
-    """Usage folded from each session's own events (at or before ``until`` ms when given).
-
-    An unreadable log is left out (shown ``null``).
-    """
-    usage = {}
-    for session_id in session_ids:
-        try:
-            stored = reader.read(session_id, salvage=True)
-        except SessionError:
-            continue
-        own = stored.events[stored.header.seed_length:]
-        usage[session_id] = fold_usage(own if until is None else [e for e in own if e.time <= until])
-    return usage
 
 
 async def serve_command(args: argparse.Namespace, env: CliEnv) -> int:

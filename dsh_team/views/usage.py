@@ -12,9 +12,11 @@ from collections.abc import Sequence
 
 import msgspec
 
+from host_spec.cli import SessionReader
+from host_spec.errors import SessionError
 from host_spec.events import Event, EventType
 
-__all__ = ["MemberUsage", "fold_usage"]
+__all__ = ["MemberUsage", "fold_usage", "added", "member_usage"]
 
 
 class MemberUsage(msgspec.Struct, frozen=True):
@@ -50,3 +52,30 @@ def fold_usage(own_events: Sequence[Event]) -> MemberUsage:
             outputs += usage.get("output_tokens", 0)
             cached += usage.get("cached_tokens") or 0
     return MemberUsage(calls=calls, input_tokens=inputs, output_tokens=outputs, cached_tokens=cached, model=model)
+
+
+def added(earlier: MemberUsage, later: MemberUsage) -> MemberUsage:
+    """The usage of two consecutive stretches of one log (``later`` names the newer model)."""
+    return MemberUsage(
+        calls=earlier.calls + later.calls,
+        input_tokens=earlier.input_tokens + later.input_tokens,
+        output_tokens=earlier.output_tokens + later.output_tokens,
+        cached_tokens=earlier.cached_tokens + later.cached_tokens,
+        model=later.model or earlier.model,
+    )
+
+
+def member_usage(reader: SessionReader, session_ids: list[str], *, until: int | None = None) -> dict[str, MemberUsage]:
+    """Usage folded from each session's own events (at or before ``until`` ms when given).
+
+    An unreadable log is left out (shown ``null``).
+    """
+    usage = {}
+    for session_id in session_ids:
+        try:
+            stored = reader.read(session_id, salvage=True)
+        except SessionError:
+            continue
+        own = stored.events[stored.header.seed_length:]
+        usage[session_id] = fold_usage(own if until is None else [e for e in own if e.time <= until])
+    return usage

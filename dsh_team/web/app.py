@@ -150,7 +150,8 @@ def build_app(feed: Feed, token: str, steering: Steering | None = None) -> Starl
                 raise WebError(400, "WEB_BAD_POSITION", f"at {at} is beyond the Lead log ({doc['at']} events)")
             fold = PanelFold(doc["team_id"])
             fold.advance(source.events, at)
-            doc = document(fold, log_length=doc["log_length"], writes=source.writes(fold.state, fold.time))
+            doc = document(fold, log_length=doc["log_length"], writes=source.writes(fold.state, fold.time),
+                           usage=source.usage(fold.state, fold.time))
         doc["read_only"] = steering is None
         return JSONResponse(doc)
 

@@ -20,7 +20,7 @@ new event, never a re-scan.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 import msgspec
@@ -31,6 +31,7 @@ from dsh_team.core.fold import evolve
 from dsh_team.core.state import TeamState, initial_state
 from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_QUEUED
 from dsh_team.views.show import ShowTask, build_show, offline_status, pending_messages
+from dsh_team.views.usage import MemberUsage
 from dsh_team.views.writes import ShowWrite
 from dsh_team.web.timeline import TimelineEntry, timeline_entry
 
@@ -152,6 +153,7 @@ def document(
     enabled: bool | None = None,
     damage: tuple[str, int] | None = None,
     writes: tuple[ShowWrite, ...] = (),
+    usage: Mapping[str, MemberUsage] | None = None,
 ) -> dict[str, Any]:
     """The page document of ``fold`` (the Team at ``fold.seq`` of a log of ``log_length``).
 
@@ -162,9 +164,10 @@ def document(
         enabled: Team mode as the live service reports it (``None``: as recorded in the log).
         damage: A damaged log's ``(message, seq)`` (see :func:`~dsh_team.views.show.build_show`).
         writes: The members' audited writes (``writes[]`` of ``dsh team show``).
+        usage: Token usage by member id (``members[].usage``).
     """
     show = build_show(fold.state, session_id=fold.team_id, log_length=log_length, at=fold.seq, damage=damage,
-                      writes=writes)
+                      writes=writes, usage=usage)
     doc: dict[str, Any] = _to_builtins(show)
     if live is not None:
         doc["offline"] = False

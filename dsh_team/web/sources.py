@@ -17,7 +17,7 @@ hands out -- can be read back from the log after a crash.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from host_spec.cli import SessionReader, StoredLog
@@ -25,6 +25,7 @@ from host_spec.events import Event
 from host_spec.protocols import Agent, Host, Session
 
 from dsh_team.core.state import TeamState
+from dsh_team.views.usage import MemberUsage, added, fold_usage, member_usage
 from dsh_team.views.writes import ShowWrite, collect_writes
 
 if TYPE_CHECKING:
@@ -73,6 +74,10 @@ class LogSource(Protocol):
         """The members' audited writes up to time ``until`` (ms; ``None``: all)."""
         ...
 
+    def usage(self, state: TeamState, until: int | None) -> Mapping[str, MemberUsage]:
+        """Token usage by member id, from their own logs, up to time ``until`` (missing: unknown)."""
+        ...
+
 
 class StoredRun:
     """A finished or crashed run read from its logs (read-only).
@@ -115,6 +120,11 @@ class StoredRun:
     def writes(self, state: TeamState, until: int | None) -> tuple[ShowWrite, ...]:
         return () if self._reader is None else collect_writes(self._reader, state, until=until)
 
+    def usage(self, state: TeamState, until: int | None) -> Mapping[str, MemberUsage]:
+        if self._reader is None:
+            return {}
+        return member_usage(self._reader, [state.team_id, *state.members.members], until=until)
+
 
 class LiveRun:
     """The root session of a live host and its Team service.
@@ -132,6 +142,7 @@ class LiveRun:
         self._host = host
         self._service = service
         self._session: Session | None = None
+        self._usage: dict[str, tuple[int, MemberUsage]] = {}
 
     def adopt(self, session: Session) -> bool:
         """Follow ``session`` if it is the first root announced; returns whether it is the Lead."""
@@ -162,6 +173,27 @@ class LiveRun:
     def writes(self, state: TeamState, until: int | None) -> tuple[ShowWrite, ...]:
         """None: the writes sit in the members' logs, and a released member's log is not loaded."""
         return ()
+
+    def usage(self, state: TeamState, until: int | None) -> Mapping[str, MemberUsage]:
+        """Usage of the members whose session is loaded (a released one is unknown until it runs again).
+
+        Folded incrementally per session (only events after the last look), except for a
+        past position, which is rare and read on request.
+        """
+        found: dict[str, MemberUsage] = {}
+        for member_id in [state.team_id, *state.members.members]:
+            session = self._host.sessions.get(member_id)
+            if session is None:
+                continue
+            own = session.own_events()
+            if until is not None:
+                found[member_id] = fold_usage([e for e in own if e.time <= until])
+                continue
+            scanned, total = self._usage.get(member_id, (0, MemberUsage()))
+            total = added(total, fold_usage(own[scanned:]))
+            self._usage[member_id] = (len(own), total)
+            found[member_id] = total
+        return found
 
     def agent(self, member_id: str) -> Agent | None:
         """The live agent of a member (the credential steering uses)."""

@@ -87,7 +87,7 @@ class Feed:
         live = source.status if source.live else None
         until = None if fold.seq >= len(source.events) else fold.time
         return document(fold, log_length=len(source.events), live=live, enabled=source.enabled(), damage=source.damage,
-                        writes=source.writes(fold.state, until))
+                        writes=source.writes(fold.state, until), usage=source.usage(fold.state, until))
 
     def _current_statuses(self, fold: PanelFold) -> dict[str, str]:
         return member_statuses(fold, self.source.status)

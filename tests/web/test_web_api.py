@@ -18,6 +18,7 @@ from starlette.testclient import TestClient
 
 from dsh_team.core.fold import replay
 from dsh_team.views.show import build_show, render_json
+from dsh_team.views.usage import fold_usage
 from web_kit import TOKEN, Dispatch, Team, open_team
 
 ORIGIN = {"Origin": "http://testserver"}
@@ -99,8 +100,9 @@ def test_the_document_is_team_show_plus_live_status_layers_and_timeline(api: tup
     client, team = api
     doc = client.get("/api/team", headers=AUTH).json()
     session = team.lead.session
+    usage = {team.lead.id: fold_usage(session.own_events())}  # the builder was released: its log is not loaded
     show = json.loads(render_json(build_show(replay(session.events, team.lead.id), session_id=team.lead.id,
-                                             log_length=len(session.events), at=session.durable_seq)))
+                                             log_length=len(session.events), at=session.durable_seq, usage=usage)))
     for key in set(show) - {"members", "offline"}:
         assert doc[key] == show[key], key
     assert doc["offline"] is False and doc["live"] is True and doc["read_only"] is False
@@ -112,6 +114,18 @@ def test_the_document_is_team_show_plus_live_status_layers_and_timeline(api: tup
         ("lead", "team_task_create", "task-2 created: Write module b (rev 1)"),
         ("lead", "spawn_teammate", "builder provisioning"),
     ]
+
+
+def test_members_show_the_tokens_their_own_loaded_logs_used(api: tuple[TestClient, Team]) -> None:
+    client, team = api
+    calls = sum(1 for r in team.model.requests if r.agent_name == "lead")
+    for _ in range(2):  # the second look folds only what is new
+        lead, builder = client.get("/api/team", headers=AUTH).json()["members"]
+        assert lead["usage"] == {"calls": calls, "input_tokens": 120 * calls, "output_tokens": 30 * calls,
+                                 "cached_tokens": 0, "model": "scripted:kit"}
+        assert builder["usage"] is None  # released while idle: its log is not loaded
+    first = client.get("/api/team", headers=AUTH).json()["timeline"][0]["seq"]
+    assert client.get(f"/api/team?at={first}", headers=AUTH).json()["members"][0]["usage"]["calls"] == 1
 
 
 def test_at_shows_the_team_at_an_earlier_position(api: tuple[TestClient, Team]) -> None:

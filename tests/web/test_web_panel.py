@@ -194,6 +194,7 @@ def test_a_stored_run_shows_the_members_audited_writes_at_any_position(tmp_path:
     with _stored_app(_stored(tmp_path / "data", finish=True), writes=True) as client:
         doc = client.get("/api/team", headers=AUTH).json()
         [write] = doc["writes"]
+        assert [m["usage"]["calls"] for m in doc["members"]] == [3, 4]  # every model call, placeholders included
         assert (write["member"], write["path"], write["tool"], write["tasks"], write["in_scope"]) == (
             "builder", "src/a.py", "write_file", ["task-1"], True)
         completed = next(e["seq"] for e in doc["timeline"] if e["summary"].startswith("task-1 completed"))

@@ -59,11 +59,14 @@ SCRIPT: dict[str, Any] = {
     ],
 }
 
+#: ``(input, output)`` tokens every model call of the kit reports (so the roster has usage to show).
+USAGE = (120, 30)
+
 TEAM_TOOLS = frozenset({"team_task_create", "team_task_update", "team_task_list", "team_task_get"})
 
 
 class GatedModel:
-    """The scripted model, except that a held member's next model call waits until released.
+    """The scripted model, reporting :data:`USAGE` per call; a held member's next model call waits until released.
 
     Only the model (the outside world of a host) is held: the member's turn really
     runs, so its agent stays loaded and ``running`` while a test looks at it.
@@ -87,7 +90,8 @@ class GatedModel:
         if gate is not None:
             self.waiting[request.agent.name].set()
             await gate.wait()
-        return await self.scripted.complete(request)
+        reply = await self.scripted.complete(request)
+        return {**reply, "usage": {"input_tokens": USAGE[0], "output_tokens": USAGE[1]}, "model": "scripted:kit"}
 
 
 class Team:

@@ -142,11 +142,10 @@ function renderRoster(doc) {
 }
 
 function tokens(member) {
-  const used = member.tokens ?? member.usage ?? null;
-  if (used === null || used === undefined) return "—";
-  if (typeof used === "number") return used.toLocaleString();
-  const total = used.total ?? ((used.input || 0) + (used.output || 0));
-  return total.toLocaleString();
+  const used = member.usage;
+  if (!used || !used.calls) return "—";
+  const total = used.input_tokens + used.output_tokens;
+  return total.toLocaleString() + (used.model ? ` · ${used.model}` : "");
 }
 
 function renderBoard(doc) {
