@@ -11,11 +11,13 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
+import structlog
 from sse_starlette.sse import AppStatus
 from starlette.testclient import TestClient
 
@@ -34,6 +36,13 @@ from web_kit import PROMPT, SCRIPT, TOKEN, Dispatch, LoopThread, open_team
 
 AUTH = {"X-Dsh-Token": TOKEN}
 POST = {**AUTH, "Origin": "http://testserver"}
+
+
+@pytest.fixture(autouse=True)
+def _logging() -> Iterator[None]:
+    """``main()`` configures structlog for the process; undo it for the tests that follow."""
+    yield
+    structlog.reset_defaults()
 
 
 def _stored(path: Path, *, finish: bool = False) -> Path:
@@ -164,6 +173,25 @@ def test_without_the_team_service_the_page_shows_the_log_and_refuses_changes(tmp
             result = client.post(path, json=body, headers=POST).json()
             assert result["ok"] is False and result["error"]["message"] == "the Team service is not loaded"
         client.portal.call(host.close)
+
+
+def test_dsh_run_web_serves_during_the_run_and_stops_with_it(tmp_path: Path, capsys: Any) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    (tmp_path / "workspace").mkdir()
+    args = ["run", "--profile", "agent-teams", "--model", f"scripted:{script}", "--data-dir", str(tmp_path / "data"),
+            "--workspace", str(tmp_path / "workspace"), "--web=0", PROMPT]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    url = err.split("dsh: Team panel: ")[1].split()[0]
+    assert url.startswith("http://127.0.0.1:") and "token=" in url
+    with pytest.raises(httpx2.ConnectError):
+        httpx2.get(url, timeout=10)
+    for bad in ("--web=x", "--web=70000"):
+        with pytest.raises(SystemExit) as exited:
+            main(["run", "--model", f"scripted:{script}", bad, PROMPT])
+        assert exited.value.code == 2
+    assert "PORT must be" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- stored: the logs
