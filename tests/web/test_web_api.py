@@ -9,8 +9,6 @@ rendered by the CLI's code), every steering outcome against the service's board.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,23 +17,11 @@ from starlette.testclient import TestClient
 from dsh_team.core.fold import replay
 from dsh_team.views.show import build_show, render_json
 from dsh_team.views.usage import fold_usage
-from web_kit import TOKEN, Dispatch, Team, open_team
+from web_kit import TOKEN, Team
 
 ORIGIN = {"Origin": "http://testserver"}
 AUTH = {"X-Dsh-Token": TOKEN}
 POST = {**AUTH, **ORIGIN}
-
-
-@pytest.fixture
-def api(tmp_path: Path) -> Iterator[tuple[TestClient, Team]]:
-    dispatch = Dispatch()
-    with TestClient(dispatch) as client:
-        team = client.portal.call(open_team, tmp_path / "data")
-        dispatch.app = team.panel.app
-        try:
-            yield client, team
-        finally:
-            client.portal.call(team.host.close)
 
 
 def _tasks(team: Team) -> dict[str, Any]:

@@ -7,9 +7,7 @@ generous bounds: nothing here measures time.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import signal
 import subprocess
 import sys

@@ -6,7 +6,6 @@ import asyncio
 import io
 import json
 import os
-import shutil
 import signal
 import socket
 import sys
@@ -22,7 +21,6 @@ from sse_starlette.sse import AppStatus
 from starlette.testclient import TestClient
 
 from host_spec.errors import ConfigError, PluginError
-from dsh_team import TeamServiceAPI
 from dsh_team.web.plugin import Panel
 from host_spec.host.app import Host
 from host_spec.host.cli.main import main

@@ -9,28 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
-from web_kit import TOKEN, Dispatch, Team, open_team
+from web_kit import TOKEN, Team
 
 AUTH = {"X-Dsh-Token": TOKEN}
-
-
-@pytest.fixture
-def api(tmp_path: Path) -> Iterator[tuple[TestClient, Team]]:
-    dispatch = Dispatch()
-    with TestClient(dispatch) as client:
-        team = client.portal.call(open_team, tmp_path / "data")
-        dispatch.app = team.panel.app
-        try:
-            yield client, team
-        finally:
-            client.portal.call(team.host.close)
 
 
 def _parse(body: str) -> list[tuple[str, int, dict[str, Any]]]:
