@@ -66,7 +66,7 @@ class Feed:
     # ------------------------------------------------------------ folding
 
     def fold(self) -> PanelFold | None:
-        """The fold, caught up to the source's durable position (``None`` before the Lead exists)."""
+        """The fold, made on first use (``None`` before the Lead exists); callers advance it."""
         team_id = self.source.team_id
         if team_id is None:
             return None
@@ -85,7 +85,7 @@ class Feed:
     def _document(self, fold: PanelFold) -> dict[str, Any]:
         source = self.source
         live = source.status if source.live else None
-        until = None if fold.seq >= len(source.events) else fold.time
+        until = None if fold.seq >= source.durable else fold.time  # writes and usage as of the fold's position
         return document(fold, log_length=len(source.events), live=live, enabled=source.enabled(), damage=source.damage,
                         writes=source.writes(fold.state, until), usage=source.usage(fold.state, until))
 
