@@ -16,7 +16,7 @@ small cost buys reload safety. Why strict scalar hooks: cattrs' defaults call
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import cattrs
@@ -34,7 +34,7 @@ class _StrictTypeError(TypeError):
     """A scalar of the wrong type; its message is shown as is."""
 
 
-def _strict(expected: tuple[type, ...], label: str, cast: type):
+def _strict(expected: tuple[type, ...], label: str, cast: type) -> Callable[[Any, Any], Any]:
     def hook(value: Any, _type: Any) -> Any:
         if isinstance(value, bool) and bool not in expected:
             raise _StrictTypeError(f"expected {label}, got bool")

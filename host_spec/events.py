@@ -184,7 +184,7 @@ _encoder: Final = msgspec.json.Encoder()
 _builtin_decoder: Final = msgspec.json.Decoder()
 _event_decoder: Final = msgspec.json.Decoder(Event)
 _header_decoder: Final = msgspec.json.Decoder(SessionHeader)
-_typed_decoders: dict[type, msgspec.json.Decoder] = {}
+_typed_decoders: dict[type, msgspec.json.Decoder[Any]] = {}
 
 
 def json_encode(value: Any) -> bytes:
@@ -242,7 +242,7 @@ def encode_data(data: Any) -> msgspec.Raw:
 
 def decode_data(data: msgspec.Raw | bytes, typ: type[T]) -> T:
     """Strictly decode a raw payload into ``typ`` with a decoder cached per type."""
-    decoder = _typed_decoders.get(typ)
+    decoder: msgspec.json.Decoder[T] | None = _typed_decoders.get(typ)
     if decoder is None:
         decoder = _typed_decoders[typ] = msgspec.json.Decoder(typ)
     return decoder.decode(data)

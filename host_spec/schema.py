@@ -44,7 +44,7 @@ def tool_json_schema(args_type: Any) -> dict[str, Any]:
     (root,), components = msgspec.json.schema_components([args_type], ref_template=_REF_PREFIX + "{name}")
     defs = {name: _strip_struct_doc(body) for name, body in components.items()}
     kept: dict[str, Any] = {}
-    schema = _inline(root, defs, (), kept)
+    schema: dict[str, Any] = _inline(root, defs, (), kept)  # the root of an args Struct is an object
     if kept:
         schema["$defs"] = kept
     return schema
