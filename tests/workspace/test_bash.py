@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 from workspace_kit import agent_in, call, open_host
 
-from host_spec.records import AbortSignal
+from host_spec.host.app import Host
+from host_spec.host.models.scripted import ScriptedModel
+from host_spec.messages import user_message
+from host_spec.records import AbortSignal, CancelCause
 from host_spec.host.workspace.shell import Capture, clean_environment
 
 
@@ -142,3 +145,54 @@ async def test_interrupt_and_cancel_kill_the_group(tmp_path, ws) -> None:
     for how in ("interrupt", "cancel"):
         assert wait_gone(int((ws / f"{how}.pid").read_text()))
         assert all(wait_gone(pgid) for pgid in results[how][1])
+
+
+async def test_a_process_that_leaves_the_group_does_not_hang_the_tool(tmp_path, ws) -> None:
+    """``setsid`` escapes the group kill and keeps the pipe open; the reader gives up after a short grace."""
+    pidfile = ws / "escaped.pid"
+    try:
+        (result,) = await bash(tmp_path, ws, {"command": f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 60' & "
+                                                   f"sleep 0.5; echo done"})
+        assert result.ok and result.value["output"].endswith("done\n")
+    finally:
+        if pidfile.exists():
+            try:
+                os.kill(int(pidfile.read_text()), 9)
+            except ProcessLookupError:
+                pass
+
+
+async def test_cancelling_the_turn_kills_the_running_command(tmp_path, ws) -> None:
+    """A real turn runs ``bash``; cancelling the turn (what an interrupt does) kills the group and ends the call."""
+    pidfile = ws / "turn.pid"
+    script = {"lead": [{"tool_calls": [{"name": "bash", "arguments": {
+        "command": f"sleep 300 & echo $! > {pidfile}; wait"}}]}]}
+    host = await Host.open(tmp_path / "data", None, ScriptedModel.from_mapping(script))
+    try:
+        host.plugins.load("workspace", {})
+        agent = await agent_in(host, ws)
+        agent.followup(user_message("go"))
+        while not pidfile.exists() or not pidfile.read_text().strip():
+            await asyncio.sleep(0.02)
+        agent.cancel(CancelCause("user"))
+        await agent.when_idle()
+        results = [e.value() for e in agent.session.events if e.type == "tool/result"]
+    finally:
+        await host.close()
+    assert [r["error"]["code"] for r in results] == ["BASH_INTERRUPTED"]
+    assert wait_gone(int(pidfile.read_text()))
+
+
+async def test_a_released_session_leaves_no_ledger(tmp_path, ws) -> None:
+    (ws / "f.txt").write_text("v\n")
+    host = await open_host(tmp_path / "data")
+    try:
+        agent = await agent_in(host, ws)
+        await call(host, agent, "read_file", path="f.txt")
+        assert (await call(host, agent, "edit_file", path="f.txt", old_string="v", new_string="w")).ok
+        tools = host.plugins.pm.get_plugin("workspace/Tools")
+        assert agent.session.id in tools.ledgers.by_session
+        await host.dispose_agent(agent)
+        assert not tools.ledgers.by_session
+    finally:
+        await host.close()

@@ -58,12 +58,10 @@ def load_text(path: Path, shown: str, *, max_bytes: int) -> Text:
         raise WorkspaceError(f"{shown} does not exist", code=WorkspaceCode.FILE_NOT_FOUND, path=shown) from None
     if not stat.S_ISREG(info.st_mode):
         raise WorkspaceError(f"{shown} is not a regular file", code=WorkspaceCode.NOT_A_FILE, path=shown)
-    if info.st_size > max_bytes:
-        raise WorkspaceError(f"{shown} has {info.st_size} bytes; the limit is {max_bytes}",
-                             code=WorkspaceCode.FILE_TOO_LARGE, path=shown)
-    data = _read_bytes(path, shown)
-    if len(data) > max_bytes:  # it grew between stat and read
-        raise WorkspaceError(f"{shown} has more than {max_bytes} bytes", code=WorkspaceCode.FILE_TOO_LARGE, path=shown)
+    data = _read_at_most(path, shown, max_bytes + 1)  # never more than the limit, even if the file grows meanwhile
+    if len(data) > max_bytes:
+        raise WorkspaceError(f"{shown} has more than {max_bytes} bytes (the limit)", code=WorkspaceCode.FILE_TOO_LARGE,
+                             path=shown)
     if b"\x00" in data[:_BINARY_PROBE]:
         raise WorkspaceError(f"{shown} is a binary file", code=WorkspaceCode.BINARY_FILE, path=shown)
     try:
@@ -74,11 +72,10 @@ def load_text(path: Path, shown: str, *, max_bytes: int) -> Text:
     return Text(text, digest(data), len(data))
 
 
-def _read_bytes(path: Path, shown: str) -> bytes:
+def _read_at_most(path: Path, shown: str, size: int) -> bytes:
     try:
-        return path.read_bytes()
-    except IsADirectoryError:
-        raise WorkspaceError(f"{shown} is not a regular file", code=WorkspaceCode.NOT_A_FILE, path=shown) from None
+        with open(path, "rb") as handle:
+            return handle.read(size)
     except OSError as exc:
         raise WorkspaceError(f"cannot read {shown}: {exc.strerror}", code=WorkspaceCode.IO_ERROR, path=shown) from None
 
