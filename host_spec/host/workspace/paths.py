@@ -60,6 +60,5 @@ class Workspace:
         return resolved
 
     def relative(self, resolved: Path) -> str:
-        """``resolved`` (inside the root) as the ``/``-separated relative path the tools report."""
-        rel = resolved.relative_to(self.root).as_posix()
-        return rel if rel != "." else "."
+        """``resolved`` (inside the root) as the ``/``-separated relative path the tools report (``.``: the root)."""
+        return resolved.relative_to(self.root).as_posix()
