@@ -38,6 +38,7 @@ class Reply:
     tool_calls: tuple[tuple[str, str, str], ...] = ()
     split: int = 0
     usage: dict[str, Any] | None = None
+    finish: str | None = None  # default: tool_calls when there are calls, else stop
 
 
 @attrs.frozen
@@ -112,7 +113,7 @@ def _stream_chunks(reply: Reply) -> list[dict[str, Any]]:
         first = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": pieces[0]}}
         chunks.append(_chunk({"tool_calls": [first]}))
         chunks += [_chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}) for p in pieces[1:]]
-    chunks.append(_chunk({}, "tool_calls" if reply.tool_calls else "stop"))
+    chunks.append(_chunk({}, reply.finish or ("tool_calls" if reply.tool_calls else "stop")))
     if reply.usage is not None:
         chunks.append({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": "stub",
                        "choices": [], "usage": reply.usage})

@@ -102,6 +102,20 @@ class TestRetries:
         assert "after 3 attempts" in reason["error"]["message"] and "boom" in reason["error"]["message"]
         assert of(events, EventType.ASSISTANT_MESSAGE) == []
 
+    def test_an_unreadable_retry_after_falls_back_to_backoff(self, tmp_path: Path) -> None:
+        with ModelServer(script(Status(503, "busy", {"retry-after": "soon"}), text("made it"))) as server:
+            events, _ = run(run_prompt(tmp_path, spec(server.base_url)))
+        assert len(server.requests) == 2 and turn_end(events) == {"kind": "completed"}
+
+    def test_a_constrained_reply_cut_by_max_tokens_says_so(self, tmp_path: Path) -> None:
+        from kit_model_server import Reply
+
+        with ModelServer(script(Reply(content='{"tool": "note", "argu', finish="length"))) as server:
+            events, notes = run(run_prompt(tmp_path, spec(server.base_url, "tools=constrained")))
+        reason = turn_end(events)
+        assert reason["error"]["code"] == "MODEL_BAD_REPLY" and "(the reply hit max_tokens)" in reason["error"]["message"]
+        assert notes.notes == []
+
     def test_rate_limit_exhausted(self, tmp_path: Path) -> None:
         with ModelServer(lambda request: Status(429, "quota", {"retry-after": "0"})) as server:
             events, _ = run(run_prompt(tmp_path, spec(server.base_url, "retries=1")))
@@ -125,8 +139,9 @@ class TestRetries:
         assert KEY not in reason["error"]["message"]
         assert not any(KEY.encode() in path.read_bytes() for path in tmp_path.rglob("*") if path.is_file())
 
-    def test_non_json_in_non_streamed_mode(self, tmp_path: Path) -> None:
-        with ModelServer(lambda request: Raw(b"not json at all", "application/json")) as server:
+    @pytest.mark.parametrize("body, kind", [(b"not json at all", "application/json"), (b"hello", "text/plain")])
+    def test_non_json_in_non_streamed_mode(self, tmp_path: Path, body: bytes, kind: str) -> None:
+        with ModelServer(lambda request: Raw(body, kind)) as server:
             events, _ = run(run_prompt(tmp_path, spec(server.base_url, "stream=false")))
         assert turn_end(events)["error"]["code"] == "MODEL_BAD_REPLY" and len(server.requests) == 1
 
@@ -184,6 +199,7 @@ class TestBuild:
         retry, _, error = classify(RuntimeError(f"odd {KEY}"), where="server", key=KEY)
         assert retry and error.code == "MODEL_UNAVAILABLE" and KEY not in error.message
         assert classify(ModelError("x", code="MODEL_BAD_REPLY"), where="s", key=KEY)[2].code == "MODEL_BAD_REPLY"
+        assert classify(RuntimeError("x" * 400), where="s", key="")[2].message.endswith("...")  # no key: nothing to hide
 
     def test_stored_logs_hold_usage_but_no_key(self, tmp_path: Path) -> None:
         with ModelServer(script(text("hi"))) as server:
