@@ -7,9 +7,9 @@ and directory, so the ratio stays meaningful on slow or noisy machines.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-__all__ = ["measure", "report"]
+__all__ = ["Totals", "atimed", "measure", "report", "timed"]
 
 
 def measure(fn: Callable[[], object], *, seconds: float, warmup: float = 0.1) -> float:
@@ -38,3 +38,37 @@ def report(bench_id: str, ratio: float, goal: float) -> str:
     line = f"{bench_id} {ratio:.2f} {goal:g}"
     print(line, flush=True)
     return line
+
+
+def timed(step: Callable[[], int], seconds: float) -> tuple[int, float]:
+    """Run ``step()`` (returning ops done) for at least ``seconds``; return ``(ops, elapsed)``."""
+    clock = time.perf_counter
+    ops, start = 0, clock()
+    while True:
+        ops += step()
+        now = clock()
+        if now - start >= seconds:
+            return ops, now - start
+
+
+async def atimed(step: Callable[[], Awaitable[int]], seconds: float) -> tuple[int, float]:
+    """:func:`timed` for a coroutine step."""
+    clock = time.perf_counter
+    ops, start = 0, clock()
+    while True:
+        ops += await step()
+        now = clock()
+        if now - start >= seconds:
+            return ops, now - start
+
+
+class Totals(dict[str, tuple[int, float]]):
+    """Ops and seconds summed per contender over interleaved segments."""
+
+    def add(self, key: str, result: tuple[int, float]) -> None:
+        ops, elapsed = self.get(key, (0, 0.0))
+        self[key] = (ops + result[0], elapsed + result[1])
+
+    def rate(self, key: str) -> float:
+        ops, elapsed = self[key]
+        return ops / elapsed

@@ -9,6 +9,9 @@ P3: cold replay of a 100k-event Lead log (store read + fold) against a plain typ
     msgspec decode of the same file's lines (goal: at least 0.5 of its speed).
 P4: ``list_tasks`` + ``get_task`` time on a 100k-event Lead over the same board at
     1k events (goal: at most 1.2; reads never re-scan the log).
+P6: serial durable ``update_task`` against a crew-style SQLite CAS update (WAL,
+    ``synchronous=FULL``, one commit per mutation; :mod:`benchmarks.peers`), goal >= 1.
+P7: 16 members updating at once against SQLite with 16 writer connections, goal >= 4.
 
 fsync latency drifts on shared machines, so contenders run in alternating short
 segments and each ratio compares totals of interleaved runs.
@@ -17,12 +20,12 @@ segments and each ratio compares totals of interleaved runs.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +34,8 @@ import msgspec
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import report  # noqa: E402
+from benchmarks._common import Totals, report, timed, atimed  # noqa: E402
+from benchmarks.peers import RawAppend, RawPreallocated, SqliteBoard  # noqa: E402
 from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord, TaskRecord, TeamMemberSnapshot, TeamTaskSnapshot  # noqa: E402
 from dsh_team.core.fold import replay  # noqa: E402
 from dsh_team.log.journal import Append  # noqa: E402
@@ -48,52 +52,21 @@ MEMBERS = 16
 LIVE_TASKS = 200
 BIG, SMALL = 100_000, 1_000
 
-clock = time.perf_counter
-
-
-def _timed(step: Callable[[], int], seconds: float) -> tuple[int, float]:
-    ops, start = 0, clock()
-    while True:
-        ops += step()
-        now = clock()
-        if now - start >= seconds:
-            return ops, now - start
-
-
-async def _atimed(step: Callable[[], Awaitable[int]], seconds: float) -> tuple[int, float]:
-    ops, start = 0, clock()
-    while True:
-        ops += await step()
-        now = clock()
-        if now - start >= seconds:
-            return ops, now - start
-
-
-class _Totals(dict[str, tuple[int, float]]):
-    def add(self, key: str, result: tuple[int, float]) -> None:
-        ops, elapsed = self.get(key, (0, 0.0))
-        self[key] = (ops + result[0], elapsed + result[1])
-
-    def rate(self, key: str) -> float:
-        ops, elapsed = self[key]
-        return ops / elapsed
-
-
 # ---------------------------------------------------------------- P1 / P2
 
 
-def _teams(host: Host) -> TeamService:
+def teams_of(host: Host) -> TeamService:
     """The host's concrete Team service (provided by type; the benches read its journals)."""
     teams = host.service(TeamServiceAPI)
     assert isinstance(teams, TeamService)
     return teams
 
 
-async def _member(host: Host, root: Any, index: int) -> Any:
+async def add_member(host: Host, root: Any, index: int) -> Any:
     """A teammate: a child session listed on the Lead's roster (what spawn_teammate leaves behind)."""
     session = await host.create_session(f"member-{index}", parent_session=root.id)
     agent = host.start_agent(session, name=f"m{index}")
-    journal = _teams(host).journals.get(root.session)
+    journal = teams_of(host).journals.get(root.session)
     for phase in ("provisioning", "active"):
         snapshot = TeamMemberSnapshot(
             id=agent.id, name=f"m{index}", description="bench", provider="spawn", context="fresh", phase=phase
@@ -106,22 +79,18 @@ async def _member(host: Host, root: Any, index: int) -> Any:
 async def _durable(directory: Path) -> dict[str, float]:
     host = await Host.open(directory, None, ScriptedModel.from_mapping({}))
     host.plugins.load("dsh-team", {})
-    teams = _teams(host)
+    teams = teams_of(host)
     session = await host.create_session("lead")
     root = host.start_agent(session, name="lead")
-    members = [await _member(host, root, i) for i in range(MEMBERS)]
+    members = [await add_member(host, root, i) for i in range(MEMBERS)]
     views: dict[str, Any] = {}
     for member in [root, *members]:
         view = await teams.create_task(member, subject="bench task", description="a task for the benchmark")
         views[member.id] = await teams.update_task(member, task_id=view.id, expected_revision=1, action="claim")
     line = encode_event(session.events[-1]) + b"\n"
-    fd = os.open(directory / "raw.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    raw, preallocated = RawAppend(directory / "raw.jsonl", line), RawPreallocated(directory / "raw.pre", line)
+    sqlite = SqliteBoard(directory / "peer.sqlite", MEMBERS, line.decode())
     labels = ("bench task", "bench task, edited")
-
-    def raw() -> int:
-        os.write(fd, line)
-        os.fsync(fd)
-        return 1
 
     async def edit(member: Any) -> None:
         view = views[member.id]
@@ -141,15 +110,20 @@ async def _durable(directory: Path) -> dict[str, float]:
         await asyncio.gather(*(edit(member) for member in members))
         return MEMBERS
 
-    totals = _Totals()
+    totals = Totals()
     try:
         for _ in range(ROUNDS):
-            totals.add("raw", _timed(raw, SEGMENT))
-            totals.add("serial", await _atimed(serial, SEGMENT))
-            totals.add("group", await _atimed(group, SEGMENT))
+            totals.add("raw", timed(raw.step, SEGMENT))
+            totals.add("serial", await atimed(serial, SEGMENT))
+            totals.add("sqlite", timed(sqlite.serial, SEGMENT))
+            totals.add("group", await atimed(group, SEGMENT))
+            totals.add("sqlite_group", sqlite.concurrent(SEGMENT))
+            totals.add("preallocated", timed(preallocated.step, SEGMENT))
         assert session.durable_seq == session.last_seq
     finally:
-        os.close(fd)
+        raw.close()
+        preallocated.close()
+        sqlite.close()
         await host.close()
     return {key: totals.rate(key) for key in totals} | {"line": float(len(line))}
 
@@ -157,17 +131,16 @@ async def _durable(directory: Path) -> dict[str, float]:
 # ---------------------------------------------------------------- P3 / P4
 
 
-def _lead_events(count: int, team_id: str) -> list[Event]:
-    """A Lead log of ``count`` task events: ``LIVE_TASKS`` creations, then CAS updates.
+def lead_events(count: int, team_id: str, live: int = LIVE_TASKS) -> Iterator[Event]:
+    """A Lead log of ``count`` task events: ``live`` creations, then CAS updates.
 
     Updates cycle claim -> complete -> reopen over every task, so revisions stay
-    contiguous and the final board has ``LIVE_TASKS`` live tasks whatever ``count``.
+    contiguous and the final board has ``live`` live tasks whatever ``count``.
     """
     cycle = (("in_progress", "member-1"), ("completed", "member-1"), ("pending", None))
     latest: dict[str, TeamTaskSnapshot] = {}
-    events: list[Event] = []
     for seq in range(1, count + 1):
-        index = (seq - 1) % LIVE_TASKS
+        index = (seq - 1) % live
         task_id = f"task-{index + 1}"
         previous = latest.get(task_id)
         if previous is None:
@@ -186,21 +159,24 @@ def _lead_events(count: int, team_id: str) -> list[Event]:
             task = msgspec.structs.replace(previous, revision=previous.revision + 1, status=status, owner_id=owner)
         latest[task_id] = task
         data = msgspec.Raw(json_encode(TaskRecord(version=2, team_id=team_id, task=task)))
-        events.append(Event(seq=seq, time=1_700_000_000_000 + seq, type="team/task", data=data))
-    return events
+        yield Event(seq=seq, time=1_700_000_000_000 + seq, type="team/task", data=data)
 
 
-def _write_log(store: JsonlStore, session_id: str, events: list[Event]) -> None:
+def write_log(store: JsonlStore, session_id: str, events: Iterable[Event]) -> None:
+    """Store ``events`` as the log of a new session, 10k events per append (never all in memory)."""
     backend = store.create(SessionHeader(id=session_id, created_at=0))
     try:
-        for start in range(0, len(events), 10_000):
-            backend.append(events[start : start + 10_000], expected_seq=start)
+        written, chunk = 0, list(itertools.islice(events, 10_000))
+        while chunk:
+            backend.append(chunk, expected_seq=written)
             backend.sync()
+            written += len(chunk)
+            chunk = list(itertools.islice(events, 10_000))
     finally:
         backend.close()
 
 
-class _TypedLine(msgspec.Struct):
+class TypedLine(msgspec.Struct):
     """The baseline: each line decoded straight into a fully typed task event."""
 
     seq: int
@@ -212,7 +188,7 @@ class _TypedLine(msgspec.Struct):
 
 def _replay_ratio(store: JsonlStore, session_id: str, count: int) -> tuple[float, float, float]:
     path = store.path(session_id)
-    typed = msgspec.json.Decoder(_TypedLine)
+    typed = msgspec.json.Decoder(TypedLine)
 
     def baseline() -> int:
         data = path.read_bytes()
@@ -226,22 +202,22 @@ def _replay_ratio(store: JsonlStore, session_id: str, count: int) -> tuple[float
         assert state.failure is None and state.position == count
         return 1
 
-    totals = _Totals()
+    totals = Totals()
     for _ in range(ROUNDS):
-        totals.add("typed", _timed(baseline, SEGMENT))
-        totals.add("replay", _timed(ours, SEGMENT))
+        totals.add("typed", timed(baseline, SEGMENT))
+        totals.add("replay", timed(ours, SEGMENT))
     typed_rate, replay_rate = totals.rate("typed"), totals.rate("replay")
     return replay_rate / typed_rate, 1 / typed_rate, 1 / replay_rate
 
 
 async def _reads(directory: Path) -> dict[str, float]:
     store = JsonlStore(directory)
-    _write_log(store, "big", _lead_events(BIG, "big"))
-    _write_log(store, "small", _lead_events(SMALL, "small"))
+    write_log(store, "big", lead_events(BIG, "big"))
+    write_log(store, "small", lead_events(SMALL, "small"))
     replay_ratio, typed_s, replay_s = _replay_ratio(store, "big", BIG)
     host = await Host.open(directory, None, ScriptedModel.from_mapping({}))
     host.plugins.load("dsh-team", {})
-    teams = _teams(host)
+    teams = teams_of(host)
     leads = {}
     for name in ("big", "small"):
         leads[name] = host.start_agent(await host.resume_session(name), name="lead", source="resume")
@@ -254,12 +230,12 @@ async def _reads(directory: Path) -> dict[str, float]:
 
         return step
 
-    totals = _Totals()
+    totals = Totals()
     ratios = []
     try:
         for _ in range(ROUNDS * 3):  # short paired segments; the median pair ratio resists noise
-            small_ops, small_s = _timed(reader(leads["small"]), SEGMENT / 4)
-            big_ops, big_s = _timed(reader(leads["big"]), SEGMENT / 4)
+            small_ops, small_s = timed(reader(leads["small"]), SEGMENT / 4)
+            big_ops, big_s = timed(reader(leads["big"]), SEGMENT / 4)
             totals.add("small", (small_ops, small_s))
             totals.add("big", (big_ops, big_s))
             ratios.append((small_ops / small_s) / (big_ops / big_s))
@@ -284,6 +260,10 @@ def run() -> list[tuple[str, float, float]]:
     print(f"team: raw os.write+os.fsync           {raw:9.0f} ops/s")
     print(f"team: durable update_task (serial)    {serial:9.0f} ops/s  ({serial / raw:.2f} of raw)")
     print(f"team: {MEMBERS} members updating at once     {group:9.0f} ops/s  ({group / raw:.2f} of raw)")
+    pre, sqlite, sqlite_group = durable["preallocated"], durable["sqlite"], durable["sqlite_group"]
+    print(f"team: raw pwrite+fdatasync (prealloc) {pre:9.0f} ops/s  ({pre / raw:.2f} of raw)")
+    print(f"team: SQLite WAL CAS update (serial)  {sqlite:9.0f} ops/s  ({sqlite / raw:.2f} of raw)")
+    print(f"team: SQLite, {MEMBERS} writer connections  {sqlite_group:9.0f} ops/s  ({sqlite_group / raw:.2f} of raw)")
     print(
         f"team: {BIG} events: typed decode {reads['typed_s'] * 1000:.0f} ms, "
         f"cold replay {reads['replay_s'] * 1000:.0f} ms ({reads['replay_ratio']:.2f} of decode speed)"
@@ -296,6 +276,8 @@ def run() -> list[tuple[str, float, float]]:
     return [
         ("P1", serial / raw, 0.8),
         ("P2", group / raw, 4.0),
+        ("P6", serial / sqlite, 1.0),
+        ("P7", group / sqlite_group, 4.0),
         ("P3", reads["replay_ratio"], 0.5),
         ("P4", reads["read_ratio"], 1.2),
     ]

@@ -236,8 +236,8 @@ class GroupCommit:
         current = _running_loop()
         for loop, waiters in by_loop.items():
             notify = (lambda: self._on_flushed(end)) if error is None and loop is batch.loop else None
-            if loop is current:  # an inline write: no need to wake the loop through its self-pipe
-                loop.call_soon(_wake, waiters, error, notify)
+            if loop is current:  # an inline write, on its loop between steps: wake at once
+                _wake(waiters, error, notify)
                 continue
             try:
                 loop.call_soon_threadsafe(_wake, waiters, error, notify)

@@ -4,14 +4,15 @@ Layout: ``<root>/sessions/<encoded-id>/session.jsonl`` plus ``session.jsonl.lock
 :class:`JsonlStore` implements :class:`host_spec.storage.StorageBackend`; the
 writer it opens (:class:`~host_spec.host.store.jsonl_log.JsonlSessionLog`)
 materializes the log atomically on its first batch and appends with one
-``pwrite`` + one ``fsync`` per batch. A per-session ``flock`` keeps a second
+``pwrite`` + one sync per batch (``fdatasync`` inside preallocated space). A per-session ``flock`` keeps a second
 process from writing the same log, and a per-tree lock
 (:mod:`~host_spec.host.store.team_lock`) keeps every session of one Team in one
 process.
 
 Reading is tolerant only where a crash can explain the damage: a final line
 without its newline (or an unparsable final line) is a torn tail, dropped with
-a warning. Anything wrong before the tail is corruption, named by line number.
+a warning, and the zero-filled space a crashed writer preallocated is no line
+at all. Anything wrong before the tail is corruption, named by line number.
 """
 
 from __future__ import annotations
@@ -178,10 +179,13 @@ class JsonlStore:
             os.close(lock_fd)
             release()
             raise
-        if scan.good_size < scan.size:
+        if scan.good_size < scan.size:  # a torn line and/or zero-filled space a crash left behind
             os.ftruncate(fd, scan.good_size)
             os.fsync(fd)
-            log.warning("session.torn_tail_repaired", session=session_id, size=scan.good_size)
+            if scan.torn:
+                log.warning("session.torn_tail_repaired", session=session_id, size=scan.good_size)
+            else:
+                log.info("session.preallocation_trimmed", session=session_id, size=scan.good_size)
         log_ = JsonlSessionLog(directory, scan.header, lock_fd, fd, scan.good_size, len(scan.events), on_close=release)
         return log_, scan.events
 

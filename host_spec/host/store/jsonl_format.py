@@ -43,6 +43,7 @@ log = structlog.get_logger(__name__)
 LOG_NAME: Final = "session.jsonl"
 LOCK_NAME: Final = "session.jsonl.lock"
 TEMP_NAME: Final = "session.jsonl.tmp"
+_lines_decoder: Final = msgspec.json.Decoder(Event)
 _SAFE: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
@@ -100,12 +101,17 @@ def encode_batch(events: Sequence[Event]) -> bytes:
 
 
 class Scan:
-    """What a full read of a log found: header, events, committed size and file size."""
+    """What a full read of a log found: header, events, committed size, file size, and whether a line was torn.
 
-    __slots__ = ("header", "events", "good_size", "size")
+    ``good_size`` ends the last complete line; bytes past it are a torn line
+    (``torn``) and/or the writer's zero-filled preallocated space.
+    """
 
-    def __init__(self, header: SessionHeader, events: list[Event], good_size: int, size: int) -> None:
+    __slots__ = ("header", "events", "good_size", "size", "torn")
+
+    def __init__(self, header: SessionHeader, events: list[Event], good_size: int, size: int, torn: bool = False) -> None:
         self.header, self.events, self.good_size, self.size = header, events, good_size, size
+        self.torn = torn
 
 
 def parse_header(line: bytes, path: Path) -> SessionHeader:
@@ -130,16 +136,31 @@ def parse_header(line: bytes, path: Path) -> SessionHeader:
 
 
 def parse_log(path: Path, data: bytes) -> Scan:
-    """Parse a whole log; drop a torn tail; raise for damage in the committed region."""
+    """Parse a whole log; drop a torn tail; raise for damage in the committed region.
+
+    The log ends at its first NUL byte: JSON event lines never hold one, and a
+    writer's preallocated space is zero-filled (only a write that was never
+    synced can lie past it). Zeros alone are not a torn line; a partial line
+    before them, or one stray line after them, is (dropped with a warning).
+    More than one line past a NUL is a hole in committed data: corruption, as
+    an unparsable line before the last one always is.
+    """
     end = data.find(b"\n")
     if end < 0:
         raise SessionCorruptError(f"{path}: missing session header", path=str(path))
     header = parse_header(data[:end], path)
-    events: list[Event] = []
-    start, lineno, size = end + 1, 1, len(data)
+    total = len(data)
+    size = data.find(b"\0", end)
+    if size < 0:
+        size = total
+    start = end + 1
+    events = _decode_complete(data, start, size)
+    if events:
+        start = data.rindex(b"\n", start, size) + 1
+    lineno = 1 + len(events)
     while start < size:
         lineno += 1
-        end = data.find(b"\n", start)
+        end = data.find(b"\n", start, size)
         last = end < 0 or end + 1 == size
         if end < 0:
             reason = "no trailing newline"
@@ -163,15 +184,46 @@ def parse_log(path: Path, data: bytes) -> Scan:
                 events.append(event)
                 start = end + 1
                 continue
-        log.warning(
-            "session.torn_tail",
-            session=header.id,
-            path=str(path),
-            line=lineno,
-            dropped_bytes=size - start,
-            reason=reason,
-        )
-        return Scan(header, events, start, size)
-    return Scan(header, events, size, size)
+        _torn(header, path, lineno, total - start, reason)
+        return Scan(header, events, start, total, torn=True)
+    if size < total and data.count(b"\0", size) != total - size:
+        stray = data[size:].rstrip(b"\0")  # the file's tail only: preallocated space is one chunk
+        if b"\n" in stray[:-1]:
+            raise SessionCorruptError(
+                f"{path}: lines after NUL bytes at line {lineno + 1}: the committed region has a hole",
+                path=str(path),
+                line=lineno + 1,
+            )
+        _torn(header, path, lineno + 1, total - size, "unparsable: NUL bytes where a line should start")
+        return Scan(header, events, size, total, torn=True)
+    return Scan(header, events, size, total)
+
+
+def _decode_complete(data: bytes, start: int, size: int) -> list[Event]:
+    """Every complete line of ``data[start:size]`` decoded in one call, or ``[]`` to scan line by line.
+
+    The fast path of a clean log: one C-level ``decode_lines`` instead of a
+    Python step per line. Anything unusual (a bad or blank line, a seq gap) falls
+    back to the line scan, which names the damage exactly.
+    """
+    end = data.rfind(b"\n", start, size) + 1
+    if end <= start:
+        return []
+    try:
+        events: list[Event] = _lines_decoder.decode_lines(memoryview(data)[start:end])
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return []
+    if len(events) != data.count(b"\n", start, end):  # blank lines are skipped by decode_lines
+        return []
+    seq = 0
+    for event in events:
+        seq += 1
+        if event.seq != seq:
+            return []
+    return events
+
+
+def _torn(header: SessionHeader, path: Path, line: int, dropped: int, reason: str) -> None:
+    log.warning("session.torn_tail", session=header.id, path=str(path), line=line, dropped_bytes=dropped, reason=reason)
 
 

@@ -1,11 +1,22 @@
-"""The writer of one JSONL session log: ``pwrite`` at the end, ``fsync`` on sync, truncate back on failure.
+"""The writer of one JSONL session log: ``pwrite`` at the end, a sync per batch, truncate back on failure.
 
 The first batch *materializes* the log atomically (temp file, fsync, ``link``
 onto the final name, directory fsync), so a crash never leaves a headerless log
 and two creators cannot both win. Every later batch is written at the end of
-what was appended; a failed write or fsync truncates the file back to its synced
+what was appended; a failed write or sync truncates the file back to its synced
 size, so a retry of the same events never stores a seq twice.
 :class:`~host_spec.host.store.jsonl.JsonlStore` opens these writers.
+
+Preallocation: once a log passes :data:`PREALLOCATE_FROM` bytes, the writer keeps
+zero-filled, already written space (:data:`PREALLOCATE_CHUNK` at a time) past its
+end. A batch that lands inside that space changes no file metadata, so its sync
+is one ``fdatasync`` (the disk's cheapest durable write, what SQLite's reused WAL
+pays); a batch that grows the file is synced with ``fsync``. Event lines never
+hold a NUL byte, so readers take the first NUL as the end of the log
+(:func:`~host_spec.host.store.jsonl_format.parse_log`); :meth:`JsonlSessionLog.close`
+trims the zeros again, so only a crash leaves them on disk, and resume trims them.
+Short logs are never preallocated: most sessions stay small, and a chunk of zeros
+would multiply their size on disk.
 """
 
 from __future__ import annotations
@@ -21,9 +32,17 @@ from host_spec.events import Event, SessionHeader
 
 from host_spec.host.store.jsonl_format import LOG_NAME, TEMP_NAME, encode_batch, header_line
 
-__all__ = ["JsonlSessionLog"]
+__all__ = ["JsonlSessionLog", "PREALLOCATE_CHUNK", "PREALLOCATE_FROM"]
 
 log = structlog.get_logger(__name__)
+
+#: Logs shorter than this (bytes) grow by plain appends.
+PREALLOCATE_FROM = 64 << 10
+#: Zero-filled space is added in multiples of this many bytes.
+PREALLOCATE_CHUNK = 1 << 20
+_ZEROS = bytes(PREALLOCATE_CHUNK)
+#: macOS has no ``fdatasync``: ``fsync`` there.
+_HAS_DATASYNC = hasattr(os, "fdatasync")
 
 
 def _write_all(fd: int, data: bytes, offset: int) -> None:
@@ -71,6 +90,8 @@ class JsonlSessionLog:
         self._fd = fd  # None until the first batch materializes the file
         self._size = size  # synced bytes
         self._end = size  # bytes appended (synced or not)
+        self._allocated = size  # bytes the file holds: the log, then zero-filled space
+        self._grown = False  # the file size changed since the last sync
         self._synced = self._tail = tail_seq
         self._dirty = False  # bytes past _end may exist (a failed write whose truncate failed too)
         self._on_close = on_close  # releases the session tree's lock (one process per Team)
@@ -120,22 +141,37 @@ class JsonlSessionLog:
             self._materialize(data)
             self._synced = self._tail = events[-1].seq
             return
-        fd = self._fd
+        fd, end = self._fd, self._end + len(data)
         try:
             if self._dirty:
                 os.ftruncate(fd, self._end)
+                self._allocated = self._end
                 self._dirty = False
             self._dirty = True
             _write_all(fd, data, self._end)
+            if end > self._allocated:
+                self._grown = True
+                self._allocated = end
+                if end >= PREALLOCATE_FROM:
+                    self._preallocate(fd, end)
         except BaseException:
             self._roll_back(fd)
             raise
         self._dirty = False
-        self._end += len(data)
+        self._end = end
         self._tail = events[-1].seq
 
+    def _preallocate(self, fd: int, end: int) -> None:
+        """Write zeros from ``end`` up to the next chunk boundary past it (synced with the batch)."""
+        target = (end // PREALLOCATE_CHUNK + 1) * PREALLOCATE_CHUNK
+        _write_all(fd, _ZEROS[: target - end], end)
+        self._allocated = target
+
     def sync(self) -> None:
-        """``fsync`` what was appended since the last sync; on failure drop it again.
+        """Make what was appended since the last sync durable; on failure drop it again.
+
+        ``fdatasync`` when the batch stayed inside zero-filled space, ``fsync`` when
+        it grew the file.
 
         Raises:
             SessionNotLiveError: the writer was closed.
@@ -148,10 +184,14 @@ class JsonlSessionLog:
         fd = self._fd
         assert fd is not None  # bytes were appended, so the log is materialized
         try:
-            os.fsync(fd)
+            if self._grown or not _HAS_DATASYNC:
+                os.fsync(fd)
+            else:
+                os.fdatasync(fd)
         except BaseException:
             self._roll_back(fd)
             raise
+        self._grown = False
         self._size = self._end
         self._synced = self._tail
 
@@ -162,6 +202,7 @@ class JsonlSessionLog:
         try:
             os.ftruncate(fd, self._size)
             os.fsync(fd)
+            self._allocated, self._grown = self._size, False
             self._dirty = False
         except OSError:
             log.exception("session.truncate_failed", session=self.header.id, path=str(self.path))
@@ -187,12 +228,23 @@ class JsonlSessionLog:
         temp.unlink()
         _fsync_dir(self.directory)
         self._fd, self._size, self._end = fd, len(data), len(data)  # the temp's fd now names the published inode
+        self._allocated = len(data)
 
     def close(self) -> None:
-        """Close the log and release the lock. Idempotent."""
+        """Trim the zero-filled space, close the log and release the lock. Idempotent.
+
+        Trimming needs no sync: a crash before it reaches the disk leaves zeros,
+        which readers skip.
+        """
         if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+            fd, self._fd = self._fd, None
+            try:
+                if self._allocated > self._end and not self._dirty:
+                    os.ftruncate(fd, self._end)
+            except OSError:
+                log.exception("session.trim_failed", session=self.header.id, path=str(self.path))
+            finally:
+                os.close(fd)
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing the description releases the flock
             self._lock_fd = None

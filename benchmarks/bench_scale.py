@@ -1,0 +1,215 @@
+"""Scale figures: a million-event Lead, a thousand live tasks, a 32-member mail storm.
+
+R1: cold resume of a Lead log of 1,000,000 Team events (open the host, resume the
+    Lead, fold the Team, answer ``list_tasks``) against a typed msgspec decode of
+    the same file (goal: at least 0.5 of its speed; the seconds are printed with
+    the 3 s goal as ``R1s``). Each contender runs in a fresh interpreter, alternating, so one
+    run's heap does not tax the other; the file is written once per run into a
+    temporary directory and deleted afterwards.
+R2: resident memory the resume adds, per 100k events, printed beside what the
+    stored events alone cost (a plain ``store.read``): the rest is the Team's own
+    state, which must follow the live board (200 tasks), not the history.
+R3: ``list_tasks`` at 1,000 live tasks (microseconds per call, printed).
+R4: 32 members exchanging 10,000 messages (queued, delivered into the target's
+    session, acknowledged) on an in-memory host: time per message of the last
+    thousand over the first thousand (goal: at most 1.25, flat in history).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._common import report  # noqa: E402
+from benchmarks.bench_team import TypedLine, lead_events, teams_of, write_log  # noqa: E402
+from host_spec.host.app import Host  # noqa: E402
+from host_spec.host.models.scripted import ScriptedModel  # noqa: E402
+from host_spec.host.store.jsonl import JsonlStore  # noqa: E402
+from host_spec.messages import text_block  # noqa: E402
+
+EVENTS = 1_000_000
+LIVE = 200
+ROUNDS = 2
+LIST_TASKS = 1_000
+MEMBERS = 32
+MESSAGES = 10_000
+LEAD = "lead"
+
+
+def _rss() -> int:
+    """Resident bytes of this process (Linux ``/proc``)."""
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+# ---------------------------------------------------------------- children (fresh interpreters)
+
+
+def _child_typed(directory: Path) -> dict[str, float]:
+    import msgspec
+
+    path = JsonlStore(directory).path(LEAD)
+    decoder = msgspec.json.Decoder(TypedLine)
+    start = time.perf_counter()
+    data = path.read_bytes()
+    lines = decoder.decode_lines(data[data.index(b"\n") + 1 :])
+    seconds = time.perf_counter() - start
+    assert len(lines) == EVENTS
+    return {"seconds": seconds}
+
+
+def _child_read(directory: Path) -> dict[str, float]:
+    before = _rss()
+    _, events = JsonlStore(directory).read(LEAD)
+    assert len(events) == EVENTS
+    return {"rss": _rss() - before}
+
+
+async def _child_resume(directory: Path) -> dict[str, float]:
+    before = _rss()
+    start = time.perf_counter()
+    host = await Host.open(directory, None, ScriptedModel.from_mapping({}))
+    host.plugins.load("dsh-team", {})
+    lead = host.start_agent(await host.resume_session(LEAD), name="lead", source="resume")
+    tasks = len(teams_of(host).list_tasks(lead))
+    seconds = time.perf_counter() - start
+    rss = _rss() - before
+    await host.close()
+    assert tasks == LIVE
+    return {"seconds": seconds, "rss": rss}
+
+
+def _spawn(kind: str, directory: Path) -> dict[str, float]:
+    done = subprocess.run(
+        [sys.executable, __file__, kind, str(directory)], check=True, capture_output=True, text=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _resume_figures(directory: Path) -> dict[str, float]:
+    started = time.perf_counter()
+    write_log(JsonlStore(directory), LEAD, lead_events(EVENTS, LEAD, LIVE))
+    written = time.perf_counter() - started
+    size = JsonlStore(directory).path(LEAD).stat().st_size
+    typed, resumed = [], []
+    for _ in range(ROUNDS):
+        typed.append(_spawn("typed", directory)["seconds"])
+        resumed.append(_spawn("resume", directory))
+    read = _spawn("read", directory)
+    return {
+        "written": written,
+        "size": size,
+        "typed": min(typed),
+        "resume": min(r["seconds"] for r in resumed),
+        "rss": min(r["rss"] for r in resumed),
+        "events_rss": read["rss"],
+    }
+
+
+# ---------------------------------------------------------------- list_tasks, mail
+
+
+async def _live_board(host: Host) -> float:
+    teams = teams_of(host)
+    lead = host.start_agent(await host.create_session("board"), name="lead")
+    for index in range(LIST_TASKS):
+        await teams.create_task(lead, subject=f"task {index}", description="one of a thousand live tasks")
+    calls, start = 0, time.perf_counter()
+    while time.perf_counter() - start < 1.0:
+        assert len(teams.list_tasks(lead)) == LIST_TASKS
+        calls += 1
+    return (time.perf_counter() - start) / calls
+
+
+async def _mail(host: Host) -> list[float]:
+    """Seconds per thousand messages, 32 members each sending to the next one at once."""
+    teams = teams_of(host)
+    root = host.start_agent(await host.create_session("mail"), name="lead")
+    for index in range(MEMBERS):
+        await teams.spawn_teammate(
+            root, name=f"m{index}", description="bench", prompt=[text_block("wait for mail")], context="fresh", provider="spawn"
+        )
+    targets = [f"m{index}" for index in range(MEMBERS)]
+    content = [{"type": "text", "text": "status: parser done, starting the test suite now"}]
+    per_thousand, sent, start = [], 0, time.perf_counter()
+    while sent < MESSAGES:
+        results = await asyncio.gather(
+            *(teams.send_message(root, target=target, content=content) for target in targets)
+        )
+        assert all(result.status == "accepted" for result in results), results
+        sent += MEMBERS
+        if sent // 1000 > len(per_thousand):
+            now = time.perf_counter()
+            per_thousand.append(now - start)
+            start = now
+    return per_thousand
+
+
+async def _live(directory: Path) -> dict[str, Any]:
+    config = {"max_members": MEMBERS + 8, "max_tasks": LIST_TASKS + 8, "allow_volatile_store": True}
+    host = await Host.open(None, None, ScriptedModel.from_mapping({}))
+    host.plugins.load("dsh-team", config)
+    try:
+        return {"list_tasks": await _live_board(host), "mail": await _mail(host)}
+    finally:
+        await host.close()
+
+
+def run() -> list[tuple[str, float, float]]:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("DSH_BENCH_DIR")) as tmp:
+        resume = _resume_figures(Path(tmp) / "resume")
+        live = asyncio.run(_live(Path(tmp) / "live"))
+    per = 100_000 / EVENTS
+    print(
+        f"scale: {EVENTS} Team events ({resume['size'] / 1e6:.0f} MB, written in {resume['written']:.1f} s): "
+        f"typed decode {resume['typed']:.2f} s, cold resume {resume['resume']:.2f} s (goal <= 3 s; "
+        f"{resume['typed'] / resume['resume']:.2f} of decode speed; best of {ROUNDS})"
+    )
+    team_rss = resume["rss"] - resume["events_rss"]
+    print(
+        f"scale: resident memory after resume {resume['rss'] * per / 1e6:.1f} MB per 100k events; "
+        f"the stored events alone {resume['events_rss'] * per / 1e6:.1f} MB per 100k; "
+        f"host + Team state beyond them {team_rss / 1e6:.1f} MB for {LIVE} live tasks"
+    )
+    print(f"scale: list_tasks at {LIST_TASKS} live tasks {live['list_tasks'] * 1e6:.0f} us per call")
+    mail = live["mail"]
+    print(
+        f"scale: {MEMBERS} members, {MESSAGES} messages: first thousand {mail[0] * 1000:.0f} us/msg, "
+        f"last thousand {mail[-1] * 1000:.0f} us/msg"
+    )
+    return [
+        ("R1", resume["typed"] / resume["resume"], 0.5),
+        ("R1s", resume["resume"], 3.0),
+        ("R4", mail[-1] / mail[0], 1.25),
+    ]
+
+
+def _child(kind: str, directory: Path) -> None:
+    import logging
+
+    import structlog
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    if kind == "resume":
+        result = asyncio.run(_child_resume(directory))
+    else:
+        result = {"typed": _child_typed, "read": _child_read}[kind](directory)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3:
+        _child(sys.argv[1], Path(sys.argv[2]))
+    else:
+        for bench_id, ratio, goal in run():
+            report(bench_id, ratio, goal)
