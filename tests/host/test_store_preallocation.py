@@ -108,6 +108,20 @@ class TestWriter:
         backend.close()
         assert path.stat().st_size == size and path.read_bytes().endswith(b"\n")
 
+    def test_a_failed_trim_on_close_is_logged_and_the_zeros_stay_readable(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """close() still closes and releases the lock; the zeros left behind read as no line."""
+        store, backend, path = live_log(tmp_path)
+        monkeypatch.setattr(os, "ftruncate", lambda fd, n: (_ for _ in ()).throw(OSError(5, "EIO")))
+        with capture_logs() as logs:
+            backend.close()
+        monkeypatch.undo()
+        assert [e["event"] for e in logs] == ["session.trim_failed"] and path.read_bytes().endswith(b"\0")
+        resumed, found = store.resume("s-1")  # the lock was released
+        resumed.close()
+        assert found == events(1, MANY + 1)
+
     def test_a_failed_sync_drops_the_space_and_the_retry_preallocates_again(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
