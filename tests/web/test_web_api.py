@@ -17,6 +17,7 @@ from starlette.testclient import TestClient
 from dsh_team.core.fold import replay
 from dsh_team.views.show import build_show, render_json
 from dsh_team.views.usage import fold_usage
+from kit_gates import faulty_log
 from web_kit import TOKEN, Team
 
 ORIGIN = {"Origin": "http://testserver"}
@@ -143,6 +144,15 @@ def test_create_a_task_from_the_page(api: tuple[TestClient, Team]) -> None:
     assert doc["layers"] == [["task-1"], ["task-2"], ["task-3"]]
     assert doc["timeline"][-1]["summary"] == "task-3 created: Write docs (rev 1)"
     assert doc["timeline"][-1]["tool"] is None  # not a tool call: the page acted
+
+
+def test_an_unconfirmed_create_says_so_and_is_never_a_rejection(api: tuple[TestClient, Team]) -> None:
+    client, team = api
+    faulty_log(team.lead.session, fail_at=(1,))  # the create's flush fails; the session retries it later
+    result = client.post("/api/tasks", json={"subject": "Write docs", "description": "d"}, headers=POST).json()
+    assert result["ok"] is True and result["value"]["id"] == "task-3"
+    assert result["unconfirmed"]["code"] == "team-persistence-unconfirmed"
+    assert "task-3" in _tasks(team)  # appended and visible to the Team
 
 
 def test_a_stale_revision_is_a_conflict_carrying_the_current_task(api: tuple[TestClient, Team]) -> None:

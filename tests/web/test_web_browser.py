@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from kit_gates import faulty_log
 from web_kit import TEAM_TOOLS, LoopThread, Team, open_team
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -105,6 +106,46 @@ def test_a_stale_claim_from_the_page_shows_the_conflict_with_the_current_task(
     result.wait_for(timeout=WAIT_MS)
     assert "task-2 is now rev 2: pending" in result.inner_text()
     assert [t.revision for t in team.service.list_tasks(team.lead) if t.id == "task-2"] == [2]
+
+
+def test_a_transport_failure_is_shown_and_only_a_compare_and_set_is_retried(
+    live: tuple[LoopThread, Team], page: Any
+) -> None:
+    thread, team = live
+    _open(page, team)
+    dropped: list[str] = []
+
+    def drop_first(route: Any) -> None:
+        if not dropped:
+            dropped.append(route.request.url)
+            route.abort()
+        else:
+            route.continue_()
+
+    page.route(lambda url: url.endswith("/api/tasks/task-2"), drop_first)
+    page.click('[data-task="task-2"]')
+    page.fill("#edit-subject", "Write module b, retried")
+    page.click('#actions button[data-action="edit"]')
+    page.wait_for_selector('#result.ok:text("task-2 is now pending (rev 2)")', timeout=WAIT_MS)
+    assert len(dropped) == 1
+    assert [t.subject for t in team.service.list_tasks(team.lead) if t.id == "task-2"] == ["Write module b, retried"]
+
+    creates: list[str] = []
+    page.route(lambda url: url.endswith("/api/tasks"), lambda route: (creates.append(route.request.url), route.abort()))
+    page.fill("#c-subject", "Write docs")
+    page.fill("#c-description", "Docs for a and b.")
+    page.click("#create button[type=submit]")
+    page.wait_for_selector('#create-result.transport:text("check the board before creating it again")', timeout=WAIT_MS)
+    assert len(creates) == 1 and [t.id for t in team.service.list_tasks(team.lead)] == ["task-1", "task-2"]
+
+    page.unroute_all()
+    async def fail_the_next_flush() -> None:
+        faulty_log(team.lead.session, fail_at=(1,))
+
+    thread.call(fail_the_next_flush)
+    page.click("#create button[type=submit]")
+    page.wait_for_selector('#create-result.unconfirmed:text("Re-read the board before retrying")', timeout=WAIT_MS)
+    assert [t.id for t in team.service.list_tasks(team.lead)] == ["task-1", "task-2", "task-3"]  # once, not twice
 
 
 def test_the_mode_toggle_hides_the_team_tools_at_the_next_step(live: tuple[LoopThread, Team], page: Any) -> None:

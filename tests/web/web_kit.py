@@ -25,6 +25,7 @@ from dsh_team import TeamServiceAPI
 from dsh_team.web.plugin import Panel
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
+from host_spec.testing import FaultyStorage
 from host_spec.messages import user_message
 
 T = TypeVar("T")
@@ -144,7 +145,7 @@ async def open_team(path: Path, *, script: dict[str, Any] | None = None, token: 
     The Team's workspace is ``<path>-workspace`` (its file tools write there).
     """
     model = GatedModel(script or SCRIPT)
-    host = await Host.open(path, "agent-teams", model)
+    host = await Host.open(path, "agent-teams", model, wrap_storage=FaultyStorage)  # faults stay off until armed
     host.plugins.load("dsh-team-web", {"token": token})
     workspace = path.with_name(path.name + "-workspace")
     workspace.mkdir(parents=True, exist_ok=True)

@@ -40,7 +40,15 @@ async function api(path, body) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
-  const response = await fetch(path, init);
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch (failure) {  // no answer at all: the network, not the Team
+    const error = new Error(failure.message || "network failure");
+    error.code = "NETWORK";
+    error.transport = true;
+    throw error;
+  }
   let data = null;
   try { data = await response.json(); } catch { data = null; }
   if (!response.ok || data === null) {
