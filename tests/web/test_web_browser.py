@@ -84,6 +84,8 @@ def test_the_board_updates_live_when_a_teammate_completes_a_task(live: tuple[Loo
     page.wait_for_selector('[data-task="task-1"][data-status="completed"]', timeout=WAIT_MS)
     _until(page, "() => document.querySelector('[data-task=\"task-2\"] .meta').textContent.includes('ready')")
     assert page.locator("#timeline li").first.inner_text().split("\n")[1:3] == ["builder", "task-1 completed (rev 3)"]
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "team-panel-live.png"), full_page=True)
 
 
 def test_a_stale_claim_from_the_page_shows_the_conflict_with_the_current_task(

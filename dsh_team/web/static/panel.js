@@ -141,7 +141,8 @@ function renderRoster(doc) {
     el("td", { class: "mono" }, String(m.pending_mail)),
     el("td", {}, m.context || "—"),
     el("td", {}, m.provider || "—"),
-    el("td", { class: "mono" }, tokens(m)),
+    el("td", { class: "mono", title: m.usage && m.usage.calls ?
+      `${m.usage.input_tokens} in / ${m.usage.output_tokens} out over ${m.usage.calls} calls${m.usage.model ? " · " + m.usage.model : ""}` : "" }, tokens(m)),
   )));
   const select = $("as");
   const keep = select.value;
@@ -153,7 +154,7 @@ function tokens(member) {
   const used = member.usage;
   if (!used || !used.calls) return "—";
   const total = used.input_tokens + used.output_tokens;
-  return total.toLocaleString() + (used.model ? ` · ${used.model}` : "");
+  return total.toLocaleString();
 }
 
 function renderBoard(doc) {
