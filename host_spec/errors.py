@@ -8,7 +8,7 @@ Domain packages subclass :class:`DshError` and set their own codes (``TEAM_*``).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 __all__ = [
     "DshError",
@@ -43,14 +43,14 @@ class DshError(Exception):
         **details: Structured facts (ids, field paths) kept on ``details``.
     """
 
-    code: ClassVar[str] = "DSH_ERROR"
+    #: The class default; an instance given ``code=`` shadows it without touching the class.
+    code: str = "DSH_ERROR"
 
     def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
         super().__init__(message)
         self.message = message
         if code is not None:
-            # An instance code shadows the class default without mutating it.
-            self.code = code  # type: ignore[misc]
+            self.code = code
         self.details = details
 
     def __str__(self) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from host_spec.errors import (
     SequenceConflictError,
@@ -69,8 +70,8 @@ def _raises(*kinds: type[BaseException]) -> Iterator[_Caught]:
         raise AssertionError(f"expected one of {[kind.__name__ for kind in kinds]}, nothing was raised")
 
 
-def _header(session_id: str = "s-1", created_at: int = 1_000, **fields: object) -> SessionHeader:
-    return SessionHeader(id=session_id, created_at=created_at, **fields)  # type: ignore[arg-type]
+def _header(session_id: str = "s-1", created_at: int = 1_000, **fields: Any) -> SessionHeader:
+    return SessionHeader(id=session_id, created_at=created_at, **fields)
 
 
 def _stored(storage: StorageFactory, session_id: str = "s-1") -> list[Event]:

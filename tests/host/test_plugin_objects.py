@@ -171,6 +171,21 @@ class TestHookObjects:
             pm.load("loader", plugin=Loader())
         assert pm.names() == [] and pm.pm.get_plugins() == set() and pm.hook_objects("loader") == []
 
+    def test_a_load_failing_after_registering_leaves_no_object(self) -> None:
+        """The ledger unregisters an object when the rest of ``dsh_plugin_loaded`` fails."""
+
+        class Loader:
+            @hookimpl
+            def dsh_plugin_loaded(self, ctx: Any) -> None:
+                ctx.register(Counter(ctx.host))
+                raise RuntimeError("broke after registering")
+
+        pm = PluginManager(host=types.SimpleNamespace())
+        with pytest.raises(PluginError, match="broke after registering"):
+            pm.load("loader", plugin=Loader())
+        assert pm.names() == [] and pm.pm.get_plugins() == set() and pm.hook_objects("loader") == []
+        assert pm.impls("dsh_session_event") == ()  # the call cache forgot it too
+
     async def test_a_closed_context_refuses_objects_and_services(self) -> None:
         """After unload, a stale context registers nothing."""
 

@@ -71,7 +71,7 @@ class PromptRegistry:
             text = section.text
             if callable(text):
                 try:
-                    text = text(agent)  # type: ignore[arg-type]
+                    text = text(agent)  # type: ignore[arg-type]  # the host's agent is a contract Agent at run time
                 except Exception:
                     log.exception("prompt section failed to render", section=section.name)
                     continue

@@ -147,7 +147,7 @@ def _configure_logging(verbosity: int) -> None:
     structlog.configure(
         processors=[structlog.processors.add_log_level, structlog.dev.ConsoleRenderer(colors=False)],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(_Stderr()),  # type: ignore[arg-type]
+        logger_factory=structlog.PrintLoggerFactory(_Stderr()),  # type: ignore[arg-type]  # structlog wants a TextIO; _Stderr writes like one
         cache_logger_on_first_use=False,
     )
 

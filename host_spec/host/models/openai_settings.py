@@ -129,4 +129,4 @@ def parse_settings(argument: str, *, environ: Mapping[str, str] | None = None) -
                        "retries, backoff, timeout, max_tokens, temperature, first_tool, max_tool_steps, max_answer_chars)")
     if "base_url" not in values and env.get(BASE_URL_ENV):
         values["base_url"] = _check_url(env[BASE_URL_ENV])
-    return OpenAISettings(model=model, **values)  # type: ignore[arg-type]
+    return OpenAISettings(model=model, **values)  # type: ignore[arg-type]  # each value was converted for its key above

@@ -260,4 +260,4 @@ class GroupCommit:
             release = not self._open and self._inflight is None and self._forming is None and not self._released
             self._released = self._released or release
         if release:
-            self._backend.close()  # type: ignore[union-attr]
+            self._backend.close()  # type: ignore[union-attr]  # set until released, and released once

@@ -104,7 +104,7 @@ class _EventsView(Sequence[Event]):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other))
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable like a list; typeshed types it as a method
 
     def __repr__(self) -> str:
         return f"<events {len(self)} from {self._start}>"
