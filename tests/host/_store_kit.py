@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -66,11 +65,3 @@ def memory_log(session_header: SessionHeader | None = None) -> FaultyLog:
     log.threaded = True
     return log
 
-
-async def until(predicate: Callable[[], bool], *, timeout: float = 10.0) -> None:
-    """Yield to the loop until ``predicate()`` holds (threads may need to finish)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, "condition never held"
-        await asyncio.sleep(0.001)

@@ -8,7 +8,6 @@ its gate, which is how a test holds a child "running" at a known point.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from host_spec.host.models.scripted import ScriptedModel
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.messages import message_text, text_block, user_message
 from kit_gates import BLOCK, BlockArgs, BlockResult, Gates  # noqa: F401 - re-exported to the suites
+from kit_waits import ready_work_ran, until  # noqa: F401 - re-exported to the suites
 
 class Recorder:
     """Records agent lifecycle hooks in order: ``(hook, agent id, extra)``."""
@@ -68,22 +68,12 @@ async def start_child(host: Host, parent: Any, label: str, prompt: str = "go", *
     return child_id
 
 
-async def until(predicate: Any, *, what: str = "condition", steps: int = 2000) -> None:
-    """Yield to the loop until ``predicate()`` holds (bounded, no wall clock)."""
-    for _ in range(steps):
-        if predicate():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def until_released(host: Host, child_id: str) -> None:
     """Wait until the child left residency (its log is on disk and closed)."""
-    for _ in range(200):
-        if not host.continuations.is_resident(child_id) and host.continuations.activation(child_id) is None:
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"{child_id} was not released")
+    await until(
+        lambda: not host.continuations.is_resident(child_id) and host.continuations.activation(child_id) is None,
+        what=f"{child_id} to be released",
+    )
 
 
 def stored(tmp_path: Path, session_id: str) -> tuple[Any, list[Event]]:

@@ -32,6 +32,8 @@ CHILD = textwrap.dedent(
             n = session.last_seq + 1
             session.append("crash/tick", {"n": n, "pad": "x" * 200})
             if n > stop_flushing_at:  # keep appending, never flush again
+                if n == stop_flushing_at + 5:
+                    print("appending unflushed", flush=True)
                 time.sleep(0.0005)
                 continue
             await session.flush()
@@ -66,6 +68,17 @@ class Child:
                 self.last = int(line)
         return self.last
 
+    def read_marker(self, marker: str) -> None:
+        """Read lines until the child prints ``marker`` (counts read on the way are kept)."""
+        assert self.proc.stdout is not None
+        while True:
+            line = self.proc.stdout.readline()
+            assert line, f"child exited early: {self.proc.stderr.read() if self.proc.stderr else ''}"
+            if line.strip() == marker:
+                return
+            if line.strip().isdigit():
+                self.last = int(line)
+
     def kill(self) -> int:
         """SIGKILL the child; return the last count it printed before dying."""
         os.kill(self.proc.pid, signal.SIGKILL)
@@ -91,7 +104,7 @@ class TestSigkill:
         child = Child(tmp_path, "create", stop_flushing_at=25)
         try:
             assert child.read_until(25) == 25
-            time.sleep(0.05)  # it is appending (in memory only) now
+            child.read_marker("appending unflushed")  # events 26.. exist in memory only
         finally:
             last = child.kill()
         assert last == 25

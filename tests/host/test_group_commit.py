@@ -7,7 +7,8 @@ import sys
 import threading
 import time
 import pytest
-from _store_kit import Recorder, header, memory_log, until
+from _store_kit import Recorder, header, memory_log
+from kit_waits import ready_work_ran, until, until_sync
 from structlog.testing import capture_logs
 
 from host_spec.errors import SessionNotLiveError
@@ -73,14 +74,14 @@ class TestFlush:
         session = Session(header(), backend=backend)
         session.append("a/b", {})
         first = asyncio.ensure_future(session.flush())
-        await until(backend.entered.is_set)
+        await until(backend.entered.is_set, what="the write to start")
         session.append("a/b", {})
         early = asyncio.ensure_future(session.flush())  # event 2 is not in the running write
         later = []
         for _ in range(5):
             session.append("a/b", {})
             later.append(asyncio.ensure_future(session.flush()))
-        await asyncio.sleep(0.01)
+        await ready_work_ran()
         assert not first.done() and not early.done() and session.durable_seq == 0
         backend.release()
         await asyncio.gather(first, early, *later)
@@ -93,7 +94,7 @@ class TestFlush:
         session = Session(header(), backend=backend)
         session.append("a/b", {})
         first = asyncio.ensure_future(session.flush())
-        await until(backend.entered.is_set)
+        await until(backend.entered.is_set, what="the write to start")
         second = asyncio.ensure_future(session.flush())
         await asyncio.sleep(0)
         backend.release()
@@ -128,7 +129,7 @@ class TestFlush:
 
         session.append("a/b", {})
         first = asyncio.ensure_future(session.flush())
-        await until(backend.entered.is_set)
+        await until(backend.entered.is_set, what="the write to start")
         session.append("a/b", {})
         second = asyncio.ensure_future(session.flush())
         await asyncio.sleep(0)
@@ -145,7 +146,7 @@ class TestFlush:
         session.append("a/b", {})
         doomed = asyncio.ensure_future(session.flush())
         survivor = asyncio.ensure_future(session.flush())
-        await until(backend.entered.is_set)
+        await until(backend.entered.is_set, what="the write to start")
         doomed.cancel()
         await asyncio.sleep(0)
         assert doomed.cancelled()
@@ -211,7 +212,7 @@ class TestClose:
         session = Session(header(), backend=backend)
         session.append("a/b", {})
         first = asyncio.ensure_future(session.flush())
-        await until(backend.entered.is_set)
+        await until(backend.entered.is_set, what="the write to start")
         session.append("a/b", {})
         queued = asyncio.ensure_future(session.flush())
         await asyncio.sleep(0)
@@ -245,7 +246,7 @@ class TestClose:
         session = Session(header(), backend=backend)
         session.append("a/b", {})
         first = asyncio.ensure_future(session.flush())
-        await until(backend.entered.is_set)
+        await until(backend.entered.is_set, what="the write to start")
         session.append("a/b", {})
         session.close()
         with pytest.raises(SessionNotLiveError):
@@ -266,7 +267,7 @@ class TestLoops:
         async def start() -> None:
             session.append("a/b", {})
             asyncio.ensure_future(session.flush())
-            await until(backend.entered.is_set)
+            await until(backend.entered.is_set, what="the write to start")
 
         loop.run_until_complete(start())
         for task in asyncio.all_tasks(loop):
@@ -276,7 +277,7 @@ class TestLoops:
         backend.release()
 
         async def later() -> None:
-            await until(lambda: session.durable_seq == 1)
+            await until(lambda: session.durable_seq == 1, what="the first write to count")
             session.append("a/b", {})
             await session.flush()
 
@@ -294,7 +295,7 @@ class TestLoops:
         def other_thread() -> None:
             async def wait() -> None:
                 flush = asyncio.ensure_future(session.flush())
-                await asyncio.sleep(0.01)
+                await ready_work_ran()  # the flush joined the running write
                 joined.set()
                 await flush
                 outcome.append(session.durable_seq)
@@ -303,10 +304,10 @@ class TestLoops:
 
         session.append("a/b", {})
         first = asyncio.ensure_future(session.flush())
-        await until(backend.entered.is_set)
+        await until(backend.entered.is_set, what="the write to start")
         thread = threading.Thread(target=other_thread)
         thread.start()
-        await until(joined.is_set)
+        await until(joined.is_set, what="the other loop to join the write")
         backend.release()
         await first
         await asyncio.to_thread(thread.join, 10)
@@ -428,7 +429,5 @@ class TestBatchBoundaries:
         asyncio.run(join_then_leave())
         backend.release()
         first.join(10)
-        deadline = time.monotonic() + 10
-        while session.durable_seq < 2 and time.monotonic() < deadline:  # the worker writes it
-            time.sleep(0.001)
+        until_sync(lambda: session.durable_seq == 2, what="the worker to write the second batch")
         assert backend.batches == [[1], [2]] and session.durable_seq == 2

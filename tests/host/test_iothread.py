@@ -8,14 +8,9 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
+from kit_waits import until_sync
+
 from host_spec.host.store.iothread import Pool
-
-
-def wait_for(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition never held"
-        time.sleep(0.001)
 
 
 class TestPool:
@@ -30,7 +25,7 @@ class TestPool:
 
         pool.submit(lambda x: x * 2, 21, lambda e, r: seen.append((e, r, threading.get_ident() != main)))
         pool.submit(boom, None, lambda e, r: seen.append((type(e), r, threading.get_ident() != main)))
-        wait_for(lambda: len(seen) == 2)
+        until_sync(lambda: len(seen) == 2, what="len(seen) == 2")
         assert sorted(seen, key=repr) == sorted([(None, 42, True), (OSError, None, True)], key=repr)
 
     def test_parallel_jobs_get_their_own_workers_up_to_the_cap(self) -> None:
@@ -45,11 +40,11 @@ class TestPool:
 
         for i in range(3):
             pool.submit(blocking, i, lambda e, r: finished.append(r))
-        wait_for(lambda: len(started) == 2)
-        time.sleep(0.02)
+        until_sync(lambda: len(started) == 2, what="len(started) == 2")
+        time.sleep(0.02)  # a chance for a (wrong) third worker to start: nothing to wait for when nothing happens
         assert len(started) == 2 and pool.workers == 2
         gate.set()
-        wait_for(lambda: len(finished) == 3)
+        until_sync(lambda: len(finished) == 3, what="len(finished) == 3")
         assert sorted(finished) == [0, 1, 2]
 
     def test_idle_workers_exit(self) -> None:
@@ -57,9 +52,9 @@ class TestPool:
         pool = Pool(idle_seconds=0.01)
         done: list[Any] = []
         pool.submit(lambda _: 1, None, lambda e, r: done.append(r))
-        wait_for(lambda: pool.workers == 0)
+        until_sync(lambda: pool.workers == 0, what="pool.workers == 0")
         pool.submit(lambda _: 2, None, lambda e, r: done.append(r))
-        wait_for(lambda: len(done) == 2)
+        until_sync(lambda: len(done) == 2, what="len(done) == 2")
         assert done == [1, 2]
 
     def test_a_failing_done_is_logged_and_the_worker_carries_on(self) -> None:
@@ -73,5 +68,5 @@ class TestPool:
         with capture_logs() as logs:
             pool.submit(lambda _: None, None, bad)
             pool.submit(lambda _: "ok", None, lambda e, r: done.append(r))
-            wait_for(lambda: done == ["ok"])
+            until_sync(lambda: done == ["ok"], what="the job's done callback")
         assert [e["event"] for e in logs] == ["iothread.done_failed"] and pool.workers == 1

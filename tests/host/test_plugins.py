@@ -10,6 +10,7 @@ import pytest
 import structlog
 
 from host_spec import hookimpl
+from kit_waits import ready_work_ran, until
 from host_spec.errors import ConfigError, InvariantError, PluginError, RegistrationError
 from host_spec.host.plugins import discovery, manager as plugins_module
 from host_spec.host.plugins.discovery import discover
@@ -242,7 +243,7 @@ class TestContext:
         pm = manager()
         with structlog.testing.capture_logs() as logs:
             pm.load("s", plugin=Spawner())
-            await asyncio.sleep(0.01)
+            await until(lambda: any(e["event"] == "plugin.task_failed" for e in logs), what="the failing task's log")
         assert any(e["event"] == "plugin.task_failed" and e["plugin"] == "s" for e in logs)
         await pm.unload("s")
         assert state["forever"].cancelled()
@@ -262,7 +263,7 @@ class TestContext:
         pm = manager()
         with structlog.testing.capture_logs() as logs:
             loaded = pm.load("q", plugin=Quick())
-            await asyncio.sleep(0.01)
+            await ready_work_ran()  # the quick task finished
         assert loaded.ctx.close() == []  # unload would cancel nothing: the finished task was forgotten
         assert [entry["event"] for entry in logs] == ["plugin.loaded"]
 

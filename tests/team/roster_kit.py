@@ -30,6 +30,7 @@ from host_spec.messages import message_text, text_block
 from host_spec.records import ToolSpec
 from host_spec.testing import FaultyLog, FaultyStorage
 from kit_gates import BLOCK, BlockArgs, BlockResult, Gates, faulty_log  # noqa: F401 - re-exported to the suites
+from kit_waits import ready_work_ran, until  # noqa: F401 - re-exported to the suites
 
 class Flushes:
     """Records every completed group commit as ``(session id, durable seq)``, in order."""
@@ -138,22 +139,9 @@ async def spawn(
     )
 
 
-async def until(predicate: Callable[[], bool], *, what: str = "condition", steps: int = 5000) -> None:
-    """Yield to the loop until ``predicate()`` holds (bounded by steps, not by the wall clock)."""
-    for _ in range(steps):
-        if predicate():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 async def until_released(host: Host, child_id: str) -> None:
     """Wait until the child left residency (its log is on disk and closed)."""
-    for _ in range(400):
-        if host.sessions.get(child_id) is None:
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"{child_id} was not released")
+    await until(lambda: host.sessions.get(child_id) is None, what=f"{child_id} to be released")
 
 
 def stored(tmp_path: Path, session_id: str) -> list[Event]:

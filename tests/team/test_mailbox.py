@@ -118,10 +118,7 @@ class TestTeammateDelivery:
         await gate.wait_entered()
         second = asyncio.ensure_future(teams.send_message(root, target="worker", content=text("two")))
         journal = teams.journals.get(root.session)
-        for _ in range(2000):
-            if journal.state.mail.pending_count(worker.id) == 2:
-                break
-            await asyncio.sleep(0.001)
+        await until(lambda: journal.state.mail.pending_count(worker.id) == 2, what="both messages to be queued")
         await until_durable(root.session)
         queued = journal.state.mail.pending_for(worker.id)
         assert len(queued) == 2 and root.session.durable_seq == root.session.last_seq
@@ -363,11 +360,8 @@ class TestAbort:
         sent = await sending
         assert sent.status == "queued"
         gate.release()
-        for _ in range(200):
-            if sent.message_id in teams.journals.get(root.session).state.mail.delivered:
-                break
-            await asyncio.sleep(0.005)
-        assert sent.message_id in teams.journals.get(root.session).state.mail.delivered
+        await until(lambda: sent.message_id in teams.journals.get(root.session).state.mail.delivered,
+                    what="the queued message to be delivered")
         gates.open("worker")
         await host.close()
 
@@ -403,11 +397,7 @@ class TestWaiting:
 
 
 async def until_durable(session: Any) -> None:
-    for _ in range(2000):
-        if session.durable_seq == session.last_seq:
-            return
-        await asyncio.sleep(0.001)
-    raise AssertionError(f"{session.id} did not become durable")
+    await until(lambda: session.durable_seq == session.last_seq, what=f"{session.id} to become durable")
 
 
 def text_user(value: str) -> Any:

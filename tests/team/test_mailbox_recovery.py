@@ -31,6 +31,7 @@ from roster_kit import (
     teams_of,
     until_released,
 )
+from kit_waits import ready_work_ran, until
 
 
 async def queue_only(host: Any, root: Any, target_id: str, message_id: str, value: str = "hello") -> TeamMessageSnapshot:
@@ -234,15 +235,10 @@ class TestObserver:
         ]
         for item in observed:
             scratch.append(EventType.USER_MESSAGE, item)
-        for _ in range(20):
-            await asyncio.sleep(0)
+        await ready_work_ran()
         assert message.id not in journal.state.mail.delivered
         worker.session.append(EventType.USER_MESSAGE, team_user_message("lead", message))
-        for _ in range(200):
-            if message.id in journal.state.mail.delivered:
-                break
-            await asyncio.sleep(0.005)
-        assert message.id in journal.state.mail.delivered
+        await until(lambda: message.id in journal.state.mail.delivered, what="the delivery record")
         worker.session.append(EventType.USER_MESSAGE, team_user_message("lead", message))  # delivered: ignored
         teams.lifecycle.close()
         worker.session.append(EventType.USER_MESSAGE, team_user_message("lead", message))  # disposed: ignored
@@ -296,12 +292,8 @@ class TestAcknowledgementPaths:
         lead_fault = faulty_log(root.session)
         lead_fault.fail_when(lambda n: True)
         worker.session.append(EventType.USER_MESSAGE, team_user_message("lead", message))
-        for _ in range(200):
-            if lead_fault.writes:
-                break
-            await asyncio.sleep(0.005)
-        for _ in range(20):
-            await asyncio.sleep(0)
+        await until(lambda: lead_fault.writes, what="the delivery record's (failing) write")
+        await ready_work_ran()
         assert lead_fault.writes >= 1 and journal.state.mail.is_delivered(message.id)  # visible, unconfirmed
         lead_fault.fail_when(None)
         late = await queue_only(host, root, worker.id, "team-message-2")

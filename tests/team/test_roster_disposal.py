@@ -31,6 +31,7 @@ from roster_kit import (
     teams_of,
     until_released,
 )
+from kit_waits import until
 from team_host import add_member
 
 PARK = {"text": "park", "tool_calls": [BLOCK]}
@@ -107,8 +108,7 @@ class TestInFlight:
         root = await lead(host)
         teams = teams_of(host)
         creating = asyncio.ensure_future(spawn(host, root, "worker"))
-        while not faults.faults:
-            await asyncio.sleep(0.001)
+        await until(lambda: faults.faults, what="the child's log to be opened")
         (fault,) = faults.faults.values()
         await fault.wait_entered()
         disposing = asyncio.ensure_future(teams.dispose())
@@ -135,8 +135,7 @@ class TestInFlight:
         root = await lead(host)
         teams = teams_of(host)
         creating = asyncio.ensure_future(spawn(host, root, "worker"))
-        while not faults.faults:
-            await asyncio.sleep(0.001)
+        await until(lambda: faults.faults, what="the child's log to be opened")
         (fault,) = faults.faults.values()
         await fault.wait_entered()
         with pytest.raises(BaseExceptionGroup) as caught:
@@ -179,8 +178,7 @@ class TestInFlight:
         teams = teams_of(host)
         lead_fault = faulty_log(root.session)
         creating = asyncio.ensure_future(spawn(host, root, "worker"))
-        while not faults.faults:
-            await asyncio.sleep(0.001)
+        await until(lambda: faults.faults, what="the child's log to be opened")
         (fault,) = faults.faults.values()
         await fault.wait_entered()
         disposing = asyncio.ensure_future(teams.dispose())

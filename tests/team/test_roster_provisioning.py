@@ -34,6 +34,7 @@ from roster_kit import (
     team_types,
     teams_of,
 )
+from kit_waits import until
 
 
 def terminal(root: Any, member_id: str, name: str, phase: str, provider: str, error: str | None = None) -> MemberRecord:
@@ -143,8 +144,7 @@ class TestDurableFailure:
         root = await lead(host)
         signal = AbortSignal()
         creating = asyncio.ensure_future(spawn(host, root, "worker", signal=signal))
-        while not faults.faults:
-            await asyncio.sleep(0.001)
+        await until(lambda: faults.faults, what="the child's log to be opened")
         (fault,) = faults.faults.values()
         await fault.wait_entered()
         signal.abort(CancelCause("user"))

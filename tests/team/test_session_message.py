@@ -22,6 +22,7 @@ from host_spec.errors import SessionNotFoundError
 from host_spec.events import Event, EventType, InboxSplice, SubagentDescriptor, json_encode
 from host_spec.records import AbortSignal, CancelCause
 
+from kit_waits import ready_work_ran, until
 from roster_kit import lead, open_team, teams_of
 from team_host import faulty_log
 
@@ -129,14 +130,14 @@ class TestSessionMessages:
         other = await host.create_session("other")
         messages = SessionMessages()
         waiting = asyncio.ensure_future(messages.next_change(root.session, None))
-        await asyncio.sleep(0)
+        await until(lambda: messages.waiting_sessions() == 1, what="the wait to park")
         messages.poke(other)
-        await asyncio.sleep(0)
+        await ready_work_ran()
         assert not waiting.done()
         messages.poke(root.session)
         await waiting
         again = asyncio.ensure_future(messages.next_change(root.session, AbortSignal()))
-        await asyncio.sleep(0)
+        await until(lambda: messages.waiting_sessions() == 1, what="the second wait to park")
         messages.forget(root.session)
         await again
         assert messages.waiting_sessions() == 0
@@ -150,7 +151,7 @@ class TestSessionMessages:
         signal = AbortSignal()
         waiting = asyncio.ensure_future(messages.next_change(root.session, signal))
         survivor = asyncio.ensure_future(messages.next_change(root.session, None))
-        await asyncio.sleep(0)
+        await until(lambda: messages.waiting_sessions() == 1, what="both waits to park")
         signal.abort(CancelCause("user"))
         with pytest.raises(TeamError) as caught:
             await waiting
@@ -170,11 +171,12 @@ class TestAwaitAccepted:
         teams = teams_of(host)
         child = await host.create_session("child")
         other = await host.create_session("other")
-        waiting = asyncio.ensure_future(await_accepted(host.sessions, teams.coordination.messages, "child", "m1"))
-        await asyncio.sleep(0.01)
+        messages = teams.coordination.messages
+        waiting = asyncio.ensure_future(await_accepted(host.sessions, messages, "child", "m1"))
+        await until(lambda: messages.waiting_sessions() == 1, what="the checkpoint to wait on child")
         other.append(EventType.INBOX_SPLICED, InboxSplice(target="next-turn", inserted=[message("m1")]))
         child.append(EventType.TURN_START, {"turn": 1})
-        await asyncio.sleep(0.01)
+        await ready_work_ran()
         assert not waiting.done()
         child.append(EventType.INBOX_SPLICED, InboxSplice(target="next-turn", inserted=[message("m1")]))
         await waiting
@@ -205,7 +207,7 @@ class TestAwaitAccepted:
         waiting = asyncio.ensure_future(await_accepted(host.sessions, teams.coordination.messages, "child", "m1"))
         await gate.wait_entered()  # the checkpoint's flush is writing
         dropping = asyncio.ensure_future(host.discard_session(child))
-        await asyncio.sleep(0.01)
+        await until(dropping.done, what="the session to be discarded while its flush is held")
         gate.release()
         await dropping
         with pytest.raises(TeamError) as caught:  # the stored log never held m1
@@ -219,7 +221,7 @@ class TestAwaitAccepted:
         teams = teams_of(host)
         child = await host.create_session("child")
         waiting = asyncio.ensure_future(await_accepted(host.sessions, teams.coordination.messages, "child", "m1"))
-        await asyncio.sleep(0.01)
+        await until(lambda: teams.coordination.messages.waiting_sessions() == 1, what="the checkpoint to wait on child")
         await host.discard_session(child)
         with pytest.raises(SessionNotFoundError):
             await waiting
@@ -233,7 +235,7 @@ class TestAwaitAccepted:
         messages = teams.coordination.messages
         signal = AbortSignal()
         waiting = asyncio.ensure_future(await_accepted(host.sessions, messages, "child", "m1", signal))
-        await asyncio.sleep(0.01)
+        await until(lambda: messages.waiting_sessions() == 1, what="the checkpoint to wait on child")
         signal.abort("string cancellation")
         with pytest.raises(TeamError) as caught:
             await waiting

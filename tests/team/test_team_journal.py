@@ -11,6 +11,7 @@ from host_spec.events import SessionHeader
 from host_spec.host.store.session import Session
 from host_spec.records import AbortSignal
 
+from kit_waits import until
 from team_builders import task
 
 
@@ -84,13 +85,13 @@ class TestActivity:
         assert not activity.closed
         signal = AbortSignal()
         waiting = asyncio.ensure_future(activity.wait("t", 10_000, lambda: 7, signal=signal))
-        await asyncio.sleep(0)
+        await until(lambda: activity.waiting("t") == 1, what="the wait to be registered")
         activity.notify("t")
         timers[0]()
         signal.abort("late")
         assert await waiting == WaitResult(timed_out=False, position=7)
         expiring = asyncio.ensure_future(activity.wait("t", 10_000, lambda: 7))
-        await asyncio.sleep(0)
+        await until(lambda: activity.waiting("t") == 1, what="the second wait to be registered")
         timers[1]()
         activity.notify("t")
         assert (await expiring).timed_out is True

@@ -10,6 +10,7 @@ import pytest
 from dsh_team.errors import TeamCode, TeamError
 from dsh_team.log.lifecycle import Lifecycle, disposed_error
 
+from kit_waits import until
 from team_host import faulty_log, lead, open_host, service
 
 
@@ -127,7 +128,8 @@ class TestServiceDisposal:
         root = await lead(host)
         teams = service(host)
         journal = teams.journals.get(root.session)
-        await asyncio.sleep(0.01)  # let start-up work (recovery) settle first
+        await host.quiesce()  # start-up recovery is scheduled host work: it has run
+        await until(lambda: teams.lifecycle.in_flight == 0, what="start-up work (recovery) to settle")
         async with journal.lock:  # the mutation is admitted, then queues for the section
             before = teams.lifecycle.in_flight
             queued = asyncio.ensure_future(teams.create_task(root, subject="s", description="d"))

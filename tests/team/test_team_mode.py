@@ -11,6 +11,7 @@ import pytest
 
 from dsh_team.errors import TeamError
 
+from kit_waits import ready_work_ran, until
 from team_host import faulty_log, child, lead, open_host, service, team
 
 
@@ -94,9 +95,9 @@ class TestSelection:
         root = await lead(host)
         teams = service(host)
         waiting = asyncio.ensure_future(teams.wait_for_change(root, 10_000))
-        await asyncio.sleep(0)
+        await until(lambda: teams.activity.waiting("lead") == 1, what="the wait to be registered")
         await teams.set_enabled(root, False)
-        await asyncio.sleep(0.01)
+        await ready_work_ran()
         assert not waiting.done()
         await teams.dispose()
         assert (await waiting).timed_out is False

@@ -15,6 +15,7 @@ from host_spec.errors import ServiceNotFoundError
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
 
+from kit_waits import until
 from roster_kit import restored_modules
 from team_host import lead, open_host, service
 
@@ -75,7 +76,7 @@ class TestHooksAndTeardown:
         root = await lead(host)
         teams = service(host)
         waiting = asyncio.ensure_future(teams.wait_for_change(root, 10_000))
-        await asyncio.sleep(0)
+        await until(lambda: teams.activity.waiting("lead") == 1, what="the wait to be registered")
         await host.plugins.unload("dsh-team")
         assert (await waiting).timed_out is False
         assert host.find_service(TeamServiceAPI) is None and host.plugins.hook_objects("dsh-team") == []
@@ -113,7 +114,7 @@ class TestFeed:
         root = await lead(host)
         teams = service(host)
         waiting = asyncio.ensure_future(teams.wait_for_change(root, 10_000))
-        await asyncio.sleep(0)
+        await until(lambda: teams.activity.waiting("lead") == 1, what="the wait to be registered")
         host.plugins.notify("dsh_agent_status", host=host, agent=root, status="running")
         assert (await waiting).timed_out is False
         stranger = await host.create_session("stranger")

@@ -13,15 +13,17 @@ from dsh_team.errors import TeamError
 from dsh_team.service import TeamService
 from host_spec.records import AbortSignal, CancelCause
 
+from kit_waits import ready_work_ran, until
 from team_host import faulty_log, lead, open_host, service, team
 
 TEN_S = 10_000
 
 
-async def started(coro: Any) -> asyncio.Task[Any]:
+async def started(teams: TeamService, coro: Any, team_id: str = "lead") -> asyncio.Task[Any]:
+    """Start a wait and return once it is registered on the Team (or already answered)."""
+    before = teams.activity.waiting(team_id)
     task = asyncio.ensure_future(coro)
-    for _ in range(5):
-        await asyncio.sleep(0)
+    await until(lambda: teams.activity.waiting(team_id) > before or task.done(), what="the wait to be registered")
     return task
 
 
@@ -62,11 +64,11 @@ class TestWaking:
         root, (alpha,) = await team(host, "alpha")
         teams = service(host)
         gate = faulty_log(root.session)
-        waiting = await started(teams.wait_for_change(alpha, TEN_S))
+        waiting = await started(teams, teams.wait_for_change(alpha, TEN_S))
         gate.hold()
         creating = asyncio.ensure_future(teams.create_task(root, subject="s", description="d"))
         await gate.wait_entered()
-        await asyncio.sleep(0.01)
+        await ready_work_ran()
         assert not waiting.done() and not creating.done()
         assert teams.get_task(alpha, "task-1").revision == 1  # visible, not yet durable
         gate.release()
@@ -86,7 +88,7 @@ class TestWaking:
         await teams.create_task(root, subject="t", description="d")
         quick = await teams.wait_for_change(root, TEN_S, since=first)
         assert quick.timed_out is False and quick.position > first
-        pending = await started(teams.wait_for_change(root, TEN_S, since=quick.position))
+        pending = await started(teams, teams.wait_for_change(root, TEN_S, since=quick.position))
         assert not pending.done()
         await teams.update_task(root, task_id="task-1", expected_revision=1, action="claim")
         assert (await pending).position > quick.position
@@ -109,9 +111,9 @@ class TestWaking:
         host = await open_host(tmp_path)
         root, (alpha,) = await team(host, "alpha")
         teams = service(host)
-        waiting = await started(teams.wait_for_change(root, TEN_S))
+        waiting = await started(teams, teams.wait_for_change(root, TEN_S))
         teams.agent_status(object(), "running")
-        await asyncio.sleep(0)
+        await ready_work_ran()
         assert not waiting.done()
         teams.agent_status(alpha, "running")
         assert (await waiting).timed_out is False
@@ -143,8 +145,8 @@ class TestAbort:
         root, (alpha,) = await team(host, "alpha")
         teams = service(host)
         signal = AbortSignal()
-        aborted = await started(teams.wait_for_change(root, TEN_S, signal=signal))
-        survivor = await started(teams.wait_for_change(alpha, TEN_S))
+        aborted = await started(teams, teams.wait_for_change(root, TEN_S, signal=signal))
+        survivor = await started(teams, teams.wait_for_change(alpha, TEN_S))
         assert teams.activity.waiting("lead") == 2
         signal.abort(CancelCause("user"))
         with pytest.raises(TeamError, match=r"wait_agent aborted: CancelCause\(kind='user'"):
@@ -162,7 +164,7 @@ class TestClose:
         host = await open_host(tmp_path)
         root = await lead(host)
         teams = service(host)
-        waiting = await started(teams.wait_for_change(root, TEN_S))
+        waiting = await started(teams, teams.wait_for_change(root, TEN_S))
         await teams.dispose()
         assert (await waiting).timed_out is False
         assert (await teams.wait_for_change(root, TEN_S)).timed_out is False

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kit_waits import until
 from team_tools_host import GatedModel, agent_named, call, member_events, open_team, start_root, team_tools
 
+from dsh_team.api import TeamServiceAPI
 from dsh_team_tools.catalog import TOOL_NAMES
 from dsh_team_tools.policy import POLICY_TEXT
 from dsh_team_tools.reminder import identity_reminder
@@ -218,7 +220,8 @@ class TestWaiting:
             await spawn(host, lead)
             await model.entered["reviewer"].wait()
             waiting = asyncio.ensure_future(call(host, lead, "wait_agent"))
-            await asyncio.sleep(0)
+            activity = host.service(TeamServiceAPI).activity  # type: ignore[attr-defined]
+            await until(lambda: activity.waiting(lead.id) == 1, what="the wait_agent call to park")
             assert not waiting.done()
             await call(host, lead, "team_task_create", {"subject": "s", "description": "d"})
             result, _ = await waiting

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from kit_waits import until
 from workspace_kit import agent_in, call, open_host
 
 from host_spec.host.app import Host
@@ -126,8 +127,7 @@ async def test_interrupt_and_cancel_kill_the_group(tmp_path, ws) -> None:
             signal = AbortSignal()
             task = asyncio.ensure_future(call(host, agent, "bash", signal=signal,
                                               command=f"sleep 300 & echo $! > {pidfile}; wait"))
-            while not pidfile.exists() or not pidfile.read_text().strip():
-                await asyncio.sleep(0.02)
+            await until(lambda: pidfile.exists() and pidfile.read_text().strip(), what=f"the {how} command to start")
             running = set(shell_of(host).running)
             if how == "interrupt":
                 signal.abort("interrupted")
