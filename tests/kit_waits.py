@@ -24,15 +24,26 @@ from collections.abc import Callable
 BOUND_S = 30.0
 """How long a condition may take before the test fails naming it."""
 
+EAGER_TURNS = 2000
+"""Loop turns during which :func:`until` checks after every turn before it backs off."""
+
 
 async def until(predicate: Callable[[], object], *, what: str, timeout_s: float = BOUND_S) -> None:
-    """Return once ``predicate()`` is truthy; fail naming ``what`` after ``timeout_s``."""
+    """Return once ``predicate()`` is truthy; fail naming ``what`` after ``timeout_s``.
+
+    The predicate is checked after every loop turn at first, so a short-lived
+    state between two awaits of the code under test is seen; after
+    ``EAGER_TURNS`` turns it is checked every millisecond, which leaves the CPU
+    to threads (the storage worker) and subprocesses.
+    """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
+    turns = 0
     while not predicate():
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {timeout_s:g}s waiting for {what}")
-        await asyncio.sleep(0.001)
+        turns += 1
+        await asyncio.sleep(0 if turns < EAGER_TURNS else 0.001)
 
 
 def until_sync(predicate: Callable[[], object], *, what: str, timeout_s: float = BOUND_S) -> None:
