@@ -254,3 +254,46 @@ class TestToolRails:
         assert "tool_choice" not in self.body("max_tool_steps=2", self.AFTER_CALL)
         assert self.body("max_tokens=5&temperature=0.5", self.FIRST) | {"messages": None, "tools": None} == {
             "model": "m", "messages": None, "tools": None, "max_tokens": 5, "temperature": 0.5}
+
+
+class TestInterruptAgent:
+    def test_interrupt_agent_cuts_a_teammates_slow_stream(self, tmp_path: Path) -> None:
+        """The Lead interrupts a teammate mid-stream: its turn ends aborted and the server sees the hang-up."""
+        from host_spec.host.app import Host
+
+        server_box: list[ModelServer] = []
+        lead_steps = [calls(("spawn_teammate", {"name": "slowpoke", "description": "slow", "prompt": "[slowpoke] go"})),
+                      "interrupt", text("interrupted it")]
+
+        def responder(request: dict[str, Any]) -> Any:
+            first = next(m["content"] for m in request["messages"] if m["role"] == "user")
+            if "[slowpoke]" in first:
+                return Slow(every=0.05) if not server_box[0].disconnects else text("slowpoke resumed")
+            step = lead_steps.pop(0) if lead_steps else text("done")
+            if step == "interrupt":
+                assert server_box[0].stream_started.wait(120), "the teammate never started streaming"
+                return calls(("interrupt_agent", {"target": "slowpoke"}))
+            return step
+
+        async def body() -> tuple[list[Any], list[Any]]:
+            host = await Host.open(tmp_path, "agent-teams", spec(server_box[0].base_url))
+            try:
+                lead = await host.run("[lead] start a slow teammate, then stop it")
+                child = next(s for s in host.store.list_ids() if s != lead.id)
+                return list(lead.session.events), list(host.store.read(child)[1])
+            finally:
+                await host.close()
+
+        with ModelServer(responder) as server:
+            server_box.append(server)
+            lead_events, child_events = run(body(), timeout=180)
+            deadline = time.monotonic() + 60
+            while not server.disconnects and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert server.disconnects, "the teammate's stream was left open"
+        results = [r for r in of(lead_events, EventType.TOOL_RESULT) if r["name"] == "interrupt_agent"]
+        assert results and not results[0].get("is_error")
+        reasons = [e.value()["reason"] for e in child_events if e.type == EventType.TURN_END]
+        assert reasons[0]["kind"] == "aborted"
+        # Nothing half-streamed was recorded as the teammate's answer.
+        assert all("." * 3 not in message_texts(m) for m in of(child_events, EventType.ASSISTANT_MESSAGE))
