@@ -51,6 +51,7 @@ class TeamCode:
     DISPOSED: Final = "TEAM_DISPOSED"
     DISPOSAL_TIMEOUT: Final = "TEAM_DISPOSAL_TIMEOUT"
     TASK_PERSISTENCE_UNCONFIRMED: Final = "TEAM_TASK_PERSISTENCE_UNCONFIRMED"
+    PERSISTENCE_UNCONFIRMED: Final = "TEAM_PERSISTENCE_UNCONFIRMED"
     MODE_DISABLED: Final = "TEAM_MODE_DISABLED"
     STREAM_FAILED: Final = "TEAM_STREAM_FAILED"
     STORAGE_NOT_DURABLE: Final = "TEAM_STORAGE_NOT_DURABLE"
@@ -78,7 +79,12 @@ class TeamError(DshError):
 
 
 class UnconfirmedError(TeamError):
-    """``TEAM_TASK_PERSISTENCE_UNCONFIRMED``: the change was appended and is visible, its flush failed.
+    """The change was appended and is visible, but its flush failed.
+
+    The code names what is unconfirmed: ``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` for a
+    task record, ``TEAM_PERSISTENCE_UNCONFIRMED`` for any other Team record (a
+    member, a message, a delivery, a mode selection) or a flush that only retried
+    earlier records.
 
     Not a rejection: the record stays in the log and the session retries it on its
     next flush, so a caller that simply retries would duplicate it. ``value`` holds
@@ -87,13 +93,17 @@ class UnconfirmedError(TeamError):
 
     Args:
         message: What is visible and why durability is unknown.
+        code: :attr:`TeamCode.TASK_PERSISTENCE_UNCONFIRMED` or
+            :attr:`TeamCode.PERSISTENCE_UNCONFIRMED` (the default).
         value: The operation's result as rendered right after the append (``None``
             until the journal attaches it).
         **details: Structured facts for logs and tests.
     """
 
-    def __init__(self, message: str, *, value: Any = None, **details: Any) -> None:
-        super().__init__(message, TeamCode.TASK_PERSISTENCE_UNCONFIRMED, **details)
+    def __init__(
+        self, message: str, *, code: str = TeamCode.PERSISTENCE_UNCONFIRMED, value: Any = None, **details: Any
+    ) -> None:
+        super().__init__(message, code, **details)
         self.value = value
 
 

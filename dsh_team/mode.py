@@ -63,7 +63,7 @@ class ModeControl:
         Raises:
             TeamError: ``TEAM_INVALID_ARGUMENT`` (not a bool), ``TEAM_NOT_MEMBER`` (not
                 a live agent), ``TEAM_LEAD_REQUIRED`` (a descendant), ``TEAM_STREAM_FAILED``,
-                ``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` (the selection is in force but
+                ``TEAM_PERSISTENCE_UNCONFIRMED`` (the selection is in force but
                 its flush failed; retry to flush it).
         """
         if type(enabled) is not bool:

@@ -12,7 +12,8 @@ The state is maintained incrementally: a journal folds each new event of its
 session exactly once (from the session's event view, starting where it stopped),
 so no read ever re-scans the log. A failed flush leaves the record appended and
 visible (the session retries it on the next flush); the caller gets
-``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` and should read before retrying.
+an :class:`~dsh_team.errors.UnconfirmedError` (its code names a task or any
+other record) and should read before retrying.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import structlog
 
 from dsh_team.errors import TeamCode, TeamError, UnconfirmedError
 from dsh_team.core.fold import evolve
+from dsh_team.core.records import TEAM_TASK
 from dsh_team.core.state import TeamState, initial_state
 
 if TYPE_CHECKING:
@@ -198,8 +200,9 @@ class Journal:
 
         Raises:
             TeamError: whatever ``check``/``decide`` raise, ``TEAM_STREAM_FAILED``, or
-                ``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` when the flush failed (the
-                record stays appended and visible).
+                :class:`UnconfirmedError` when the flush failed (the record stays
+                appended and visible): ``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` for a
+                task record, else ``TEAM_PERSISTENCE_UNCONFIRMED``.
         """
         async with self.lock:
             state = self.authoritative()
@@ -209,24 +212,32 @@ class Journal:
             if record is not None:
                 self.session.append(record.type, record.payload)
             result = render(self.catch_up()) if render is not None else None
+        task = record is not None and record.type == TEAM_TASK
+        code = TeamCode.TASK_PERSISTENCE_UNCONFIRMED if task else TeamCode.PERSISTENCE_UNCONFIRMED
         try:
-            await self.flush(what)
+            await self.flush(what, code=code)
         except UnconfirmedError as error:
             error.value = result  # visible: the caller can show it instead of retrying
             raise
         return result
 
-    async def flush(self, what: str) -> None:
+    async def flush(self, what: str, *, code: str = TeamCode.PERSISTENCE_UNCONFIRMED) -> None:
         """Make every appended record durable, then announce the change.
 
+        Args:
+            what: Names the change in the error text.
+            code: The :class:`UnconfirmedError` code naming what is unconfirmed.
+
         Raises:
-            UnconfirmedError: ``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` wrapping the flush failure.
+            UnconfirmedError: ``code`` (default ``TEAM_PERSISTENCE_UNCONFIRMED``)
+                wrapping the flush failure.
         """
         try:
             await self.session.flush()
         except Exception as exc:
             raise UnconfirmedError(
                 f"{what} is visible but its persistence is unconfirmed ({exc}); read it before retrying",
+                code=code,
                 team_id=self.team_id,
             ) from exc
         self.flushed(self.session.durable_seq)

@@ -94,7 +94,7 @@ class MessageSender:
             TeamError: ``TEAM_DISPOSED``, ``TEAM_NOT_MEMBER``, ``TEAM_INVALID_ARGUMENT``,
                 ``TEAM_MEMBER_NOT_FOUND``, ``TEAM_SELF_MESSAGE``, ``TEAM_MAILBOX_FULL``,
                 ``TEAM_MESSAGE_TOO_LARGE``, ``TEAM_STREAM_FAILED``,
-                ``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` (queued and visible, not confirmed durable).
+                ``TEAM_PERSISTENCE_UNCONFIRMED`` (queued and visible, not confirmed durable).
             BaseException: an exception abort reason of ``signal``.
         """
         self.lifecycle.admit()

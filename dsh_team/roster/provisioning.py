@@ -114,7 +114,7 @@ class Provisioner:
             TeamError: ``TEAM_DISPOSED``, ``TEAM_NOT_MEMBER``, ``TEAM_LEAD_REQUIRED``,
                 ``TEAM_INVALID_MEMBER_NAME``, ``TEAM_INVALID_ARGUMENT``, ``TEAM_MEMBER_NAME_TAKEN``,
                 ``TEAM_MEMBER_LIMIT``, ``TEAM_PROVISIONING_CONFLICT``, ``TEAM_STREAM_FAILED``,
-                ``TEAM_TASK_PERSISTENCE_UNCONFIRMED``.
+                ``TEAM_PERSISTENCE_UNCONFIRMED``.
             SubagentError: the host could not start the child (re-raised as is, after
                 ``failed`` was recorded).
             BaseExceptionGroup: the creation failed *and* recording that failure (or

@@ -69,7 +69,7 @@ async def reconcile(host: Host, journal: Journal, only: Collection[str] | None =
         How many terminal records this call wrote.
 
     Raises:
-        TeamError: ``TEAM_STREAM_FAILED``, ``TEAM_TASK_PERSISTENCE_UNCONFIRMED``.
+        TeamError: ``TEAM_STREAM_FAILED``, ``TEAM_PERSISTENCE_UNCONFIRMED``.
     """
     written = 0
     for member in journal.authoritative().members.listed():

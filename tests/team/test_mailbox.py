@@ -272,7 +272,7 @@ class TestFailuresStayQueued:
         faulty.fail_when(lambda n: True)
         with pytest.raises(TeamError) as caught:
             await teams.send_message(root, target="worker", content=text("late"))
-        assert caught.value.code == "TEAM_TASK_PERSISTENCE_UNCONFIRMED"
+        assert caught.value.code == "TEAM_PERSISTENCE_UNCONFIRMED"
         (message_id,) = journal.state.mail.queued
         assert message_id in caught.value.message and "pending" in caught.value.message
         rows = {row.name: row.pending for row in teams.list_members(root)}

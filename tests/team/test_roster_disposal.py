@@ -188,7 +188,7 @@ class TestInFlight:
         with pytest.raises(BaseExceptionGroup) as created:
             await creating
         cancelled, recording = created.value.exceptions
-        assert cancelled.code == "TEAM_DISPOSED" and recording.code == "TEAM_TASK_PERSISTENCE_UNCONFIRMED"
+        assert cancelled.code == "TEAM_DISPOSED" and recording.code == "TEAM_PERSISTENCE_UNCONFIRMED"
         with pytest.raises(BaseExceptionGroup) as disposed:
             await disposing
         assert created.value in disposed.value.exceptions

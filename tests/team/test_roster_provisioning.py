@@ -76,7 +76,7 @@ class TestDurabilityOrder:
         faulty_log(root.session).fail_next()
         with pytest.raises(TeamError) as caught:
             await spawn(host, root, "worker")
-        assert caught.value.code == "TEAM_TASK_PERSISTENCE_UNCONFIRMED"
+        assert caught.value.code == "TEAM_PERSISTENCE_UNCONFIRMED"
         assert children(host) == [] and not host.store.list_ids()[1:]
         member = stored_team(tmp_path).members.by_name("worker")
         assert member is not None and member.phase == "failed" and "unconfirmed" in (member.error or "")
@@ -271,7 +271,7 @@ class TestSettlementRaces:
         with pytest.raises(BaseExceptionGroup) as caught:
             await spawn(host, root, "worker", provider="bad")
         original, recording = caught.value.exceptions
-        assert original is boom and recording.code == "TEAM_TASK_PERSISTENCE_UNCONFIRMED"
+        assert original is boom and recording.code == "TEAM_PERSISTENCE_UNCONFIRMED"
         assert only_member(host, root).phase == "failed"  # visible, flushed by the next commit
         await host.close()
         assert member_phases(stored_team(tmp_path)) == {"worker": "failed"}

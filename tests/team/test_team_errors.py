@@ -20,9 +20,10 @@ APPENDIX_B = {
 
 class TestCodes:
     def test_every_reference_code_exists(self) -> None:
-        """Appendix B's codes plus persistence-unconfirmed, mode-disabled and stream-failed."""
+        """Appendix B's codes plus the two persistence-unconfirmed codes, mode-disabled and stream-failed."""
         assert TeamCode.ALL == APPENDIX_B | {
             "TEAM_TASK_PERSISTENCE_UNCONFIRMED",
+            "TEAM_PERSISTENCE_UNCONFIRMED",
             "TEAM_MODE_DISABLED",
             "TEAM_STREAM_FAILED",
             "TEAM_STORAGE_NOT_DURABLE",

@@ -82,7 +82,7 @@ class TestSelection:
         gate.fail_next()
         with pytest.raises(TeamError) as caught:
             await teams.set_enabled(root, False)
-        assert caught.value.code == "TEAM_TASK_PERSISTENCE_UNCONFIRMED"
+        assert caught.value.code == "TEAM_PERSISTENCE_UNCONFIRMED"
         assert teams.is_enabled(root) is False
         await teams.set_enabled(root, False)
         assert mode_records(root) == [False]
