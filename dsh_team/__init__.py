@@ -25,6 +25,8 @@ from dsh_team.core import (
     TEAM_TASK,
     VERSION,
     Board,
+    FoldFailure,
+    FoldRule,
     Mailbox,
     MemberPhase,
     MemberRecord,
@@ -46,7 +48,7 @@ from dsh_team.core import (
     replay,
 )
 from dsh_team.errors import TeamCode, TeamConfigError, TeamError, UnconfirmedError
-from dsh_team.log import WAIT_MAX_MS, WAIT_MIN_MS, WaitResult
+from dsh_team.log import WAIT_MAX_MS, WAIT_MIN_MS, TeamFolds, WaitResult
 from dsh_team.mail import SendResult
 from dsh_team.roster import InterruptResult, Membership, MemberView
 from dsh_team.service import TeamService
@@ -54,6 +56,9 @@ from dsh_team.views import TeamView
 
 __all__ = [
     "TeamServiceAPI",
+    "TeamFolds",
+    "FoldFailure",
+    "FoldRule",
     "TeamService",
     "TeamConfig",
     "MAX_SAFE_INTEGER",

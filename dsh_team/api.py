@@ -126,3 +126,4 @@ class TeamServiceAPI(Protocol):
     def subscribe(self, listener: Callable[[str, TeamView], None]) -> Handle:
         """Receive every changed Team view ``(team_id, view)`` until the handle is disposed."""
         ...
+

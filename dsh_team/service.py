@@ -28,7 +28,7 @@ from dsh_team.log.waits import Activity, Timer, WaitResult, check_since, check_t
 from dsh_team.config import TeamConfig
 from dsh_team.coordination import Coordination
 from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_TASK, VERSION, TaskRecord, TeamTaskSnapshot
-from dsh_team.log.journal import Append, Journal, Journals
+from dsh_team.log.journal import Append, Journal, Journals, TeamFolds
 from dsh_team.mail.send import SendResult
 from dsh_team.log.lifecycle import Lifecycle
 from dsh_team.roster.membership import Membership, MembershipResolver, TeammateResolver, roster_teammate
@@ -77,7 +77,9 @@ class TeamService:
         self.lifecycle = Lifecycle(self.config.disposal_timeout_ms)
         self.activity = Activity(timer)
         self.publisher = Publisher()
-        self.journals = Journals(on_change=self._changed, on_durable=self._durable)
+        self.journals = Journals(
+            on_change=self._changed, on_durable=self._durable, folds=lambda: host.find_service(TeamFolds)
+        )
         self.members = MembershipResolver(host.agents, self._state_of, teammate)
         self.mode = ModeControl(self.members, self.journals, self.config.team_mode_default)
         self.remote = RemoteTeam(self)

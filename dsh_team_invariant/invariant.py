@@ -18,6 +18,12 @@ every session): the staged event was committed exactly when the log now holds it
 at its seq. Seqs are dense and a vetoed append writes nothing, so any other event
 found there (or none) means it was vetoed. Every Team event passes this check
 before it can be committed, so no committed Team event is ever missed.
+
+That makes this fold the committed Team fold of every live session: the plugin
+provides it as :class:`~dsh_team.log.journal.TeamFolds`, and the Team journal adopts it
+instead of folding each committed event again (one fold owner per session).
+A refused candidate's violation carries the fold's own rule name
+(:class:`~dsh_team.core.state.FoldRule`).
 """
 
 from __future__ import annotations
@@ -35,37 +41,10 @@ if TYPE_CHECKING:
     from host_spec.events import Event
     from host_spec.protocols import Session
 
-__all__ = ["TeamStreamInvariant", "rule_for"]
+__all__ = ["TeamStreamInvariant"]
 
-#: (message fragment, rule name): the first fragment found in a fold failure names the rule.
-_RULES: Final[tuple[tuple[str, str], ...]] = (
-    ("must begin provisioning", "member-must-begin-provisioning"),
-    ("is reused by another member", "member-name-reused"),
-    ("changed immutable identity fields", "member-identity-changed"),
-    ("has an invalid", "member-invalid-transition"),
-    ("must begin at revision 1", "task-must-begin-at-revision-1"),
-    ("revision is not contiguous", "task-revision-not-contiguous"),
-    ("cannot block itself", "task-dependency-cycle"),
-    ("dependency cycle", "task-dependency-cycle"),
-    ("repeats blocker", "task-duplicate-blocker"),
-    ("is missing or deleted", "task-missing-blocker"),
-    ("was queued twice", "message-queued-twice"),
-    ("was delivered before queueing", "message-delivered-before-queued"),
-    ("target changed", "message-target-changed"),
-    ("was delivered twice", "message-delivered-twice"),
-    ("unsupported Agent Teams event version", "unsupported-version"),
-    ("payload is invalid", "invalid-payload"),
-)
+#: The rule of a candidate refused because the stream had already failed before it.
 _STREAM_FAILED: Final = "stream-already-failed"
-_GENERIC: Final = "agent-teams-stream"
-
-
-def rule_for(failure: str) -> str:
-    """A short stable rule name for a fold failure message (for tests and logs)."""
-    for fragment, rule in _RULES:
-        if fragment in failure:
-            return rule
-    return _GENERIC
 
 
 class _Fold:
@@ -107,10 +86,16 @@ class TeamStreamInvariant:
 
     _folds: dict[str, _Fold] = attrs.Factory(dict)
 
-    @hookimpl(specname="dsh_session_created")
     def seed(self, session: Session) -> None:
-        """Fold ``session``'s current events once (on creation, resume, or plugin load)."""
+        """Fold ``session``'s current events once (on resume, or plugin load)."""
         self._folds[session.id] = _Fold(session, replay(session.events, session.id))
+
+    @hookimpl(specname="dsh_session_created")
+    def created(self, session: Session) -> None:
+        """Seed a created or resumed session, unless a reader already had it seeded."""
+        fold = self._folds.get(session.id)
+        if fold is None or fold.session is not session:
+            self.seed(session)
 
     @hookimpl(specname="dsh_session_disposed")
     def forget(self, session: Session) -> None:
@@ -128,7 +113,11 @@ class TeamStreamInvariant:
         return list(self._folds)
 
     def state(self, session: Session) -> TeamState:
-        """The committed fold of ``session`` (seeding it on first use)."""
+        """The committed fold of ``session`` (seeding it on first use).
+
+        This is the :class:`~dsh_team.log.journal.TeamFolds` the plugin provides: the Team
+        journal adopts it rather than folding every committed event a second time.
+        """
         return self._fold(session).settle(session)
 
     def _fold(self, session: Session) -> _Fold:
@@ -154,9 +143,9 @@ class TeamStreamInvariant:
         candidate = evolve(state, event)
         failure = candidate.failure
         if failure is not None:
-            rule = _STREAM_FAILED if state.failure is not None else rule_for(failure)
+            rule = _STREAM_FAILED if state.failure is not None else failure.rule
             return Violation(
-                reason=f"session event {event.seq} violates the Agent Teams stream: {failure}",
+                reason=f"session event {event.seq} violates the Agent Teams stream: {failure.message}",
                 rule=rule,
             )
         fold.staged = (event, candidate)

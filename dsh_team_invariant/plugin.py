@@ -5,7 +5,9 @@ the loading host, seeds it from ``host.sessions.list()`` (``dsh_session_created`
 is not replayed for sessions that are already live) and registers it with that
 host's hooks through ``ctx.register``: it seeds each later session, stages each
 candidate in ``dsh_pre_append`` and settles it at the next check of that session
-(no ``dsh_session_event`` observer: see :mod:`dsh_team_invariant.invariant`).
+(no ``dsh_session_event`` observer: see :mod:`dsh_team_invariant.invariant`). It
+also provides that fold as :class:`~dsh_team.log.journal.TeamFolds`, so the Team journal
+adopts it instead of folding each committed Team event a second time.
 Unload unregisters it with the rest of the plugin's ledger; the module itself
 keeps no state, so one import serves any number of hosts.
 """
@@ -19,6 +21,8 @@ import structlog
 
 from host_spec import hookimpl
 from host_spec.config import structure_config
+
+from dsh_team import TeamFolds
 
 from dsh_team_invariant.invariant import TeamStreamInvariant
 
@@ -42,4 +46,5 @@ def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
     for session in host.sessions.list():
         invariant.seed(session)
     ctx.register(invariant)
+    ctx.provide(TeamFolds, invariant)
     log.info("team_invariant.loaded", sessions=len(invariant.sessions()))

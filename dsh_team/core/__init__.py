@@ -4,7 +4,7 @@ Nothing here touches asyncio, a host or a file: every function is a value in, a 
 so the service, the offline view and the invariant can share it and tests can drive it alone.
 
 Modules: :mod:`.records` (the five durable record types and their decoders),
-:mod:`.state` (the immutable folded state), :mod:`.fold` (``evolve``/``replay``),
+:mod:`.state` (the immutable folded state), :mod:`.fold` (``evolve``/``replay``), :mod:`.upcast` (older record versions),
 :mod:`.dag` (the incremental dependency check), :mod:`.board` (task decisions),
 :mod:`.task_view` (what a task looks like to readers), :mod:`.validation`
 (argument rules shared by decisions).
@@ -34,7 +34,7 @@ from dsh_team.core.records import (
     TeamTaskSnapshot,
     decode_payload,
 )
-from dsh_team.core.state import Board, Mailbox, Roster, TeamState, initial_state, mode_enabled
+from dsh_team.core.state import Board, FoldFailure, FoldRule, Mailbox, Roster, TeamState, initial_state, mode_enabled
 from dsh_team.core.task_view import LEAD_NAME, TaskView, list_views, task_view
 from dsh_team.core.validation import check_content
 
@@ -69,6 +69,8 @@ __all__ = [
     "TeamTaskSnapshot",
     "decode_payload",
     "Board",
+    "FoldFailure",
+    "FoldRule",
     "Mailbox",
     "Roster",
     "TeamState",

@@ -8,7 +8,8 @@ the reference checks them, so a rejected request appends nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Final, Literal
 
 import attrs
@@ -46,12 +47,14 @@ ACTIONS: Final = (
     "delete",
 )
 
-_GRAPH_CODES: Final = {
-    "self": TeamCode.TASK_DEPENDENCY_CYCLE,
-    "cycle": TeamCode.TASK_DEPENDENCY_CYCLE,
-    "duplicate": TeamCode.INVALID_ARGUMENT,
-    "missing": TeamCode.TASK_NOT_FOUND,
-}
+_GRAPH_CODES: Final = MappingProxyType(
+    {
+        "self": TeamCode.TASK_DEPENDENCY_CYCLE,
+        "cycle": TeamCode.TASK_DEPENDENCY_CYCLE,
+        "duplicate": TeamCode.INVALID_ARGUMENT,
+        "missing": TeamCode.TASK_NOT_FOUND,
+    }
+)
 _UNAUTHORIZED: Final = "task mutation requires its owner or Team Lead"
 
 
@@ -275,27 +278,31 @@ def _delete(update: _Update) -> TeamTaskSnapshot:
 
 
 #: The optional fields each action reads; sending any other is a mistake, never ignored.
-_FIELDS: Final[dict[str, frozenset[str]]] = {
-    "claim": frozenset(),
-    "release": frozenset(),
-    "edit": frozenset({"subject", "description", "write_scopes"}),
-    "set_dependencies": frozenset({"blocked_by"}),
-    "complete": frozenset(),
-    "reopen": frozenset(),
-    "reassign": frozenset({"owner"}),
-    "delete": frozenset(),
-}
+_FIELDS: Final[Mapping[str, frozenset[str]]] = MappingProxyType(
+    {
+        "claim": frozenset(),
+        "release": frozenset(),
+        "edit": frozenset({"subject", "description", "write_scopes"}),
+        "set_dependencies": frozenset({"blocked_by"}),
+        "complete": frozenset(),
+        "reopen": frozenset(),
+        "reassign": frozenset({"owner"}),
+        "delete": frozenset(),
+    }
+)
 
-_RULES: Final[dict[str, Callable[[_Update], TeamTaskSnapshot]]] = {
-    "claim": _claim,
-    "release": _release,
-    "edit": _edit,
-    "set_dependencies": _set_dependencies,
-    "complete": _complete,
-    "reopen": _reopen,
-    "reassign": _reassign,
-    "delete": _delete,
-}
+_RULES: Final[Mapping[str, Callable[[_Update], TeamTaskSnapshot]]] = MappingProxyType(
+    {
+        "claim": _claim,
+        "release": _release,
+        "edit": _edit,
+        "set_dependencies": _set_dependencies,
+        "complete": _complete,
+        "reopen": _reopen,
+        "reassign": _reassign,
+        "delete": _delete,
+    }
+)
 
 
 def decide_update(

@@ -1,19 +1,21 @@
 """Durable Team records: the payload Structs of the five ``team/*`` event types.
 
-Every record is appended to the Lead (root) session only and carries
-``version: 2`` and ``team_id`` (the Lead session id). Keys are snake_case
-(architecture §3). Payloads are strict (``forbid_unknown_fields``): replay must
-reject a record it does not fully understand instead of guessing. Content blocks
+Every record is appended to the Lead (root) session only and carries its
+``version`` (:data:`VERSION` for records written now) and ``team_id`` (the Lead
+session id). Keys are snake_case. Payloads are strict (``forbid_unknown_fields``):
+replay must reject a record it does not fully understand instead of guessing; an
+older version is first brought to the current shape by :mod:`dsh_team.core.upcast`. Content blocks
 are plain dicts (:mod:`host_spec.messages`) checked by :func:`validate_content`
 while decoding, so an unknown block kind survives unchanged.
 
-Decoders are built once at import; :func:`decode_payload` is the only entry the
-fold uses.
+Decoders are built once at import; :func:`decode_payload` is the fold's fast path
+for current records.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Annotated, Any, Final, Literal
 
 import msgspec
@@ -40,6 +42,7 @@ __all__ = [
     "ModeRecord",
     "Selector",
     "TeamRecord",
+    "RECORD_TYPES",
     "decode_payload",
     "decode_selector",
     "numeric_task_number",
@@ -128,7 +131,7 @@ def _check_attachment(attachment: Any) -> None:
 
 
 def validate_content(blocks: Sequence[Any]) -> None:
-    """Check every block of a message's content (§3.2 block rules).
+    """Check every block of a message's content.
 
     Core kinds (``text``, ``reasoning``, ``image``, ``tool-call``) must be well
     formed (extra keys are kept); ``tool-result`` is retired and rejected; any
@@ -192,7 +195,7 @@ class TeamMessageSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=Tru
 
 # ---------------------------------------------------------------- records (event payloads)
 
-_STRICT: Final[dict[str, Any]] = {"frozen": True, "forbid_unknown_fields": True}
+_STRICT: Final[Mapping[str, Any]] = MappingProxyType({"frozen": True, "forbid_unknown_fields": True})
 
 
 class MemberRecord(msgspec.Struct, **_STRICT):
@@ -229,7 +232,7 @@ class MessageDeliveredRecord(msgspec.Struct, **_STRICT):
 
 
 class ModeRecord(msgspec.Struct, **_STRICT):
-    """Payload of ``team/mode``: the root's explicit Team-mode selection (seed 003)."""
+    """Payload of ``team/mode``: the root's explicit Team-mode selection."""
 
     version: SafeCount
     team_id: NonEmpty
@@ -245,13 +248,19 @@ class Selector(msgspec.Struct, frozen=True):
 
 TeamRecord = MemberRecord | TaskRecord | MessageQueuedRecord | MessageDeliveredRecord | ModeRecord
 
-_DECODERS: Final[dict[str, msgspec.json.Decoder[Any]]] = {
-    TEAM_MEMBER: msgspec.json.Decoder(MemberRecord),
-    TEAM_TASK: msgspec.json.Decoder(TaskRecord),
-    TEAM_MESSAGE_QUEUED: msgspec.json.Decoder(MessageQueuedRecord),
-    TEAM_MESSAGE_DELIVERED: msgspec.json.Decoder(MessageDeliveredRecord),
-    TEAM_MODE: msgspec.json.Decoder(ModeRecord),
-}
+#: The payload Struct of each Team event type (read-only).
+RECORD_TYPES: Final[Mapping[str, type[TeamRecord]]] = MappingProxyType(
+    {
+        TEAM_MEMBER: MemberRecord,
+        TEAM_TASK: TaskRecord,
+        TEAM_MESSAGE_QUEUED: MessageQueuedRecord,
+        TEAM_MESSAGE_DELIVERED: MessageDeliveredRecord,
+        TEAM_MODE: ModeRecord,
+    }
+)
+_DECODERS: Final[Mapping[str, msgspec.json.Decoder[Any]]] = MappingProxyType(
+    {event_type: msgspec.json.Decoder(record) for event_type, record in RECORD_TYPES.items()}
+)
 _SELECTOR: Final = msgspec.json.Decoder(Selector)
 
 

@@ -27,7 +27,7 @@ import msgspec
 
 from dsh_team.core.records import TeamMemberSnapshot, TeamMessageSnapshot, TeamTaskSnapshot
 
-__all__ = ["EMPTY", "Memo", "Roster", "Board", "Mailbox", "TeamState", "initial_state", "mode_enabled"]
+__all__ = ["EMPTY", "Memo", "Roster", "Board", "Mailbox", "FoldFailure", "FoldRule", "TeamState", "initial_state", "mode_enabled"]
 
 #: The shared empty map every fresh collection starts from.
 EMPTY: Final[immutables.Map[Any, Any]] = immutables.Map()
@@ -193,6 +193,42 @@ class Mailbox(msgspec.Struct, frozen=True, gc=False):
         return tuple(queued[key] for key, _ in sorted(items, key=_BY_INDEX))
 
 
+class FoldFailure(msgspec.Struct, frozen=True):
+    """Why a Team stream stopped folding: a value, so readers branch on ``rule``, not on text.
+
+    Attributes:
+        rule: The broken rule, a stable name (``task-revision-not-contiguous``,
+            ``unsupported-version``, ``invalid-payload``, ...; see :class:`FoldRule`).
+        message: The human-readable account, naming the record and the rule.
+        seq: The log position of the record that failed.
+    """
+
+    rule: str
+    message: str
+    seq: int
+
+
+class FoldRule:
+    """The stable names of the rules a Team record can break (``FoldFailure.rule``)."""
+
+    INVALID_PAYLOAD: Final = "invalid-payload"
+    UNSUPPORTED_VERSION: Final = "unsupported-version"
+    MEMBER_MUST_BEGIN_PROVISIONING: Final = "member-must-begin-provisioning"
+    MEMBER_NAME_REUSED: Final = "member-name-reused"
+    MEMBER_IDENTITY_CHANGED: Final = "member-identity-changed"
+    MEMBER_INVALID_TRANSITION: Final = "member-invalid-transition"
+    TASK_MUST_BEGIN_AT_REVISION_1: Final = "task-must-begin-at-revision-1"
+    TASK_REVISION_NOT_CONTIGUOUS: Final = "task-revision-not-contiguous"
+    TASK_DEPENDENCY_CYCLE: Final = "task-dependency-cycle"
+    TASK_DUPLICATE_BLOCKER: Final = "task-duplicate-blocker"
+    TASK_MISSING_BLOCKER: Final = "task-missing-blocker"
+    MESSAGE_QUEUED_TWICE: Final = "message-queued-twice"
+    MESSAGE_DELIVERED_BEFORE_QUEUED: Final = "message-delivered-before-queued"
+    MESSAGE_TARGET_CHANGED: Final = "message-target-changed"
+    MESSAGE_DELIVERED_TWICE: Final = "message-delivered-twice"
+
+
+
 class TeamState(msgspec.Struct, frozen=True, gc=False):
     """One Team's durable state as of ``position``.
 
@@ -215,7 +251,7 @@ class TeamState(msgspec.Struct, frozen=True, gc=False):
     tasks: Board = Board()
     mail: Mailbox = Mailbox()
     mode: bool | None = None
-    failure: str | None = None
+    failure: FoldFailure | None = None
     position: int = 0
 
 
@@ -225,7 +261,7 @@ def initial_state(team_id: str) -> TeamState:
 
 
 def mode_enabled(state: TeamState, default: bool) -> bool:
-    """Effective Team mode of a root (seed 003).
+    """Effective Team mode of a root.
 
     An explicit ``team/mode`` selection wins. Without one, a Team that already has
     roster or task records is treated as enabled (it was created by an earlier build

@@ -8,9 +8,12 @@ caller still returns only after its own record is durable. Waiters are told only
 after a flush made the change durable, so nobody can observe a change that a
 crash could take back.
 
-The state is maintained incrementally: a journal folds each new event of its
-session exactly once (from the session's event view, starting where it stopped),
-so no read ever re-scans the log. A failed flush leaves the record appended and
+The state is maintained incrementally: each new event of the session is folded
+exactly once (from the session's event view, starting where the journal stopped),
+so no read ever re-scans the log. When another plugin already folds every
+committed Team event of the session (a :class:`TeamFolds` provider:
+the stream invariant folds each candidate before it is appended), the journal
+adopts that fold instead of folding the event a second time. A failed flush leaves the record appended and
 visible (the session retries it on the next flush); the caller gets
 an :class:`~dsh_team.errors.UnconfirmedError` (its code names a task or any
 other record) and should read before retrying.
@@ -21,20 +24,20 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload, runtime_checkable
 
 import attrs
 import structlog
 
 from dsh_team.errors import TeamCode, TeamError, UnconfirmedError
 from dsh_team.core.fold import evolve
-from dsh_team.core.records import TEAM_TASK
+from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_TASK
 from dsh_team.core.state import TeamState, initial_state
 
 if TYPE_CHECKING:
     from host_spec.protocols import Session
 
-__all__ = ["Append", "Journal", "Journals"]
+__all__ = ["TeamFolds", "Append", "Journal", "Journals"]
 
 log = structlog.get_logger(__name__)
 
@@ -42,6 +45,26 @@ T = TypeVar("T")
 
 #: Called with the journal whose folded state changed (projection publication).
 ChangeListener = Callable[["Journal"], None]
+
+
+@runtime_checkable
+class TeamFolds(Protocol):
+    """A provider of each live session's committed Team fold.
+
+    One fold owner per session: ``dsh-team-invariant`` folds every Team event once,
+    before it is appended, to decide its veto; it provides that fold so the Team
+    journal adopts it instead of folding the committed event again. Without a
+    provider the journal folds on its own; both folds are
+    :func:`dsh_team.core.fold.evolve`, so they cannot disagree.
+    """
+
+    def state(self, session: Session) -> TeamState:
+        """The fold of every committed event of exactly this session object (seeded on first use)."""
+        ...
+
+
+#: The current :class:`TeamFolds` provider of the host, if one is loaded.
+FoldSource = Callable[[], "TeamFolds | None"]
 
 
 @attrs.frozen
@@ -59,6 +82,8 @@ class Journal:
         session: The live Lead session (its id is the Team id).
         on_change: Called after the folded state changed (new object).
         on_durable: Called once a change became durable (after its flush).
+        folds: Finds the host's fold provider, asked on every catch-up (a reload may
+            replace or remove it); ``None``: the journal always folds itself.
     """
 
     def __init__(
@@ -67,6 +92,7 @@ class Journal:
         *,
         on_change: ChangeListener | None = None,
         on_durable: ChangeListener | None = None,
+        folds: FoldSource | None = None,
     ) -> None:
         self.session = session
         self.team_id = session.id
@@ -78,6 +104,7 @@ class Journal:
         self.lock = asyncio.Lock()
         self._on_change = on_change
         self._on_durable = on_durable
+        self._folds = folds
         self._announced = 0
         self.catch_up()
         self._advance(session.durable_seq)  # what the log already holds durably is no news
@@ -100,37 +127,58 @@ class Journal:
 
         Raises:
             TeamError: ``TEAM_STREAM_FAILED`` with the failure text when the Team
-                stream is corrupt (no authoritative operation can run on it).
+                stream is corrupt (no authoritative operation can run on it); its
+                details carry the broken ``rule`` and the failing ``seq``.
         """
         state = self.catch_up()
-        if state.failure is not None:
+        failure = state.failure
+        if failure is not None:
             raise TeamError(
-                f"the Team stream failed at seq {state.position}: {state.failure}",
+                f"the Team stream failed at seq {failure.seq}: {failure.message}",
                 TeamCode.STREAM_FAILED,
                 team_id=self.team_id,
-                seq=state.position,
+                rule=failure.rule,
+                seq=failure.seq,
             )
         return state
 
     def catch_up(self) -> TeamState:
-        """Fold the events appended since the last call (each event folded once)."""
+        """Fold the events appended since the last call (each event folded once).
+
+        The fold provider's state is adopted for the first fold and for a single new
+        Team event (the per-append case); a longer stretch is folded here, so every
+        change's position is queued for its own announcement.
+        """
         count = self.session.last_seq  # == len(events); cheaper than sizing the view
-        if self._folded >= count:
+        start = self._folded
+        if start >= count:
             return self._state
         events = self.session.events
         before = state = self._state
         pending = self._pending
-        for index in range(self._folded, count):
-            folded = evolve(state, events[index])
-            if folded.position != state.position:
-                pending.append(folded.position)
-            state = folded
+        source = self._folds() if self._folds is not None else None
+        if source is not None and (start == 0 or (count - start == 1 and events[start].type in TEAM_EVENT_TYPES)):
+            state = source.state(self.session)
+            if state.position != before.position:
+                pending.append(state.position)
+        else:
+            for index in range(start, count):
+                folded = evolve(state, events[index])
+                if folded.position != state.position:
+                    pending.append(folded.position)
+                state = folded
         self._folded = count
         self._state = state
-        if state.failure is not None and before.failure is None:
+        failure = state.failure
+        if failure is not None and before.failure is None:
             # Said once, where a user running the host sees it (the CLI shows warnings).
             log.error(
-                "team.stream_failed", code=TeamCode.STREAM_FAILED, team=self.team_id, seq=state.position, error=state.failure
+                "team.stream_failed",
+                code=TeamCode.STREAM_FAILED,
+                team=self.team_id,
+                seq=failure.seq,
+                rule=failure.rule,
+                error=failure.message,
             )
         if state is not before and self._on_change is not None:
             self._on_change(self)
@@ -247,11 +295,16 @@ class Journals:
     """The journals of every live session that may lead a Team, by session id."""
 
     def __init__(
-        self, *, on_change: ChangeListener | None = None, on_durable: ChangeListener | None = None
+        self,
+        *,
+        on_change: ChangeListener | None = None,
+        on_durable: ChangeListener | None = None,
+        folds: FoldSource | None = None,
     ) -> None:
         self._by_id: dict[str, Journal] = {}
         self._on_change = on_change
         self._on_durable = on_durable
+        self._folds = folds
 
     def __iter__(self) -> Iterator[Journal]:
         return iter(list(self._by_id.values()))
@@ -266,7 +319,7 @@ class Journals:
         """
         journal = self._by_id.get(session.id)
         if journal is None or journal.session is not session:
-            journal = Journal(session, on_change=self._on_change, on_durable=self._on_durable)
+            journal = Journal(session, on_change=self._on_change, on_durable=self._on_durable, folds=self._folds)
             self._by_id[session.id] = journal
         return journal
 

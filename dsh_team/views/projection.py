@@ -25,6 +25,7 @@ __all__ = ["BrowserMember", "TeamView", "ViewListener", "build_view", "Publisher
 
 log = structlog.get_logger(__name__)
 
+
 class BrowserMember(msgspec.Struct, frozen=True, omit_defaults=True):
     """One roster row of the browser view (live status is overlaid by the UI)."""
 
@@ -46,12 +47,13 @@ class TeamView(msgspec.Struct, frozen=True, omit_defaults=True):
 
 def build_view(state: TeamState, enabled: bool) -> TeamView:
     """The view of ``state`` (pure; see :class:`Publisher` for memoisation)."""
+    failure = state.failure.message if state.failure is not None else None
     rows = [BrowserMember(id=state.team_id, name=LEAD_NAME, role="lead", phase="active")]
     rows.extend(
         BrowserMember(id=member.id, name=member.name, role="teammate", phase=member.phase, error=member.error)
         for member in state.members.listed()
     )
-    return TeamView(enabled=enabled, members=tuple(rows), tasks=tuple(list_views(state)), failure=state.failure)
+    return TeamView(enabled=enabled, members=tuple(rows), tasks=tuple(list_views(state)), failure=failure)
 
 
 #: ``(team_id, view)``: called for every newly published view.

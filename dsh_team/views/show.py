@@ -233,7 +233,7 @@ def build_show(
     pending = pending_messages(state)
     failure = None
     if state.failure is not None:
-        failure = ShowFailure(source="team", message=state.failure, seq=state.position)
+        failure = ShowFailure(source="team", message=state.failure.message, seq=state.failure.seq)
     elif damage is not None:
         failure = ShowFailure(source="log", message=damage[0], seq=damage[1])
     return TeamShow(

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from dsh_team_invariant.invariant import TeamStreamInvariant, rule_for
+from dsh_team import FoldRule, evolve, initial_state
+from dsh_team_invariant.invariant import TeamStreamInvariant
 from host_spec.errors import InvariantError
 from host_spec.events import SessionHeader
 from host_spec.host.store.session import Session
@@ -278,9 +279,14 @@ class TestSeeding:
 
 
 class TestRuleNames:
-    def test_unknown_failure_gets_the_generic_rule(self) -> None:
-        """A failure text with no known fragment maps to the generic rule."""
-        assert rule_for("something new") == "agent-teams-stream"
+    def test_the_veto_names_the_rule_the_fold_reports(self, lead: Session, veto: Veto) -> None:
+        """The violation's rule is the fold failure's own ``rule`` (a value, never parsed from text)."""
+        bad = session_event(lead, "team/task", task("task-1", revision=2))
+        failure = evolve(initial_state(LEAD), bad).failure
+        assert failure is not None and failure.rule == FoldRule.TASK_MUST_BEGIN_AT_REVISION_1
+        rejected(lead, "team/task", task("task-1", revision=2))
+        assert veto.rules == [failure.rule]
+        assert failure.seq == bad.seq and "must begin at revision 1" in failure.message
 
 
 def session_event(session: Session, type: str, data: Any) -> Any:

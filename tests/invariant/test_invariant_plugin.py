@@ -163,3 +163,43 @@ class TestLifecycle:
             with pytest.raises(ConfigError, match="strict"):
                 host.plugins.load(NAME, {"strict": True})
             assert host.plugins.get(NAME) is None
+
+
+class TestOneFoldOwner:
+    """With the invariant loaded the Team journal adopts its fold: no committed event is folded twice."""
+
+    @asynccontextmanager
+    async def team_host(self, data_dir: Path, *, invariant: bool) -> AsyncIterator[Host]:
+        async with open_host(data_dir, invariant=invariant) as host:
+            host.plugins.load("dsh-team", {})
+            yield host
+
+    async def test_the_journal_holds_the_invariants_own_state(self, tmp_path: Path) -> None:
+        """Same object, not an equal copy: the journal took the fold the veto computed."""
+        from dsh_team import TeamFolds, TeamServiceAPI
+
+        async with self.team_host(tmp_path, invariant=True) as host:
+            session = await host.create_session()
+            journal = host.service(TeamServiceAPI).journals.get(session)  # type: ignore[attr-defined]
+            assert host.service(TeamFolds) is invariant_of(host)
+            for revision in (1, 2, 3):
+                session.append("team/task", task(session.id, "task-1", revision=revision))
+                assert journal.state is invariant_of(host).state(session)
+            session.append("turn/start", {"turn": 1})  # a non-Team event changes nothing
+            assert journal.state is invariant_of(host).state(session)
+            assert journal.state.tasks.tasks["task-1"].revision == 3 and journal.state.position == 3
+
+    async def test_without_the_invariant_the_journal_folds_alone(self, tmp_path: Path) -> None:
+        """No provider: the journal folds every event itself, to the same value a replay gives."""
+        from dsh_team import TeamServiceAPI, replay
+
+        async with self.team_host(tmp_path, invariant=False) as host:
+            session = await host.create_session()
+            journal = host.service(TeamServiceAPI).journals.get(session)  # type: ignore[attr-defined]
+            session.append("team/task", task(session.id, "task-1"))
+            session.append("team/task", task(session.id, "task-2", blocked_by=("task-1",)))
+            assert journal.state == replay(session.events, session.id)
+            host.plugins.load(NAME, {})  # a provider arrives later: the journal's fold continues on it
+            session.append("team/task", task(session.id, "task-2", revision=2))
+            assert journal.state is invariant_of(host).state(session)
+            assert journal.state == replay(session.events, session.id)

@@ -426,7 +426,7 @@ class TestRendering:
         log.task("task-1", 2)
         state = log.fold()
         view = build_show(state, session_id="lead", log_length=1, at=1, damage=("bad line", 2))
-        assert view.failure == ShowFailure(source="team", message=state.failure, seq=1)
+        assert view.failure == ShowFailure(source="team", message=state.failure.message, seq=1)
         clean = build_show(initial_state("lead"), session_id="lead", log_length=0, at=0, damage=("bad line", 1))
         assert clean.failure == ShowFailure(source="log", message="bad line", seq=1)
         assert isinstance(clean, TeamShow) and "Lead log is damaged at seq 1" in render_text(clean)

@@ -47,7 +47,7 @@ class TestFailure:
         """A record whose selector cannot be read fails the stream."""
         for data in (b'{"version": 2, "team_id": 1}', b"not json", b"[]"):
             state = evolve(initial_state(TEAM), raw_event(4, "team/task", data))
-            assert state.failure == INVALID_TASK
+            assert state.failure.message == INVALID_TASK
             assert state.position == 4
 
     @pytest.mark.parametrize(
@@ -61,20 +61,21 @@ class TestFailure:
     )
     def test_current_version_payloads_are_validated(self, payload: dict[str, object]) -> None:
         """Wrong field types, extra keys and missing bodies fail with the invalid-payload text (case 9)."""
-        assert evolve(initial_state(TEAM), event(1, "team/task", payload)).failure == INVALID_TASK
+        assert evolve(initial_state(TEAM), event(1, "team/task", payload)).failure.message == INVALID_TASK
 
     def test_unsupported_versions_fail_and_freeze_the_state(self) -> None:
-        """Version 1 (or 3) records of this Team fail; later valid events are ignored (case 14)."""
+        """Version 0 (or 3) records of this Team fail; later valid events are ignored."""
         log = Log()
         log.task("task-1")
-        log.task("task-2", version=1)
+        log.task("task-2", version=0)
         log.task("task-3")
         state = replay(log.events, TEAM)
-        assert state.failure == "unsupported Agent Teams event version 1"
+        assert state.failure.message == "unsupported Agent Teams event version 0"
+        assert (state.failure.rule, state.failure.seq) == ("unsupported-version", 2)
         assert list(state.tasks.tasks.keys()) == ["task-1"]
         assert evolve(state, log.events[2]) is state
         malformed_v3 = evolve(initial_state(TEAM), event(1, "team/task", {"version": 3, "team_id": TEAM}))
-        assert malformed_v3.failure == "unsupported Agent Teams event version 3"
+        assert malformed_v3.failure.message == "unsupported Agent Teams event version 3"
 
     def test_failure_is_a_new_state_with_the_last_valid_collections(self) -> None:
         """Entering failure keeps members, tasks, mail and mode by identity (case 18)."""
@@ -86,7 +87,7 @@ class TestFailure:
         good = log.fold()
         failed = evolve(good, event(9, "team/task", task("task-1", 5)))
         assert failed is not good
-        assert failed.failure == 'team task "task-1" revision is not contiguous (5 after 1)'
+        assert failed.failure.message == 'team task "task-1" revision is not contiguous (5 after 1)'
         assert (failed.members, failed.tasks, failed.mail, failed.mode) == (good.members, good.tasks, good.mail, True)
         assert failed.members is good.members and failed.tasks is good.tasks and failed.mail is good.mail
         assert failed.position == 9
@@ -97,7 +98,7 @@ class TestFailure:
         log.task("task-1", 2)
         log.add_raw("team/task", b"garbage")
         state = log.fold()
-        assert state.failure == 'team task "task-1" must begin at revision 1'
+        assert state.failure.message == 'team task "task-1" must begin at revision 1'
         assert state.position == 1
 
 
@@ -145,7 +146,7 @@ class TestMembers:
         log = Log()
         for record in records:
             log.add("team/member", record)
-        assert log.fold().failure == failure
+        assert log.fold().failure.message == failure
 
     def test_failed_members_keep_their_error(self) -> None:
         """A failed terminal record keeps its error text."""
@@ -164,13 +165,13 @@ class TestTasks:
         log.task("task-1", 3, status="completed", owner_id="m1")
         assert log.fold().tasks.tasks["task-1"].revision == 3
         log.task("task-1", 3)
-        assert log.fold().failure == 'team task "task-1" revision is not contiguous (3 after 3)'
+        assert log.fold().failure.message == 'team task "task-1" revision is not contiguous (3 after 3)'
 
     def test_new_id_must_begin_at_revision_one(self) -> None:
         """An unseen id at revision 2 fails."""
         log = Log()
         log.task("task-4", 2)
-        assert log.fold().failure == 'team task "task-4" must begin at revision 1'
+        assert log.fold().failure.message == 'team task "task-4" must begin at revision 1'
 
     @pytest.mark.parametrize(
         ("records", "failure"),
@@ -201,7 +202,7 @@ class TestTasks:
         log = Log()
         for record in records:
             log.add("team/task", record)
-        assert log.fold().failure == failure
+        assert log.fold().failure.message == failure
 
     def test_dependency_edits_keep_reverse_edges_exact(self) -> None:
         """Changing, dropping and reviving blockers keeps the dependents map in step."""
@@ -274,7 +275,7 @@ class TestTasks:
         """``task-9007199254740992`` fails payload validation (case 7)."""
         log = Log()
         log.task("task-9007199254740992")
-        assert log.fold().failure == INVALID_TASK
+        assert log.fold().failure.message == INVALID_TASK
 
     def test_largest_safe_id_pins_allocation(self) -> None:
         """After ``task-(2**53-1)`` the next number stays there so creation cannot wrap."""
@@ -318,13 +319,13 @@ class TestMailbox:
         log = Log()
         for kind, message_id, target in steps:
             (log.queued if kind == "q" else log.delivered)(message_id, target)
-        assert log.fold().failure == failure
+        assert log.fold().failure.message == failure
 
     def test_retired_tool_result_blocks_fail_the_stream(self) -> None:
         """A queued message carrying a tool-result block is an invalid payload (case 1)."""
         log = Log()
         log.queued("msg-1", "m1", content=[{"type": "tool-result", "tool_call_id": "c", "content": []}])
-        assert log.fold().failure == "persisted Agent Teams team/message/queued payload is invalid"
+        assert log.fold().failure.message == "persisted Agent Teams team/message/queued payload is invalid"
 
 
 class TestMode:
@@ -352,48 +353,43 @@ class TestMode:
         assert mode_enabled(log.fold(), True) is False
 
 
-class TestRepeatedFold:
-    def test_repeat_onto_the_same_state_returns_the_same_result(self) -> None:
-        """Folding the event just folded onto the same state gives the very same state object."""
-        log = Log()
-        log.task("task-1")
-        state = initial_state(TEAM)
-        first = evolve(state, log.events[0])
-        assert evolve(state, log.events[0]) is first
-
-    def test_repeat_onto_an_equal_state_shares_the_result(self) -> None:
-        """An equal but separately folded state gets the remembered result (two folds converge)."""
+class TestPurity:
+    def test_folding_twice_gives_equal_independent_results(self) -> None:
+        """The fold remembers nothing: the same event onto equal states gives equal, separate states."""
         log = Log()
         log.task("task-1")
         log.queued("msg-1", "m1")
         log.task("task-1", 2, status="completed")
         mine, theirs = replay(log.events[:2], TEAM), replay(log.events[:2], TEAM)
-        assert mine is not theirs and mine == theirs
-        first = evolve(mine, log.events[2])
-        assert evolve(theirs, log.events[2]) is first
+        first, second = evolve(mine, log.events[2]), evolve(theirs, log.events[2])
+        assert first == second and first is not second
+        assert evolve(mine, log.events[2]) is not first  # no memo: a second fold is a fresh value
         assert first.tasks.tasks["task-1"].revision == 2
 
-    def test_repeat_of_an_event_that_changed_nothing_keeps_the_callers_state(self) -> None:
-        """A remembered no-op (another Team's record) still returns the caller's own state."""
+    def test_a_no_op_keeps_the_callers_state(self) -> None:
+        """Another Team's record returns exactly the state it was given."""
         foreign = event(1, "team/task", task("task-1", team_id="ancestor"))
         mine, theirs = initial_state(TEAM), initial_state(TEAM)
         assert evolve(mine, foreign) is mine
         assert evolve(theirs, foreign) is theirs
 
-    def test_repeat_onto_a_different_state_is_folded_afresh(self) -> None:
-        """A state at another position, or at the same position with other content, is not reused."""
-        log = Log()
-        log.task("task-1")
-        log.mode(True)
-        log.task("task-2")
-        mine = replay(log.events[:1], TEAM)
-        moded = replay(log.events[:2], TEAM)
-        assert (moded.position, moded.mode) == (mine.position, True)
-        first = evolve(mine, log.events[2])
-        again = evolve(moded, log.events[2])
-        assert again is not first and again.mode is True and again.position == 3
-        other = evolve(initial_state(TEAM), log.events[2])
-        assert list(other.tasks.tasks.keys()) == ["task-2"] and "task-1" in first.tasks.tasks
+    def test_the_fold_module_holds_no_mutable_state(self) -> None:
+        """No module-level dict, list, set or rebinding global in the fold or the core."""
+        import ast
+        from pathlib import Path
+
+        import dsh_team.core as core
+
+        for path in Path(core.__file__).parent.glob("*.py"):
+            tree = ast.parse(path.read_text())
+            assert not any(isinstance(node, ast.Global) for node in ast.walk(tree)), path.name
+            for node in tree.body:
+                value = getattr(node, "value", None)
+                is_dunder = isinstance(node, ast.Assign) and any(
+                    isinstance(target, ast.Name) and target.id.startswith("__") for target in node.targets
+                )
+                if not is_dunder:
+                    assert not isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp)), (path.name, node.lineno)
 
 
 class TestCopyOnWrite:

@@ -58,6 +58,35 @@ class TestJournal:
         journal.flushed(3)
         assert announced == [1, 3] and journal.position == 3
 
+    def test_a_fold_provider_is_adopted_for_one_new_team_event_only(self) -> None:
+        """The provider's state is taken per append; a longer stretch is folded here, every change queued."""
+        from dsh_team import replay
+
+        lead = session()
+        provided: list[Any] = []
+
+        class Provider:
+            def state(self, folded: Any) -> Any:
+                provided.append(folded.last_seq)
+                return replay(folded.events, folded.id)
+
+        provider = Provider()
+        announced: list[int] = []
+        journal = Journal(lead, on_durable=lambda j: announced.append(j.position), folds=lambda: provider)
+        assert provided == []  # an empty log needs no fold
+        lead.append("team/task", task("task-1"))
+        assert journal.state.tasks.tasks["task-1"].revision == 1 and provided == [1]
+        lead.append("turn/start", {"turn": 1})
+        assert journal.state.position == 1 and provided == [1]  # a non-Team event: nothing to adopt
+        lead.append("team/task", task("task-2"))
+        lead.append("team/task", task("task-3"))
+        assert journal.state == replay(lead.events, "lead") and provided == [1]  # a stretch: folded here
+        assert Journal(lead, folds=lambda: provider).state.position == 4 and provided == [1, 4]  # a first fold
+        journal.flushed(3)
+        assert announced == [3]  # task-2's change was queued on its own, not only task-3's
+        journal.flushed(4)
+        assert announced == [3, 4]
+
     def test_registry_identity(self) -> None:
         """A new session object for the same id gets a new journal; dropping a stale one is a no-op."""
         first, second = session(), session()

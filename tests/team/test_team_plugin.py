@@ -124,7 +124,7 @@ class TestFeed:
         teams.session_flushed(stranger, 1)
         assert teams.journals.find("stranger") is None
         Journal(stranger)  # folding it later still works (the record is invalid -> failure)
-        assert Journal(stranger).state.failure == "persisted Agent Teams team/task payload is invalid"
+        assert Journal(stranger).state.failure.message == "persisted Agent Teams team/task payload is invalid"
         await host.close()
 
 
