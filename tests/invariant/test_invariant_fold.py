@@ -278,6 +278,19 @@ class TestSeeding:
         assert "not contiguous" in str(error) or "revision" in str(error)
 
 
+class TestCreation:
+    def test_creation_does_not_refold_a_session_a_reader_already_seeded(self, lead: Session, invariant: TeamStreamInvariant) -> None:
+        """``dsh_session_created`` after a first read (the journal's) keeps that fold: no second replay."""
+        lead.append("team/task", task("task-1"))
+        invariant.forget(lead)
+        seeded = invariant.state(lead)
+        invariant.created(lead)
+        assert invariant.state(lead) is seeded
+        other = Session(SessionHeader(id=LEAD, created_at=0))  # a new activation of the id is another log
+        invariant.created(other)
+        assert invariant.state(other) is not seeded and len(invariant.state(other).tasks.tasks) == 0
+
+
 class TestRuleNames:
     def test_the_veto_names_the_rule_the_fold_reports(self, lead: Session, veto: Veto) -> None:
         """The violation's rule is the fold failure's own ``rule`` (a value, never parsed from text)."""
