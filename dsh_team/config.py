@@ -1,15 +1,14 @@
 """Deployment limits of the Team service and the Team-mode default.
 
-Defaults follow the second generation of the original (``max_members`` 16). Each
-limit must be a positive *safe* integer (at most 2**53 - 1, the range every JSON
+Defaults are sized for one process driving a handful of teammates
+(``max_members`` 16). Each limit must be a positive *safe* integer (at most 2**53 - 1, the range every JSON
 reader agrees on); booleans and floats are rejected even when integral, because a
 TOML ``true`` or ``1.5`` is a typo, never a limit.
 
 ``team_mode_default`` is the Team mode of a root session that has no ``team/mode``
-record yet. Seed 003 ships new sessions switched off; this package defaults to
-``True`` because the Agent Teams profile (the only profile that loads the plugin)
-should work out of the box. A profile that wants the seed's opt-in behaviour sets
-``team_mode_default = false``.
+record yet. It defaults to ``True`` because the Agent Teams profile (the only
+profile that loads the plugin) should work out of the box; a profile that wants
+Teams strictly opt-in per root sets ``team_mode_default = false``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """The Team domain's typed errors and their stable codes.
 
 Callers branch on ``code`` (never on message text); tools surface it to the model
-and the remote view maps it to ``team-task-conflict`` / ``team-rejected``. Every
-code of the original's error table is here, plus the few this package adds:
-``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` (seed 003: the event is visible but its flush
-failed), ``TEAM_MODE_DISABLED`` (a task mutation while Team mode is off) and
-``TEAM_STREAM_FAILED`` (the durable Team stream is corrupt, so no authoritative
-operation can run; the original raised an uncoded error there) and
-``TEAM_STORAGE_NOT_DURABLE`` (the host keeps sessions in memory only).
+and the remote view maps it to ``team-task-conflict`` / ``team-rejected``. Besides
+the request rejections, some codes name states rather than bad requests:
+``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` / ``TEAM_PERSISTENCE_UNCONFIRMED`` (the record
+is visible but its flush failed), ``TEAM_MODE_DISABLED`` (a task mutation while Team
+mode is off), ``TEAM_STREAM_FAILED`` (the durable Team stream is corrupt, so no
+authoritative operation can run) and ``TEAM_STORAGE_NOT_DURABLE`` (the host keeps
+sessions in memory only). ``README.md`` lists every code.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Team mode (seed 003): a root's on/off selection, shared by its whole agent tree.
+"""Team mode: a root's on/off selection, shared by its whole agent tree.
 
 The selection is a ``team/mode`` record in the root's own log, so it survives a
 restart and a fork does not inherit it (the fold ignores other Teams' records).

@@ -147,7 +147,7 @@ class TeamService:
     # ------------------------------------------------------------ roster and mailbox (dsh_team.coordination)
 
     def list_members(self, caller: Agent) -> list[MemberView]:
-        """The Lead row, then every teammate ever provisioned in creation order (§5.2).
+        """The Lead row, then every teammate ever provisioned in creation order.
 
         Raises:
             TeamError: ``TEAM_NOT_MEMBER``, ``TEAM_STREAM_FAILED``.
@@ -177,7 +177,7 @@ class TeamService:
         return await self.coordination.sender.send(caller, target=target, content=content, signal=signal)
 
     def interrupt(self, caller: Agent, target: Any) -> InterruptResult:
-        """Cancel an active teammate's current turn, keeping its inbox (Lead only; §5.6)."""
+        """Cancel an active teammate's current turn, keeping its inbox (Lead only)."""
         return self.coordination.roster.interrupt(caller, target)
 
     # ------------------------------------------------------------ tasks
@@ -212,7 +212,7 @@ class TeamService:
         """Create an unowned pending task (any member); returns its revision-1 view once durable.
 
         Raises:
-            TeamError: §7.2 codes, ``TEAM_NOT_MEMBER``, ``TEAM_DISPOSED``, ``TEAM_MODE_DISABLED``,
+            TeamError: the creation codes of :func:`~dsh_team.core.board.decide_create`, ``TEAM_NOT_MEMBER``, ``TEAM_DISPOSED``, ``TEAM_MODE_DISABLED``,
                 ``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` (visible; read before retrying).
         """
 
@@ -245,7 +245,7 @@ class TeamService:
         """Compare-and-set one authorized transition; returns the next revision once durable.
 
         Raises:
-            TeamError: §7.3 codes, ``TEAM_NOT_MEMBER``, ``TEAM_DISPOSED``, ``TEAM_MODE_DISABLED``,
+            TeamError: the update codes of :func:`~dsh_team.core.board.decide_update`, ``TEAM_NOT_MEMBER``, ``TEAM_DISPOSED``, ``TEAM_MODE_DISABLED``,
                 ``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` (visible; read before retrying).
         """
 
@@ -270,7 +270,7 @@ class TeamService:
     async def wait_for_change(
         self, caller: Agent, timeout_ms: Any, *, since: Any = None, signal: AbortSignal | None = None
     ) -> WaitResult:
-        """Wait for the caller's Team to change (§8), or return at once after ``since``.
+        """Wait for the caller's Team to change, or return at once after ``since``.
 
         Raises:
             TeamError: ``TEAM_NOT_MEMBER``, ``TEAM_INVALID_TIMEOUT``, ``TEAM_INVALID_ARGUMENT``
@@ -347,7 +347,7 @@ class TeamService:
 
     @hookimpl(specname="dsh_agent_status")
     def agent_status(self, agent: Agent, status: str) -> None:
-        """A member's live status changed: wake its Team's waiters (§8 notify sources)."""
+        """A member's live status changed: wake its Team's waiters (a live status change is a change)."""
         membership = self.try_membership(agent)
         if membership is not None:
             self.activity.notify(membership.team_id)

@@ -80,7 +80,7 @@ class TeamStreamInvariant:
     such as a fork's inherited prefix, are ignored by the fold itself).
 
     One instance serves one host: the plugin registers it with that host's hooks
-    (``seed`` on ``dsh_session_created``, ``check`` on ``dsh_pre_append``,
+    (``created`` on ``dsh_session_created``, ``check`` on ``dsh_pre_append``,
     ``forget`` on ``dsh_session_disposed``).
     """
 

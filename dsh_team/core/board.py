@@ -2,8 +2,8 @@
 
 These functions are pure. They never append; the journal runs them inside the
 Lead's serialized section on the current state, appends the snapshot they return
-and folds it. Each check raises the exact :class:`TeamError` of §7 in the order
-the reference checks them, so a rejected request appends nothing.
+and folds it. Each check raises its own :class:`TeamError` code, in a fixed order
+(the first failing check names the error), so a rejected request appends nothing.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ __all__ = ["ACTIONS", "Role", "Actor", "require_task", "decide_create", "decide_
 #: A member's place in its Team: the Lead (the root) or a rostered teammate.
 Role = Literal["lead", "teammate"]
 
-#: Every update action, in the order of §7.3.
+#: Every update action ``team_task_update`` accepts.
 ACTIONS: Final = (
     "claim",
     "release",
@@ -91,7 +91,7 @@ def require_task(state: TeamState, task_id: Any) -> TeamTaskSnapshot:
 
 
 def _blockers(board: Board, task_id: str, value: Any) -> tuple[str, ...]:
-    """The per-request blocker check of §7.5 (before the whole-graph check)."""
+    """The per-request blocker check: not itself, no repeats, every blocker live (before the whole-graph check)."""
     blockers = text_list(value, "blocked_by")
     seen: set[str] = set()
     for blocker in blockers:
@@ -125,7 +125,7 @@ def decide_create(
     write_scopes: Any = None,
     max_tasks: int,
 ) -> TeamTaskSnapshot:
-    """The revision-1 snapshot of a new task (§7.2). Any member may create.
+    """The revision-1 snapshot of a new task. Any member may create.
 
     Raises:
         TeamError: ``TEAM_TASK_LIMIT`` (count or id space), ``TEAM_INVALID_ARGUMENT``,
@@ -318,14 +318,15 @@ def decide_update(
     write_scopes: Any = None,
     owner: Any = None,
 ) -> TeamTaskSnapshot:
-    """The next-revision snapshot of a compare-and-set update (§7.3).
+    """The next-revision snapshot of a compare-and-set update.
 
-    Checks run in the reference order: the task exists, its revision equals
+    Checks run in this order: the task exists, its revision equals
     ``expected_revision``, it is not deleted, then the action's own rules, then the
     whole-graph check.
 
     Raises:
-        TeamError: every code of §7.3 (see the module docstring).
+        TeamError: ``TEAM_TASK_NOT_FOUND``, ``TEAM_INVALID_ARGUMENT``, ``TEAM_TASK_STALE_REVISION``,
+            ``TEAM_TASK_DELETED``, then the action's own codes and the DAG codes.
     """
     current = require_task(state, task_id)
     if not is_safe_positive_int(expected_revision):

@@ -1,6 +1,6 @@
 """Incremental validation of the task dependency graph (a DAG over non-deleted tasks).
 
-The original re-validated the whole board for every candidate task. Here the board
+Re-validating the whole board for every candidate task would cost O(board). The board
 before the candidate is known valid (the fold only ever accepts valid states), so
 a candidate can only break the graph through its *own* edges or its own deletion:
 

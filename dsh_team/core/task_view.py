@@ -33,7 +33,7 @@ class TaskView(msgspec.Struct, frozen=True, omit_defaults=True):
     """A task as members see it.
 
     Attributes:
-        ready: ``pending`` and every blocker ``completed`` (§7.4).
+        ready: ``pending`` and every blocker ``completed``.
         write_scope_warnings: ``"write scopes overlap with <id>"`` for each other
             ``in_progress`` task whose scopes overlap, in board order. Advisory only.
         owner_id: The owning member's session id (absent when unowned).
@@ -65,7 +65,7 @@ def blockers_completed(board: Board, task: TeamTaskSnapshot) -> bool:
 
 
 def is_ready(board: Board, task: TeamTaskSnapshot) -> bool:
-    """§7.4: ``pending`` and every blocker ``completed``."""
+    """Ready to claim: ``pending`` and every blocker ``completed``."""
     return task.status == "pending" and blockers_completed(board, task)
 
 
@@ -119,7 +119,7 @@ def _scope_index(board: Board) -> _ScopeIndex:
 
 
 def write_scope_warnings(board: Board, task: TeamTaskSnapshot) -> tuple[str, ...]:
-    """Overlap warnings against every *other* ``in_progress`` task, in board order (§7.6)."""
+    """Overlap warnings against every *other* ``in_progress`` task, in board order (scopes are advisory: overlap warns, never refuses)."""
     if not task.write_scopes:
         return ()
     return tuple(

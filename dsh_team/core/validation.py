@@ -1,6 +1,6 @@
-"""Request field checks shared by the task board and (later) the roster and mailbox.
+"""Request field checks shared by the task board, the roster and the mailbox.
 
-Every check raises a :class:`TeamError` with the code the reference uses, before
+Every check raises a :class:`TeamError` with its stable code, before
 anything is appended, so a malformed request never leaves a trace in the log.
 """
 
@@ -90,7 +90,7 @@ def text_list(value: Any, field: str) -> tuple[str, ...]:
 
 
 def normalize_write_scope(value: str) -> str:
-    """One workspace-relative write scope, normalised (§7.6).
+    """One workspace-relative write scope, normalised (no absolute path, drive letter, or empty/``.``/``..`` segment).
 
     Backslashes become ``/``, one leading ``./`` and every trailing ``/`` are
     removed. No whitespace trimming: a scope is a path prefix, taken literally.

@@ -1,4 +1,4 @@
-"""Delivery of queued Team mail: per-target FIFO, de-duplicated, acknowledged only when durable (§6.2-6.4).
+"""Delivery of queued Team mail: per-target FIFO, de-duplicated, acknowledged only when durable.
 
 Guarantees, and how each is kept:
 
@@ -7,7 +7,7 @@ Guarantees, and how each is kept:
   check). Whatever fails in between leaves it queued, and recovery retries
   queued-minus-delivered whenever a member starts.
 * **Never twice.** Before every attempt the target's own log is checked (pending
-  inbox or history, :mod:`.session_message`); a message a loaded target already
+  inbox or history, :mod:`.holdings`); a message a loaded target already
   holds, or a sleeping target already recorded, is only acknowledged. A message
   only *pending* in a sleeping target's inbox (a crash after acceptance) is handed
   to the host again under the same id: the host does not queue it twice, and the
@@ -280,7 +280,7 @@ class Dispatcher:
     # ------------------------------------------------------------ recovery
 
     async def recover(self, agent: Agent) -> int:
-        """Re-dispatch the queued-minus-delivered mail a starting member is involved in (§6.4).
+        """Re-dispatch the queued-minus-delivered mail a starting member is involved in.
 
         The Lead retries every pending message of its Team, a teammate the ones
         addressed to it; each target's mail goes in durable queue order.

@@ -24,7 +24,7 @@ TEAM_MESSAGE_SOURCE: Final = "team-message"
 
 
 def framed_content(message_id: str, sender_name: str, content: Sequence[ContentBlock]) -> list[ContentBlock]:
-    """What the target sees: ``Team message <id> from <sender>:`` then the original blocks."""
+    """What the target sees: ``Team message <id> from <sender>:`` then the sender's blocks."""
     return [text_block(f"Team message {message_id} from {sender_name}:"), *(dict(block) for block in content)]
 
 

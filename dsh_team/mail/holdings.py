@@ -237,7 +237,9 @@ async def await_accepted(
     message_id: str,
     signal: AbortSignal | None = None,
 ) -> None:
-    """Return once the session ``session_id`` durably holds ``message_id`` (§5.3 step 7).
+    """Return once the session ``session_id`` durably holds ``message_id``.
+
+    This is how a teammate's creation learns its initial prompt was accepted.
 
     A live session is flushed and checked, and otherwise watched until its next
     event or its disposal; a session that is not live is read from storage once.

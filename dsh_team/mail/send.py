@@ -1,4 +1,4 @@
-"""``send_message``: admission of a peer message into the Lead-log mailbox (§6.1).
+"""``send_message``: admission of a peer message into the Lead-log mailbox.
 
 A send is accepted by *durably queueing* it in the Lead log
 (``team/message/queued``), never by reaching the target: the Lead log is the
@@ -7,7 +7,8 @@ owner, and delivery is a separate, retryable step (:mod:`.dispatch`). The sender
 learns ``accepted`` when the target already durably holds the message, else
 ``queued``; both mean "durable, do not resend".
 
-Admission checks run in the Lead's serialized section, in the reference order:
+Admission checks run in the Lead's serialized section, in this order (the first
+failing check names the error):
 target (``lead`` or an *active* teammate), not oneself, the target's pending
 count, then the size of the framed delivery. The dispatch is registered inside
 the same section, so concurrent senders line up per target in durable log order.

@@ -1,4 +1,4 @@
-"""Who is in which Team: membership resolution from the exact live agent (§5.1).
+"""Who is in which Team: membership resolution from the exact live agent.
 
 A live object is the credential: a copied, stale or disposed agent object is no
 member, even with the right id. Every root agent is implicitly the Lead of the

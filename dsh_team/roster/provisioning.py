@@ -1,4 +1,4 @@
-"""``spawn_teammate``: the provisioning state machine of §5.3.
+"""``spawn_teammate``: the provisioning state machine of a teammate.
 
 ::
 
@@ -195,7 +195,7 @@ class Provisioner:
         self.lifecycle.admit()
 
     async def _failed(self, journal: Journal, request: _Request, original: BaseException) -> None:
-        """Record ``failed`` (unless already settled), drain the child, and raise (§5.3 step 8)."""
+        """Record ``failed`` (unless already settled), drain the child, and raise (the failure edge)."""
         snapshot = request.snapshot
         errors: list[BaseException] = []
 
@@ -221,7 +221,7 @@ class Provisioner:
         raise original
 
     async def _activated(self, journal: Journal, request: _Request) -> MemberView:
-        """Commit ``active`` (unless already settled) and return the row (§5.3 step 9)."""
+        """Commit ``active`` (unless already settled) and return the row (the success edge)."""
         snapshot = request.snapshot
         reconciled: list[TeamMemberSnapshot] = []
 

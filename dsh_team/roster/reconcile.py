@@ -1,4 +1,4 @@
-"""Recovery reconciliation: settle ``provisioning`` records a crash left open (§5.5).
+"""Recovery reconciliation: settle ``provisioning`` records a crash left open.
 
 A ``provisioning`` record whose child session is not live has lost its creator
 (the process died, or the plugin was reloaded mid-creation). Nothing but the

@@ -3,7 +3,7 @@
 The durable roster (``team/member`` records in the Lead log) says who was ever
 provisioned and how that ended; it never says whether a teammate is busy. Live
 status is derived at read time from the host's agents, so a crash can never
-leave a stale "running" behind (§5.2):
+leave a stale "running" behind:
 
 * ``failed`` / ``provisioning``: the record's phase;
 * ``active``: ``running`` while the teammate's agent runs a turn, else
@@ -214,14 +214,14 @@ class RosterService:
         return [member.id for member in journal.state.members.listed() if sessions.get(member.id) is not None]
 
     async def drain(self, lifecycle: Lifecycle) -> list[BaseException]:
-        """Drain every live Lead's live rostered children, child-first, each drain bounded (§4.4 step 4).
+        """Drain every live Lead's live rostered children, child-first, each drain bounded (a disposal step).
 
         Every drain error is a failure (admission is already closed, so nothing
         here is the service's own cancellation).
 
         Current turns are cancelled but pending inboxes are *kept*: a message
         acknowledged as delivered may still be pending there, and the next cold
-        resume works it off (the reference discarded it). Non-Team children of a
+        resume works it off (discarding it would lose acknowledged mail). Non-Team children of a
         Lead are left alone. Returns the failures instead of raising, so one
         Lead's failure does not keep the others' children alive.
         """
