@@ -15,7 +15,7 @@ teammate waits for new instructions instead of resuming the old ones.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -32,7 +32,7 @@ from host_spec.host.agents.repair import append_closers, fold_tail
 if TYPE_CHECKING:
     from host_spec.protocols import AgentStatus, Session
 
-    from host_spec.host.agents.registry import AgentRegistry, AgentRuntime
+    from host_spec.host.agents.runtime import AgentRuntime
     from host_spec.host.agents.scope import Scope
 
 __all__ = ["Agent", "AgentDisposedError"]
@@ -56,7 +56,7 @@ class Agent:
     def __init__(
         self,
         runtime: AgentRuntime,
-        registry: AgentRegistry,
+        release: Callable[[Agent], Awaitable[None]],
         session: Session,
         scope: Scope,
         *,
@@ -64,7 +64,7 @@ class Agent:
         model: str | None = None,
     ) -> None:
         self.runtime = runtime
-        self._registry = registry
+        self._release = release
         self._session = session
         self._scope = scope
         self._name = name
@@ -238,8 +238,8 @@ class Agent:
     # ------------------------------------------------------------ disposal
 
     async def dispose(self) -> None:
-        """Dispose through the registry (idempotent; see :meth:`AgentRegistry.dispose`)."""
-        await self._registry.dispose(self)
+        """Dispose through the owner that built the agent (idempotent; the registry's ``dispose``)."""
+        await self._release(self)
 
     def mark_disposing(self) -> None:
         self._disposing = True

@@ -36,7 +36,7 @@ from host_spec.host.models.adapter import ModelRequest, parse_reply
 from host_spec.host.agents.tool_step import bound_calls, run_tool_calls
 
 if TYPE_CHECKING:
-    from host_spec.host.agents.agent import Agent
+    from host_spec.host.agents.driven import DrivenAgent
 
 __all__ = ["drive", "run_turn", "race"]
 
@@ -63,7 +63,7 @@ async def race(awaitable: Awaitable[T], signal: AbortSignal) -> tuple[bool, T | 
     return True, task.result()
 
 
-async def drive(agent: Agent) -> None:
+async def drive(agent: DrivenAgent) -> None:
     """Run turns while the agent has pending work; the agent goes idle when this returns."""
     current_cause.set(Cause(agent_id=agent.id))
     try:
@@ -86,7 +86,7 @@ def _error_reason(exc: BaseException) -> dict[str, Any]:
     return {"kind": "error", "error": {"message": message, "code": code}}
 
 
-def _aborted_reason(agent: Agent) -> dict[str, Any]:
+def _aborted_reason(agent: DrivenAgent) -> dict[str, Any]:
     cause = agent.cancel_cause
     reason: dict[str, Any] = {"kind": cause.kind if cause is not None else "user"}
     if cause is not None and cause.detail is not None:
@@ -94,7 +94,7 @@ def _aborted_reason(agent: Agent) -> dict[str, Any]:
     return {"kind": "aborted", "reason": reason}
 
 
-async def run_turn(agent: Agent) -> None:
+async def run_turn(agent: DrivenAgent) -> None:
     """One turn, always closed with ``turn/end`` (completed, aborted or error)."""
     session, signal = agent.session, agent.signal
     agent.turn += 1
@@ -134,7 +134,7 @@ async def run_turn(agent: Agent) -> None:
         log.exception("turn_end hook failed", agent=agent.id, turn=turn)
 
 
-async def _run_step(agent: Agent, turn: int, step: int, signal: AbortSignal) -> bool:
+async def _run_step(agent: DrivenAgent, turn: int, step: int, signal: AbortSignal) -> bool:
     """One model call and its tool calls. Returns whether the turn may end after it."""
     runtime, session = agent.runtime, agent.session
     await session.flush()  # checkpoint: the claimed messages are durable before the model sees them

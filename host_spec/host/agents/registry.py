@@ -1,32 +1,27 @@
-"""The agent registry and the seam through which the app observes agents.
+"""The agent registry: builds, publishes and disposes agents; the identity authority.
 
-Agents never import pluggy: the app implements :class:`AgentHooks` (turning each
-call into a ``dsh_agent_*`` hook) and tests use a recording stub. The registry is
-the identity authority: ``registry.get(id) is agent`` tells a live agent from a
-stale reference.
+``registry.get(id) is agent`` tells a live agent from a stale reference. What the
+app learns about agents goes through :class:`~host_spec.host.agents.runtime.AgentHooks`
+(re-exported here with the runtime the agents share).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-import attrs
 import structlog
 
 from host_spec.errors import DshError
 from host_spec.records import CancelCause
 
 from host_spec.host.agents.agent import Agent
+from host_spec.host.agents.runtime import AgentHooks, AgentRuntime, NullHooks
 from host_spec.host.agents.scope import Scope
 
 if TYPE_CHECKING:
-    from host_spec.protocols import ModelAdapter, Session
-
-    from host_spec.host.agents.prompt import PromptRegistry
-    from host_spec.host.store.sessions import SessionStore
-    from host_spec.host.agents.tools import ToolRegistry
+    from host_spec.protocols import Session
 
 __all__ = ["AgentHooks", "NullHooks", "AgentRuntime", "AgentRegistry", "AgentExistsError"]
 
@@ -37,55 +32,6 @@ class AgentExistsError(DshError):
     """A live agent already drives this session."""
 
     code = "AGENT_EXISTS"
-
-
-class AgentHooks(Protocol):
-    """What the app learns about agents (``app.Host`` implements it)."""
-
-    def created(self, agent: Agent) -> None:
-        """The agent is built and registered; raise to veto (creation is rolled back)."""
-
-    def session_start(self, agent: Agent, source: str) -> None:
-        """The agent may now be driven (``source`` is ``startup`` or ``resume``)."""
-
-    def status(self, agent: Agent, status: str) -> None:
-        """The live status changed (never repeats)."""
-
-    def turn_end(self, agent: Agent, turn: int, reason: dict) -> None:
-        """A turn was closed with ``reason``."""
-
-    def disposed(self, agent: Agent) -> None:
-        """The agent is quiescent and its scope unwound."""
-
-
-class NullHooks:
-    """Hooks that do nothing (tests and benchmarks)."""
-
-    def created(self, agent: Agent) -> None:
-        pass
-
-    def session_start(self, agent: Agent, source: str) -> None:
-        pass
-
-    def status(self, agent: Agent, status: str) -> None:
-        pass
-
-    def turn_end(self, agent: Agent, turn: int, reason: dict) -> None:
-        pass
-
-    def disposed(self, agent: Agent) -> None:
-        pass
-
-
-@attrs.define
-class AgentRuntime:
-    """The services every agent of one host shares."""
-
-    sessions: SessionStore | None
-    tools: ToolRegistry
-    prompts: PromptRegistry
-    model: ModelAdapter
-    hooks: AgentHooks = attrs.Factory(NullHooks)
 
 
 class AgentRegistry:
@@ -109,7 +55,7 @@ class AgentRegistry:
         if session.id in self._agents:
             raise AgentExistsError(f"agent {session.id} is already live", agent_id=session.id)
         scope = Scope(label=f"agent:{session.id}")
-        agent = Agent(self.runtime, self, session, scope, name=name, model=model)
+        agent = Agent(self.runtime, self.dispose, session, scope, name=name, model=model)
         self._agents[agent.id] = agent
         try:
             self.runtime.hooks.created(agent)

@@ -29,7 +29,7 @@ from host_spec.host.models.adapter import ModelToolCall
 from host_spec.host.agents.tools import error_result
 
 if TYPE_CHECKING:
-    from host_spec.host.agents.agent import Agent
+    from host_spec.host.agents.driven import DrivenAgent
 
 __all__ = ["run_tool_calls", "batches", "bound_calls", "ABORTED_BEFORE_DISPATCH_TEXT", "DEFAULT_MAX_ARGUMENT_BYTES"]
 
@@ -40,7 +40,7 @@ DEFAULT_MAX_ARGUMENT_BYTES: Final = 1 << 20
 PREVIEW_CHARS: Final = 200
 
 
-def bound_calls(agent: Agent, calls: Sequence[ModelToolCall]) -> tuple[list[ModelToolCall], dict[str, tuple[int, int]]]:
+def bound_calls(agent: DrivenAgent, calls: Sequence[ModelToolCall]) -> tuple[list[ModelToolCall], dict[str, tuple[int, int]]]:
     """``calls`` with every oversized call's arguments replaced by a preview, and ``{call id: (size, limit)}``.
 
     The preview is JSON (``{"truncated": <first characters>, "bytes": <size>}``) so
@@ -62,7 +62,7 @@ def bound_calls(agent: Agent, calls: Sequence[ModelToolCall]) -> tuple[list[Mode
     return bounded, oversized
 
 
-def batches(agent: Agent, calls: Sequence[ModelToolCall]) -> list[list[ModelToolCall]]:
+def batches(agent: DrivenAgent, calls: Sequence[ModelToolCall]) -> list[list[ModelToolCall]]:
     """Group consecutive concurrency-safe calls; every other call is a batch of one."""
     groups: list[list[ModelToolCall]] = []
     tools = agent.runtime.tools
@@ -79,7 +79,7 @@ def batches(agent: Agent, calls: Sequence[ModelToolCall]) -> list[list[ModelTool
 
 
 async def run_tool_calls(
-    agent: Agent,
+    agent: DrivenAgent,
     calls: Sequence[ModelToolCall],
     *,
     turn: int,

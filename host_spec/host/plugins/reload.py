@@ -1,4 +1,4 @@
-"""In-process hot reload of one plugin (ecosystem-notes §3.3).
+"""In-process hot reload of one plugin.
 
 The shape is "build the new version, validate it, swap, keep the old on failure":
 
@@ -29,19 +29,60 @@ from __future__ import annotations
 import importlib
 import sys
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import structlog
 
 from host_spec.errors import PluginError
 
 from host_spec.host.plugins.discovery import new_pluggy_manager, validate_plugin
-from host_spec.host.plugins.manager import LoadedPlugin
 
 if TYPE_CHECKING:
-    from host_spec.host.plugins.manager import PluginManager
+    from collections.abc import Mapping
 
-__all__ = ["reload_plugin", "package_prefix"]
+__all__ = ["Reloaded", "PluginSlots", "reload_plugin", "package_prefix"]
+
+
+class Reloaded(Protocol):
+    """What reload needs to know of a loaded plugin (the manager's ``LoadedPlugin``)."""
+
+    @property
+    def plugin(self) -> object: ...
+
+    @property
+    def config(self) -> Mapping[str, Any]: ...
+
+    @property
+    def module(self) -> str | None: ...
+
+    @property
+    def attr(self) -> str | None: ...
+
+
+L = TypeVar("L", bound=Reloaded, covariant=True)
+
+
+class PluginSlots(Protocol[L]):
+    """The part of the plugin manager a reload drives: find, unload and load a plugin by name.
+
+    A Protocol, so this module does not import the manager that calls it.
+    """
+
+    def get(self, name: str) -> L | None: ...
+
+    async def unload(self, name: str) -> int: ...
+
+    def load(
+        self,
+        name: str,
+        config: Mapping[str, Any] | None = None,
+        *,
+        plugin: object | None = None,
+        module: str | None = None,
+        attr: str | None = None,
+        position: int | None = None,
+    ) -> L: ...
+
 
 log = structlog.get_logger(__name__)
 
@@ -91,7 +132,7 @@ def _import(module: str, attr: str | None) -> object:
     return obj
 
 
-async def reload_plugin(manager: PluginManager, name: str, *, prefix: str | None = None) -> LoadedPlugin:
+async def reload_plugin(manager: PluginSlots[L], name: str, *, prefix: str | None = None) -> L:
     """Replace loaded plugin ``name`` by a freshly imported version, or keep the old one.
 
     Args:
