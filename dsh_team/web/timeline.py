@@ -102,7 +102,7 @@ def timeline_entry(before: TeamState, after: TeamState, event: Event) -> Timelin
     if after is before:
         return None
     cause = event.cause
-    summary = "stream failed: " + after.failure if after.failure is not None else _SUMMARIES[event.type](event.value(), after)
+    summary = "stream failed: " + after.failure.message if after.failure is not None else _SUMMARIES[event.type](event.value(), after)
     return TimelineEntry(
         seq=event.seq,
         time=event.time,
