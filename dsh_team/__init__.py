@@ -3,6 +3,8 @@
 This module is the public surface; import from here (or from a room package:
 :mod:`dsh_team.core`, :mod:`dsh_team.log`, :mod:`dsh_team.roster`,
 :mod:`dsh_team.mail`, :mod:`dsh_team.views`). ``docs/architecture.md`` maps the rooms.
+:mod:`dsh_team.web` is the optional browser panel (plugin ``dsh-team-web``, extra
+``web``); it is not part of this surface and nothing here imports it.
 
 * the service: :class:`TeamServiceAPI` (what callers may rely on and look up
   with ``host.service(TeamServiceAPI)``), its implementation :class:`TeamService`,

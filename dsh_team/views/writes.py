@@ -20,12 +20,13 @@ import msgspec
 
 from host_spec.cli import SessionReader
 from host_spec.errors import SessionError
+from host_spec.events import Event
 from host_spec.workspace import WORKSPACE_WRITE, FileWrite
 
 from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import LEAD_NAME
 
-__all__ = ["ShowWrite", "collect_writes"]
+__all__ = ["ShowWrite", "collect_writes", "write_row"]
 
 _decoder: Final = msgspec.json.Decoder(FileWrite)
 
@@ -63,6 +64,26 @@ def _writers(state: TeamState) -> Iterable[tuple[str, str]]:
         yield member.id, member.name
 
 
+def write_row(event: Event, session_id: str, name: str) -> ShowWrite | None:
+    """The row of one ``workspace/write`` event of ``session_id`` (Team name ``name``), else ``None``.
+
+    ``None`` also for a payload that does not decode: the section lists what it can read.
+    """
+    if event.type != WORKSPACE_WRITE:
+        return None
+    try:
+        write = _decoder.decode(event.data)
+    except msgspec.DecodeError:
+        return None
+    audit = write.audit
+    return ShowWrite(
+        member=audit.member if audit is not None else name, member_id=session_id, path=write.path,
+        tool=write.tool, call_id=event.cause.call_id if event.cause is not None else None,
+        tasks=audit.tasks if audit is not None else (), in_scope=audit.in_scope if audit is not None else None,
+        warnings=audit.warnings if audit is not None else (), time=event.time,
+    )
+
+
 def collect_writes(reader: SessionReader, state: TeamState, *, until: int | None = None) -> tuple[ShowWrite, ...]:
     """Every member's audited writes in time order (only those at or before ``until`` ms when given).
 
@@ -77,18 +98,10 @@ def collect_writes(reader: SessionReader, state: TeamState, *, until: int | None
             continue
         start = reader.header(session_id).seed_length  # a fork's inherited prefix is someone else's work
         for event in events[start:]:
-            if event.type != WORKSPACE_WRITE or (until is not None and event.time > until):
+            if until is not None and event.time > until:
                 continue
-            try:
-                write = _decoder.decode(event.data)
-            except msgspec.DecodeError:
-                continue
-            audit = write.audit
-            rows.append(ShowWrite(
-                member=audit.member if audit is not None else name, member_id=session_id, path=write.path,
-                tool=write.tool, call_id=event.cause.call_id if event.cause is not None else None,
-                tasks=audit.tasks if audit is not None else (), in_scope=audit.in_scope if audit is not None else None,
-                warnings=audit.warnings if audit is not None else (), time=event.time,
-            ))
+            row = write_row(event, session_id, name)
+            if row is not None:
+                rows.append(row)
     rows.sort(key=lambda row: row.time)
     return tuple(rows)

@@ -33,6 +33,7 @@ import uvicorn
 
 from host_spec import hookimpl
 from host_spec.config import structure_config
+from host_spec.events import Event
 from host_spec.protocols import Agent, Host, PluginContext, Session
 
 from dsh_team.api import TeamServiceAPI
@@ -118,6 +119,10 @@ class Panel:
     def dsh_session_created(self, session: Session) -> None:
         if self.run.adopt(session):
             self.feed.poke()
+
+    @hookimpl
+    def dsh_session_event(self, session: Session, event: Event) -> None:
+        self.run.committed(session, event)
 
     @hookimpl
     def dsh_session_flushed(self, session: Session) -> None:

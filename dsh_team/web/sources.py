@@ -5,9 +5,10 @@ else they can say. A live run knows which agents are attached (live status),
 the effective Team mode, and can steer; a stored run is read-only and its
 statuses are the offline ones of ``dsh team show``.
 
-A stored run also shows the members' audited file writes (read from their own
-logs, as ``dsh team show`` does); a live run does not, because a teammate released
-while idle has no loaded log to read them from.
+Both show the members' audited file writes: a stored run reads them from the
+members' own logs, as ``dsh team show`` does; a live run notes each one as it is
+committed (a teammate released while idle has no loaded log to read them from
+later), so it lists the writes made while the panel was loaded.
 
 A live panel follows the run's root session: the first root announced to the
 host (``dsh run`` and ``dsh resume`` each drive exactly one). It folds only up to
@@ -26,7 +27,7 @@ from host_spec.protocols import Agent, Host, Session
 
 from dsh_team.core.state import TeamState
 from dsh_team.views.usage import MemberUsage, added, fold_usage, member_usage
-from dsh_team.views.writes import ShowWrite, collect_writes
+from dsh_team.views.writes import ShowWrite, collect_writes, write_row
 
 if TYPE_CHECKING:
     from dsh_team.api import TeamServiceAPI
@@ -143,6 +144,7 @@ class LiveRun:
         self._service = service
         self._session: Session | None = None
         self._usage: dict[str, tuple[int, MemberUsage]] = {}
+        self._writes: list[ShowWrite] = []
 
     def adopt(self, session: Session) -> bool:
         """Follow ``session`` if it is the first root announced; returns whether it is the Lead."""
@@ -170,9 +172,21 @@ class LiveRun:
         service, lead = self.service, self.agent(self.team_id) if self.team_id is not None else None
         return None if service is None or lead is None else service.is_enabled(lead)
 
+    def committed(self, session: Session, event: Event) -> None:
+        """Note a member's file write as it is committed (O(1) per event).
+
+        Only appends are announced, so a fork's inherited prefix (someone else's work)
+        never arrives here; writes made before the panel loaded are not seen.
+        """
+        row = write_row(event, session.id, session.id)
+        if row is not None:
+            self._writes.append(row)
+
     def writes(self, state: TeamState, until: int | None) -> tuple[ShowWrite, ...]:
-        """None: the writes sit in the members' logs, and a released member's log is not loaded."""
-        return ()
+        """The Team's writes noted while the panel was loaded (``until``: up to that time)."""
+        team = {state.team_id, *state.members.members}
+        return tuple(row for row in self._writes
+                     if row.member_id in team and (until is None or row.time <= until))
 
     def usage(self, state: TeamState, until: int | None) -> Mapping[str, MemberUsage]:
         """Usage of the members whose session is loaded (a released one is unknown until it runs again).

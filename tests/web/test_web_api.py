@@ -155,6 +155,16 @@ def test_an_unconfirmed_create_says_so_and_is_never_a_rejection(api: tuple[TestC
     assert "task-3" in _tasks(team)  # appended and visible to the Team
 
 
+def test_a_live_panel_lists_the_writes_made_while_it_was_loaded(api: tuple[TestClient, Team]) -> None:
+    client, team = api
+    assert client.get("/api/team", headers=AUTH).json()["writes"] == []
+    client.portal.call(team.tell, "builder", "finish now")
+    doc = client.get("/api/team", headers=AUTH).json()
+    [write] = doc["writes"]
+    assert (write["member"], write["path"], write["in_scope"], write["tasks"]) == ("builder", "src/a.py", True, ["task-1"])
+    assert client.get(f"/api/team?at={doc['timeline'][0]['seq']}", headers=AUTH).json()["writes"] == []
+
+
 def test_a_stale_revision_is_a_conflict_carrying_the_current_task(api: tuple[TestClient, Team]) -> None:
     client, team = api
     edit = {"action": "edit", "expected_revision": 1, "subject": "Write module b, v2"}
