@@ -34,4 +34,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) build dist .coverage* .pytest_cache
+	rm -rf $(VENV) build dist .coverage* .pytest_cache .mypy_cache
