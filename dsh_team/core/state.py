@@ -141,7 +141,7 @@ class _Delivered:
         self._mail = mail
 
     def __contains__(self, message_id: object) -> bool:
-        return self._mail.is_delivered(message_id)  # type: ignore[arg-type]
+        return isinstance(message_id, str) and self._mail.is_delivered(message_id)
 
 
 class Mailbox(msgspec.Struct, frozen=True, gc=False):
