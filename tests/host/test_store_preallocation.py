@@ -122,6 +122,28 @@ class TestWriter:
         resumed.close()
         assert found == events(1, MANY + 1)
 
+    def test_no_room_for_the_zeros_never_refuses_the_batch(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """On a nearly full disk the batch is stored without preallocation (ENOSPC on the zeros only)."""
+        _, backend, path = live_log(tmp_path, 20)
+        real_pwrite = os.pwrite
+
+        def no_room_for_zeros(fd: int, data: bytes, offset: int) -> int:
+            if bytes(data[:1]) == b"\0":
+                real_pwrite(fd, bytes(data[: len(data) // 2]), offset)
+                raise OSError(28, "No space left on device")
+            return real_pwrite(fd, data, offset)
+
+        monkeypatch.setattr(os, "pwrite", no_room_for_zeros)
+        with capture_logs() as logs:
+            write(backend, events(21, MANY + 1))
+        assert [e["event"] for e in logs] == ["session.preallocation_skipped"]
+        assert path.stat().st_size == backend.size >= PREALLOCATE_FROM and backend.tail_seq == MANY
+        monkeypatch.undo()
+        write(backend, events(MANY + 1, MANY + 2))  # the next growing batch preallocates again
+        assert path.stat().st_size % PREALLOCATE_CHUNK == 0
+        backend.close()
+        assert JsonlStore(tmp_path).read("s-1")[1] == events(1, MANY + 2)
+
     def test_a_failed_sync_drops_the_space_and_the_retry_preallocates_again(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:

@@ -162,9 +162,19 @@ class JsonlSessionLog:
         self._tail = events[-1].seq
 
     def _preallocate(self, fd: int, end: int) -> None:
-        """Write zeros from ``end`` up to the next chunk boundary past it (synced with the batch)."""
+        """Write zeros from ``end`` up to the next chunk boundary past it (synced with the batch).
+
+        Best effort: on a nearly full disk the zeros may not fit while the batch
+        did, and a log must never refuse events for want of spare space. The
+        partial zeros are cut off again (if even that fails, the batch fails).
+        """
         target = (end // PREALLOCATE_CHUNK + 1) * PREALLOCATE_CHUNK
-        _write_all(fd, _ZEROS[: target - end], end)
+        try:
+            _write_all(fd, _ZEROS[: target - end], end)
+        except OSError as exc:
+            os.ftruncate(fd, end)
+            log.info("session.preallocation_skipped", session=self.header.id, error=str(exc))
+            return
         self._allocated = target
 
     def sync(self) -> None:
