@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo real-demo check test bench install clean
+.PHONY: demo real-demo check test bench reliability install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -29,6 +29,10 @@ real-demo: $(STAMP)
 
 test: check
 	$(BIN)/python -m pytest -q -p no:cacheprovider --cov --cov-report=term --cov-config=pyproject.toml tests
+
+# The full reliability sweep (minutes); its bounded sample runs inside `make test`.
+reliability: $(STAMP)
+	$(BIN)/python tests/reliability/driver.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

@@ -50,7 +50,7 @@ from dsh_team.core import (
     replay,
 )
 from dsh_team.errors import TeamCode, TeamConfigError, TeamError, UnconfirmedError
-from dsh_team.log import WAIT_MAX_MS, WAIT_MIN_MS, TeamFolds, WaitResult
+from dsh_team.log import WAIT_MAX_MS, WAIT_MIN_MS, TeamFolds, WaitResult, check_since
 from dsh_team.mail import SendResult
 from dsh_team.roster import InterruptResult, Membership, MemberView
 from dsh_team.service import TeamService
@@ -75,6 +75,7 @@ __all__ = [
     "WaitResult",
     "WAIT_MIN_MS",
     "WAIT_MAX_MS",
+    "check_since",
     "TaskView",
     "TeamView",
     "LEAD_NAME",

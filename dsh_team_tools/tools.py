@@ -20,6 +20,7 @@ from host_spec.errors import ToolError
 from host_spec.messages import text_block
 from host_spec.records import ToolCall, ToolSpec
 
+from dsh_team import check_since
 from dsh_team.core import check_content
 
 from dsh_team_tools import schemas as s
@@ -145,6 +146,7 @@ def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[s
     async def wait_agent(args: s.WaitAgentArgs, call: ToolCall) -> s.WaitAgentResult:
         caller = _caller(call)
         service = team()  # one service for the roster check and the wait
+        check_since(None if args.since is UNSET else args.since)  # a bad cursor is an error even when alone
         if s.WAIT_MIN_MS <= args.timeout_ms <= s.WAIT_MAX_MS:
             # One synchronous span from the roster check to the waiter registration
             # (the service registers before its first await), so no change can slip between.

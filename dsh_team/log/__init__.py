@@ -7,6 +7,17 @@ section), :mod:`.waits` (``wait_for_change`` waiters per Team), :mod:`.lifecycle
 
 from dsh_team.log.journal import Append, Journal, Journals, TeamFolds
 from dsh_team.log.lifecycle import Lifecycle
-from dsh_team.log.waits import WAIT_MAX_MS, WAIT_MIN_MS, Activity, WaitResult
+from dsh_team.log.waits import WAIT_MAX_MS, WAIT_MIN_MS, Activity, WaitResult, check_since
 
-__all__ = ["Append", "Journal", "Journals", "TeamFolds", "Lifecycle", "WAIT_MAX_MS", "WAIT_MIN_MS", "Activity", "WaitResult"]
+__all__ = [
+    "Append",
+    "Journal",
+    "Journals",
+    "TeamFolds",
+    "Lifecycle",
+    "WAIT_MAX_MS",
+    "WAIT_MIN_MS",
+    "Activity",
+    "WaitResult",
+    "check_since",
+]
