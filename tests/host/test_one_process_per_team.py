@@ -32,31 +32,8 @@ HOLD_ID = textwrap.dedent(
     """
 )
 
-#: Runs a Lead that spawns a teammate, then keeps the Team live until stdin closes.
-HOLD_TEAM = textwrap.dedent(
-    """
-    import asyncio, sys
-    from host_spec.host.app import Host
-    from host_spec.host.models.scripted import ScriptedModel
-    from host_spec.host.store.jsonl import JsonlStore
-
-    SCRIPT = {
-        "lead": [{"tool_calls": [{"name": "spawn_teammate", "arguments": {
-            "name": "worker", "description": "w", "prompt": "work"}}]}, {"text": "spawned"}],
-        "worker": [{"text": "worked"}],
-    }
-
-    async def main():
-        host = await Host.open(sys.argv[1], "agent-teams", ScriptedModel.from_mapping(SCRIPT))
-        lead = await host.run("go", session_id="lead")
-        teammates = [i for i in JsonlStore(sys.argv[1]).list_ids() if i != "lead"]
-        print("ready", lead.id, ",".join(teammates), flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
-        await host.close()
-
-    asyncio.run(main())
-    """
-)
+#: Keeps a Team live in its own process (a Lead and its teammate asleep on disk).
+HOLD_TEAM = Path(__file__).resolve().parents[1] / "hold_team.py"
 
 
 def dsh(*args: str) -> subprocess.CompletedProcess[str]:
@@ -65,8 +42,9 @@ def dsh(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)  # fmt: skip
 
 
-def holder(code: str, data: Path) -> tuple[subprocess.Popen[str], list[str]]:
-    process = subprocess.Popen([sys.executable, "-c", code, str(data)], stdin=subprocess.PIPE,
+def holder(code: str | Path, data: Path) -> tuple[subprocess.Popen[str], list[str]]:
+    argv = [sys.executable, str(code)] if isinstance(code, Path) else [sys.executable, "-c", code]
+    process = subprocess.Popen([*argv, str(data)], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, text=True)  # fmt: skip
     assert process.stdout is not None
     for raw in process.stdout:  # unconfigured structlog writes to stdout too
@@ -133,8 +111,9 @@ class TestOneProcessPerTeam:
     def test_every_session_of_a_live_team_is_refused_to_another_process(self, tmp_path: Path) -> None:
         """While the Lead's process lives, ``dsh resume`` of its teammate or of the Lead is SESSION_LOCKED."""
         data = tmp_path / "data"
-        process, (lead, children) = holder(HOLD_TEAM, data)
-        (teammate,) = children.split(",")
+        process, sessions = holder(HOLD_TEAM, data)
+        lead = "lead"
+        (teammate,) = [sid for sid in sessions if sid != lead]
         try:
             before = JsonlStore(data).path(teammate).read_bytes()
             for target in (teammate, lead):

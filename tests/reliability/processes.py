@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 from crash_sweep import Demo
@@ -26,29 +25,8 @@ from host_spec.host.store.jsonl import JsonlStore
 
 __all__ = ["concurrent_runs", "live_team_refusals"]
 
-HOLD_TEAM = textwrap.dedent(
-    """
-    import asyncio, sys
-    from host_spec.host.app import Host
-    from host_spec.host.models.scripted import ScriptedModel
-    from host_spec.host.store.jsonl import JsonlStore
-
-    SCRIPT = {
-        "lead": [{"tool_calls": [{"name": "spawn_teammate", "arguments": {
-            "name": "worker", "description": "w", "prompt": "work"}}]}, {"text": "spawned"}],
-        "worker": [{"text": "worked"}],
-    }
-
-    async def main():
-        host = await Host.open(sys.argv[1], "agent-teams", ScriptedModel.from_mapping(SCRIPT))
-        lead = await host.run("go", session_id="lead")
-        print("ready", " ".join(JsonlStore(sys.argv[1]).list_ids()), flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
-        await host.close()
-
-    asyncio.run(main())
-    """
-)
+#: Keeps a Team live in its own process (see the script's docstring).
+HOLD_TEAM = Path(__file__).resolve().parents[1] / "hold_team.py"
 
 
 def _session(stderr: str) -> str | None:
@@ -98,7 +76,7 @@ def live_team_refusals(demo: Demo, rounds: int) -> Figures:
     figures = Figures("one process per Team")
     for round_ in range(rounds):
         data = demo.scratch / f"live-{round_}"
-        holder = subprocess.Popen([sys.executable, "-c", HOLD_TEAM, str(data)], env=demo.env, cwd=demo.scratch,
+        holder = subprocess.Popen([sys.executable, str(HOLD_TEAM), str(data)], env=demo.env, cwd=demo.scratch,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
         assert holder.stdout is not None
         sessions: list[str] = []
