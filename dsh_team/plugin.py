@@ -23,7 +23,10 @@ serves any number of hosts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+import attrs
 
 import structlog
 
@@ -39,7 +42,7 @@ from dsh_team.service import TeamService
 if TYPE_CHECKING:
     from host_spec.protocols import Host, PluginContext
 
-__all__ = ["require_durable"]
+__all__ = ["require_durable", "effective_config"]
 
 log = structlog.get_logger(__name__)
 
@@ -56,6 +59,11 @@ def require_durable(host: Any, config: TeamConfig) -> None:
             "so accepted messages and tasks would not survive the process (give the host a data directory)",
             TeamCode.STORAGE_NOT_DURABLE,
         )
+
+
+def effective_config(raw: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The config table validated, with every default filled in (``dsh plugins``)."""
+    return attrs.asdict(TeamConfig.from_mapping(raw))
 
 
 @hookimpl

@@ -14,7 +14,8 @@ keeps no state, so one import serves any number of hosts.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import structlog
@@ -29,7 +30,7 @@ from dsh_team_invariant.invariant import TeamStreamInvariant
 if TYPE_CHECKING:
     from host_spec.protocols import Host, PluginContext
 
-__all__ = ["InvariantConfig"]
+__all__ = ["InvariantConfig", "effective_config"]
 
 log = structlog.get_logger(__name__)
 
@@ -37,6 +38,11 @@ log = structlog.get_logger(__name__)
 @attrs.frozen
 class InvariantConfig:
     """``dsh-team-invariant`` takes no settings; any key is a typo."""
+
+
+def effective_config(raw: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The config table validated, with every default filled in (``dsh plugins``)."""
+    return attrs.asdict(structure_config(InvariantConfig, raw, "plugins.dsh-team-invariant"))
 
 
 @hookimpl

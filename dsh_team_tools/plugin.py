@@ -20,7 +20,8 @@ never leaves them talking to a disposed service.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import structlog
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from host_spec.protocols import Agent, Host, PluginContext
     from host_spec.records import ToolSpec
 
-__all__ = ["Installer"]
+__all__ = ["Installer", "effective_config"]
 
 log = structlog.get_logger(__name__)
 
@@ -131,6 +132,11 @@ def _dispose_all(handles: list[Handle]) -> None:
     """Dispose ``handles`` newest first."""
     for handle in reversed(handles):
         handle.dispose()
+
+
+def effective_config(raw: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The config table validated, with every default filled in (``dsh plugins``)."""
+    return attrs.asdict(load_config(raw))
 
 
 @hookimpl

@@ -24,7 +24,7 @@ import contextlib
 import secrets
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 import attrs
@@ -42,7 +42,7 @@ from dsh_team.web.sources import LiveRun
 from dsh_team.web.steering import Steering
 from dsh_team.web.stream import Feed
 
-__all__ = ["WebConfig", "Panel", "bind"]
+__all__ = ["WebConfig", "Panel", "bind", "effective_config"]
 
 log = structlog.get_logger(__name__)
 
@@ -136,6 +136,14 @@ class Panel:
     @hookimpl
     def dsh_agent_disposed(self, agent: Agent) -> None:
         self.feed.poke()
+
+
+def effective_config(raw: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The config table validated, with every default filled in (``dsh plugins``); a token shows as ``***``."""
+    config = attrs.asdict(structure_config(WebConfig, raw, "plugins.dsh-team-web"))
+    if config["token"] is not None:
+        config["token"] = "***"
+    return config
 
 
 @hookimpl

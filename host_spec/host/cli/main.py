@@ -42,7 +42,9 @@ from host_spec.host.app import Host, agent_name
 from host_spec.host.cli.extensions import CliEnvironment, Extension, StoreReader, discover_extensions, register_extensions
 from host_spec.host.cli.run_settings import RunSettings, absolute_spec, lookup, record
 from host_spec.host.store.jsonl import JsonlStore
+from host_spec.host.cli import plugins_list
 from host_spec.host.cli.transcript import Transcript, format_event
+from host_spec.host.cli.watching import wait_for_stop, watching
 
 __all__ = ["main", "build_parser"]
 
@@ -84,6 +86,13 @@ def build_parser(extensions: Sequence[Extension] | None = None) -> argparse.Argu
         sub.add_argument("--api-key-env", default=None, metavar="NAME",
                          help="openai: environment variable holding the API key (default: OPENAI_API_KEY)")
 
+    def watch(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--watch", action="store_true",
+                         help="reload plugins whose source files change; stay up after the team is quiescent "
+                              "until Ctrl-C (needs the dev extra: watchfiles)")
+        sub.add_argument("--watch-path", action="append", default=[], type=Path, metavar="PATH",
+                         help="also watch PATH (repeatable); a change there reloads every plugin")
+
     def web(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--web", nargs="?", const=0, default=None, type=_port, metavar="PORT",
                          help="serve the Team panel on 127.0.0.1 during the run (--web=PORT; default: any free port)")
@@ -99,6 +108,7 @@ def build_parser(extensions: Sequence[Extension] | None = None) -> argparse.Argu
                           "recorded in the session, so resume uses it again)")
     data_dir(run)
     web(run)
+    watch(run)
     run.add_argument("prompt", help="the user's task")
 
     resume = commands.add_parser("resume", help="resume a stored session and finish its pending work",
@@ -110,6 +120,7 @@ def build_parser(extensions: Sequence[Extension] | None = None) -> argparse.Argu
     model_options(resume)
     data_dir(resume)
     web(resume)
+    watch(resume)
     resume.add_argument("session_id", nargs="?", default=None, help="session to resume")
 
     log = commands.add_parser("log", help="print the events of a stored session",
@@ -117,6 +128,7 @@ def build_parser(extensions: Sequence[Extension] | None = None) -> argparse.Argu
     data_dir(log)
     log.add_argument("--json", action="store_true", help="print the raw JSONL lines")
     log.add_argument("session_id", help="session to print")
+    plugins_list.add_parser(commands)
     env = CliEnvironment(default_data_dir=_default_data_dir, check_data_dir=_data_dir)
     register_extensions(commands, env, discover_extensions() if extensions is None else extensions)
     return parser
@@ -182,21 +194,30 @@ async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -
     try:
         if args.web is not None:  # after the profile's plugins: it unloads first, while the Team still runs
             host.plugins.load(WEB_PLUGIN, {"port": args.web})
-        if session_id is None:
-            session = await _claim_root(host, args.workspace)
-            settings = RunSettings(absolute_spec(args.profile), model)
-            # Under the session's lock (no other run can hold this id), before the root
-            # runs (a crash at step 1 still resumes with the right profile and model).
-            record(args.data_dir, session.id, settings)
-            agent = await host.run(args.prompt, session=session)
+        if args.watch or args.watch_path:
+            async with watching(host, args.watch_path):
+                agent = await _start(host, args, model, session_id)
+                sys.stdout.flush()
+                await wait_for_stop()
         else:
-            agent = await host.resume(session_id)
+            agent = await _start(host, args, model, session_id)
         code = _exit_code(agent)
         print(f"dsh: session {agent.id}", file=sys.stderr)
     finally:
         await host.close()
     sys.stdout.flush()
     return code
+
+
+async def _start(host: Host, args: argparse.Namespace, model: Any, session_id: str | None) -> Any:
+    """Run a new root (``session_id`` None) or resume one, to quiescence."""
+    if session_id is not None:
+        return await host.resume(session_id)
+    session = await _claim_root(host, args.workspace)
+    # Under the session's lock (no other run can hold this id), before the root
+    # runs (a crash at step 1 still resumes with the right profile and model).
+    record(args.data_dir, session.id, RunSettings(absolute_spec(args.profile), model))
+    return await host.run(args.prompt, session=session)
 
 
 #: Fresh ids tried before a new run gives up (other runs on the same data dir hold them).
@@ -283,7 +304,7 @@ async def _extension(args: argparse.Namespace) -> int:
     return await result if inspect.isawaitable(result) else result
 
 
-_HANDLERS = {"run": _run, "resume": _resume, "log": _log}
+_HANDLERS = {"run": _run, "resume": _resume, "log": _log, "plugins": plugins_list.run}
 
 
 def main(argv: Sequence[str] | None = None, *, extensions: Sequence[Extension] | None = None) -> int:

@@ -235,11 +235,16 @@ class PluginManager:
         for name in reversed(list(self._loaded)):
             await self.unload(name)
 
-    async def reload(self, name: str) -> LoadedPlugin:
-        """Hot-reload one plugin in process (see :mod:`host_spec.host.plugins.reload`)."""
+    async def reload(self, name: str, *, prefix: str | None = None) -> LoadedPlugin:
+        """Hot-reload one plugin in process (see :mod:`host_spec.host.plugins.reload`).
+
+        Args:
+            prefix: Module namespace to re-import instead of the plugin's whole package
+                (watch mode narrows it for a plugin that lives inside another's package).
+        """
         from host_spec.host.plugins.reload import reload_plugin
 
-        return await reload_plugin(self, name)
+        return await reload_plugin(self, name, prefix=prefix)
 
     # ------------------------------------------------------------ hook calling
 

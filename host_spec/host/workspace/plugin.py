@@ -14,6 +14,7 @@ state and one import serves any number of hosts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from host_spec.events import Event
     from host_spec.protocols import Agent, Host, PluginContext, Session
 
-__all__ = ["Tools", "TOOL_NAMES"]
+__all__ = ["Tools", "TOOL_NAMES", "effective_config"]
 
 log = structlog.get_logger(__name__)
 
@@ -93,6 +94,11 @@ class Tools:
                  "before editing.",
                  BashArgs, BashResult, self.shell.run, False),
         ]
+
+
+def effective_config(raw: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The config table validated, with every default filled in (``dsh plugins``)."""
+    return attrs.asdict(load_config(raw))
 
 
 @hookimpl
