@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from host_spec.errors import DshError
 from host_spec.host.cli.main import main
@@ -54,6 +56,14 @@ class TestDescribe:
             describe(str(profile))
 
 
+@pytest.fixture
+def cli() -> Iterator[None]:
+    """``main`` configures structlog for the process; later tests capture logs, so reset it."""
+    yield
+    structlog.reset_defaults()
+
+
+@pytest.mark.usefixtures("cli")
 class TestCommand:
     def test_text_and_json(self, capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["plugins", "--profile", "agent-teams"]) == 0
