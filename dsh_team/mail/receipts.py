@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-import msgspec
 import structlog
 
 from host_spec.events import EventType
@@ -33,7 +32,7 @@ from host_spec.events import EventType
 from dsh_team.core.records import TEAM_MESSAGE_READ, VERSION, MessageReadRecord, TeamMessageSnapshot
 from dsh_team.errors import render_reason
 from dsh_team.log.journal import Append, Journal
-from dsh_team.mail.framing import TEAM_MESSAGE_SOURCE
+from dsh_team.mail.framing import recorded_team_message
 from dsh_team.core.state import TeamState
 
 if TYPE_CHECKING:
@@ -49,32 +48,6 @@ __all__ = ["ReadReceipts", "scan_receipts"]
 log = structlog.get_logger(__name__)
 
 
-class _Source(msgspec.Struct):
-    kind: object = None
-    team_id: object = None
-    message_id: object = None
-
-
-class _Recorded(msgspec.Struct):
-    source: _Source = msgspec.field(default_factory=_Source)
-
-
-_RECORDED = msgspec.json.Decoder(_Recorded)
-
-
-def _team_message(event: Event) -> tuple[str, str] | None:
-    """``(team id, message id)`` of a ``user/message`` carrying a Team message, else ``None``."""
-    try:
-        source = _RECORDED.decode(event.data).source
-    except msgspec.DecodeError:
-        return None
-    if source.kind != TEAM_MESSAGE_SOURCE or not isinstance(source.team_id, str):
-        return None
-    if not isinstance(source.message_id, str):
-        return None
-    return source.team_id, source.message_id
-
-
 def scan_receipts(events: Iterable[Event], team_id: str) -> tuple[frozenset[str], frozenset[str]]:
     """``(read, seen)`` Team message ids of ``team_id`` in a session's own events.
 
@@ -88,7 +61,7 @@ def scan_receipts(events: Iterable[Event], team_id: str) -> tuple[frozenset[str]
             read |= seen
             seen.clear()
         elif event.type == EventType.USER_MESSAGE:
-            found = _team_message(event)
+            found = recorded_team_message(event)
             if found is not None and found[0] == team_id:
                 seen.add(found[1])
     return frozenset(read), frozenset(seen)
@@ -116,7 +89,7 @@ class ReadReceipts:
     def observe(self, session: Session, event: Event) -> None:
         """Remember recorded Team messages; a reply makes them read (the receipts are appended soon)."""
         if event.type == EventType.USER_MESSAGE:
-            found = _team_message(event)
+            found = recorded_team_message(event)
             if found is not None:
                 self._seen.setdefault(session.id, {})[found[1]] = found[0]
         elif event.type == EventType.ASSISTANT_MESSAGE:
