@@ -11,7 +11,7 @@ This module is the public surface; import from here (or from a room package:
   and the result types of its operations;
 * configuration: :class:`TeamConfig`;
 * errors: :class:`TeamError` with a stable code from :class:`TeamCode`;
-* durable records: the five ``team/*`` event types and their payload Structs;
+* durable records: the six ``team/*`` event types and their payload Structs;
 * the fold: :func:`evolve` / :func:`replay` over :class:`TeamState`.
 """
 
@@ -22,6 +22,7 @@ from dsh_team.core import (
     TEAM_EVENT_TYPES,
     TEAM_MEMBER,
     TEAM_MESSAGE_DELIVERED,
+    TEAM_MESSAGE_READ,
     TEAM_MESSAGE_QUEUED,
     TEAM_MODE,
     TEAM_TASK,
@@ -33,6 +34,7 @@ from dsh_team.core import (
     MemberPhase,
     MemberRecord,
     MessageDeliveredRecord,
+    MessageReadRecord,
     MessageQueuedRecord,
     ModeRecord,
     Roster,
@@ -85,6 +87,7 @@ __all__ = [
     "TEAM_TASK",
     "TEAM_MESSAGE_QUEUED",
     "TEAM_MESSAGE_DELIVERED",
+    "TEAM_MESSAGE_READ",
     "TEAM_MODE",
     "MemberPhase",
     "TaskStatus",
@@ -95,6 +98,7 @@ __all__ = [
     "TaskRecord",
     "MessageQueuedRecord",
     "MessageDeliveredRecord",
+    "MessageReadRecord",
     "ModeRecord",
     "TeamRecord",
     "TeamState",

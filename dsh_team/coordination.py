@@ -11,7 +11,8 @@ Recovery is scheduled through ``host.call_soon`` (the host counts it as pending
 work, so ``run``/``resume`` do not report quiescence before queued mail was
 retried) and tracked by the lifecycle (disposal waits for it). A Lead reconciles
 its open provisioning records first, then retries the Team's queued mail; a
-teammate retries the mail addressed to it.
+teammate retries the mail addressed to it. Both then rebuild the read receipts a
+crash lost (:mod:`dsh_team.mail.receipts`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dsh_team.roster.provisioning import Provisioner
 from dsh_team.roster.reconcile import reconcile
 from dsh_team.roster.roster import RosterService
 from dsh_team.mail.holdings import SessionMessages
+from dsh_team.mail.receipts import ReadReceipts
 
 if TYPE_CHECKING:
     from host_spec.events import Event
@@ -67,13 +69,15 @@ class Coordination:
         self.provisioner = Provisioner(host, config, journals, members, lifecycle, self.messages, self.roster)
         self.dispatcher = Dispatcher(host, journals, members, lifecycle, self.messages)
         self.sender = MessageSender(config, journals, members, lifecycle, self.dispatcher)
+        self.receipts = ReadReceipts(host, journals, members, lifecycle, self.dispatcher)
 
     # ------------------------------------------------------------ host feed
 
     def session_event(self, session: Session, event: Event) -> None:
-        """Wake checkpoint waiters of ``session``; acknowledge Team mail it recorded."""
+        """Wake checkpoint waiters of ``session``; acknowledge Team mail it recorded; note what it read."""
         self.messages.poke(session)
         self.dispatcher.observe(session, event)
+        self.receipts.observe(session, event)
 
     def session_disposed(self, session: Session) -> None:
         self.messages.forget(session)
@@ -101,9 +105,10 @@ class Coordination:
             return None
         state = self.journals.get(membership.root.session).state
         if not membership.is_lead:
-            return frozenset() if state.mail.pending_count(agent.id) else None
+            mail = state.mail
+            return frozenset() if mail.pending_count(agent.id) or mail.unread_count(agent.id) else None
         open_ = frozenset(member.id for member in state.members.listed() if member.phase == "provisioning")
-        return open_ if open_ or state.mail.pending else None
+        return open_ if open_ or state.mail.pending or state.mail.unread else None
 
     def _recover_soon(self, agent: Agent, plan: frozenset[str]) -> Any:
         if self.lifecycle.disposed:
@@ -111,11 +116,15 @@ class Coordination:
         return self.lifecycle.track(self.recover(agent, plan))
 
     async def recover(self, agent: Agent, plan: frozenset[str]) -> None:
-        """Reconcile the planned records (Lead), then retry queued mail; failures are logged, never raised."""
+        """Reconcile the planned records (Lead), retry queued mail, then rebuild lost read receipts.
+
+        Failures are logged, never raised.
+        """
         try:
             if plan:
                 await reconcile(self.host, self.journals.get(agent.session), plan)
             await self.dispatcher.recover(agent)
+            await self.receipts.reconcile(agent)
         except Exception as exc:
             log.warning("team.recovery_failed", agent=getattr(agent, "id", None), error=repr(exc))
 

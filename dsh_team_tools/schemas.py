@@ -155,7 +155,9 @@ class MemberRow(_Result, frozen=True, kw_only=True):
     """One roster row as the model sees it: ``target`` is the member name, never a session id.
 
     ``pending`` (present only when non-zero) counts Team messages queued for the
-    member and not yet delivered, so a sender can see its message is on its way.
+    member and not yet delivered, so a sender can see its message is on its way;
+    ``unread`` (likewise) counts delivered messages no completed model step of the
+    member has seen yet (zero: everything delivered was read).
     """
 
     target: str
@@ -167,6 +169,7 @@ class MemberRow(_Result, frozen=True, kw_only=True):
     model: str | UnsetType = UNSET
     diagnostics: list[str]
     pending: int | UnsetType = UNSET
+    unread: int | UnsetType = UNSET
 
 
 class SpawnTeammateResult(_Result, frozen=True):

@@ -69,6 +69,7 @@ def member_row(view: MemberView) -> s.MemberRow:
         model=_opt(getattr(view, "model", None)),
         diagnostics=list(view.diagnostics),
         pending=getattr(view, "pending", 0) or UNSET,
+        unread=getattr(view, "unread", 0) or UNSET,
     )
 
 

@@ -3,7 +3,7 @@
 Nothing here touches asyncio, a host or a file: every function is a value in, a value out,
 so the service, the offline view and the invariant can share it and tests can drive it alone.
 
-Modules: :mod:`.records` (the five durable record types and their decoders),
+Modules: :mod:`.records` (the six durable record types and their decoders),
 :mod:`.state` (the immutable folded state), :mod:`.fold` (``evolve``/``replay``), :mod:`.upcast` (older record versions),
 :mod:`.dag` (the incremental dependency check), :mod:`.board` (task decisions),
 :mod:`.task_view` (what a task looks like to readers), :mod:`.validation`
@@ -17,6 +17,7 @@ from dsh_team.core.records import (
     TEAM_EVENT_TYPES,
     TEAM_MEMBER,
     TEAM_MESSAGE_DELIVERED,
+    TEAM_MESSAGE_READ,
     TEAM_MESSAGE_QUEUED,
     TEAM_MODE,
     TEAM_TASK,
@@ -24,6 +25,7 @@ from dsh_team.core.records import (
     MemberPhase,
     MemberRecord,
     MessageDeliveredRecord,
+    MessageReadRecord,
     MessageQueuedRecord,
     ModeRecord,
     TaskRecord,
@@ -52,6 +54,7 @@ __all__ = [
     "TEAM_EVENT_TYPES",
     "TEAM_MEMBER",
     "TEAM_MESSAGE_DELIVERED",
+    "TEAM_MESSAGE_READ",
     "TEAM_MESSAGE_QUEUED",
     "TEAM_MODE",
     "TEAM_TASK",
@@ -59,6 +62,7 @@ __all__ = [
     "MemberPhase",
     "MemberRecord",
     "MessageDeliveredRecord",
+    "MessageReadRecord",
     "MessageQueuedRecord",
     "ModeRecord",
     "TaskRecord",

@@ -42,12 +42,14 @@ from dsh_team.core.records import (
     TEAM_MEMBER,
     TEAM_MESSAGE_DELIVERED,
     TEAM_MESSAGE_QUEUED,
+    TEAM_MESSAGE_READ,
     TEAM_MODE,
     TEAM_TASK,
     VERSION,
     MemberRecord,
     MessageDeliveredRecord,
     MessageQueuedRecord,
+    MessageReadRecord,
     ModeRecord,
     TaskRecord,
     TeamTaskSnapshot,
@@ -180,6 +182,7 @@ def _queued(state: TeamState, event: Event, record: MessageQueuedRecord) -> Team
     mail = Mailbox(
         queued.set(message_id, message),
         pending.set(target, pending.get(target, EMPTY).set(message_id, len(queued))),
+        mail.unread,
     )
     return TeamState(state.team_id, state.members, state.tasks, mail, state.mode, None, event.seq)
 
@@ -198,10 +201,32 @@ def _delivered(state: TeamState, event: Event, record: MessageDeliveredRecord) -
     waiting = mail.pending.get(target)
     if waiting is None or message_id not in waiting:
         return FoldFailure(FoldRule.MESSAGE_DELIVERED_TWICE, f'team message "{message_id}" was delivered twice', event.seq)
+    index = waiting[message_id]
     remaining = waiting.delete(message_id)
     pending = mail.pending.set(target, remaining) if len(remaining) else mail.pending.delete(target)
-    mail = Mailbox(mail.queued, pending)
+    unread = mail.unread.set(target, mail.unread.get(target, EMPTY).set(message_id, index))
+    mail = Mailbox(mail.queued, pending, unread)
     return TeamState(state.team_id, state.members, state.tasks, mail, state.mode, None, event.seq)
+
+
+def _read(state: TeamState, event: Event, record: MessageReadRecord) -> TeamState | FoldFailure:
+    mail = state.mail
+    message_id, target = record.message_id, record.target_id
+    queued = mail.queued.get(message_id)
+    if queued is None or not mail.is_delivered(message_id):
+        return FoldFailure(
+            FoldRule.MESSAGE_READ_BEFORE_DELIVERED, f'team message "{message_id}" was read before delivery', event.seq
+        )
+    if queued.target_id != target:
+        return FoldFailure(FoldRule.MESSAGE_TARGET_CHANGED, f'team message "{message_id}" target changed', event.seq)
+    waiting = mail.unread.get(target)
+    if waiting is None or message_id not in waiting:
+        return FoldFailure(FoldRule.MESSAGE_READ_TWICE, f'team message "{message_id}" was read twice', event.seq)
+    remaining = waiting.delete(message_id)
+    unread = mail.unread.set(target, remaining) if len(remaining) else mail.unread.delete(target)
+    mail = Mailbox(mail.queued, mail.pending, unread)
+    # A receipt keeps ``position``: it must not wake a wait once per message read.
+    return TeamState(state.team_id, state.members, state.tasks, mail, state.mode, None, state.position)
 
 
 def _mode(state: TeamState, event: Event, record: ModeRecord) -> TeamState | FoldFailure:
@@ -218,6 +243,7 @@ _RULES: Final[Mapping[str, _Rule]] = MappingProxyType(
         TEAM_TASK: _task,
         TEAM_MESSAGE_QUEUED: _queued,
         TEAM_MESSAGE_DELIVERED: _delivered,
+        TEAM_MESSAGE_READ: _read,
         TEAM_MODE: _mode,
     }
 )

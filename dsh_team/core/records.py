@@ -1,4 +1,4 @@
-"""Durable Team records: the payload Structs of the five ``team/*`` event types.
+"""Durable Team records: the payload Structs of the six ``team/*`` event types.
 
 Every record is appended to the Lead (root) session only and carries its
 ``version`` (:data:`VERSION` for records written now) and ``team_id`` (the Lead
@@ -28,6 +28,7 @@ __all__ = [
     "TEAM_TASK",
     "TEAM_MESSAGE_QUEUED",
     "TEAM_MESSAGE_DELIVERED",
+    "TEAM_MESSAGE_READ",
     "TEAM_MODE",
     "TEAM_EVENT_TYPES",
     "MemberPhase",
@@ -39,6 +40,7 @@ __all__ = [
     "TaskRecord",
     "MessageQueuedRecord",
     "MessageDeliveredRecord",
+    "MessageReadRecord",
     "ModeRecord",
     "Selector",
     "TeamRecord",
@@ -55,9 +57,10 @@ TEAM_MEMBER: Final = "team/member"
 TEAM_TASK: Final = "team/task"
 TEAM_MESSAGE_QUEUED: Final = "team/message/queued"
 TEAM_MESSAGE_DELIVERED: Final = "team/message/delivered"
+TEAM_MESSAGE_READ: Final = "team/message/read"
 TEAM_MODE: Final = "team/mode"
 TEAM_EVENT_TYPES: Final = frozenset(
-    {TEAM_MEMBER, TEAM_TASK, TEAM_MESSAGE_QUEUED, TEAM_MESSAGE_DELIVERED, TEAM_MODE}
+    {TEAM_MEMBER, TEAM_TASK, TEAM_MESSAGE_QUEUED, TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_READ, TEAM_MODE}
 )
 
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
@@ -231,6 +234,18 @@ class MessageDeliveredRecord(msgspec.Struct, **_STRICT):
     target_id: NonEmpty
 
 
+class MessageReadRecord(msgspec.Struct, **_STRICT):
+    """Payload of ``team/message/read``: a model step of the target completed with the message in context.
+
+    A read receipt: written at most once per message, only after its delivery.
+    """
+
+    version: SafeCount
+    team_id: NonEmpty
+    message_id: NonEmpty
+    target_id: NonEmpty
+
+
 class ModeRecord(msgspec.Struct, **_STRICT):
     """Payload of ``team/mode``: the root's explicit Team-mode selection."""
 
@@ -246,7 +261,7 @@ class Selector(msgspec.Struct, frozen=True):
     team_id: NonEmpty
 
 
-TeamRecord = MemberRecord | TaskRecord | MessageQueuedRecord | MessageDeliveredRecord | ModeRecord
+TeamRecord = MemberRecord | TaskRecord | MessageQueuedRecord | MessageDeliveredRecord | MessageReadRecord | ModeRecord
 
 #: The payload Struct of each Team event type (read-only).
 RECORD_TYPES: Final[Mapping[str, type[TeamRecord]]] = MappingProxyType(
@@ -255,6 +270,7 @@ RECORD_TYPES: Final[Mapping[str, type[TeamRecord]]] = MappingProxyType(
         TEAM_TASK: TaskRecord,
         TEAM_MESSAGE_QUEUED: MessageQueuedRecord,
         TEAM_MESSAGE_DELIVERED: MessageDeliveredRecord,
+        TEAM_MESSAGE_READ: MessageReadRecord,
         TEAM_MODE: ModeRecord,
     }
 )

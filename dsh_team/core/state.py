@@ -154,13 +154,20 @@ class Mailbox(msgspec.Struct, frozen=True, gc=False):
     (the one place listings need it); the next index is ``len(queued)`` because
     messages are never removed from ``queued``.
 
+    Read receipts follow the same shape: a delivered message waits in its target's
+    ``unread`` map until its ``team/message/read`` record, so a message is read
+    exactly when it was delivered and has left ``unread``; no map grows with the
+    Team's whole history.
+
     Attributes:
         queued: message id -> :class:`TeamMessageSnapshot` (every message ever queued).
         pending: target id -> {undelivered message id -> queue index}.
+        unread: target id -> {delivered, not yet read message id -> queue index}.
     """
 
     queued: immutables.Map[str, TeamMessageSnapshot] = EMPTY
     pending: immutables.Map[str, immutables.Map[str, int]] = EMPTY
+    unread: immutables.Map[str, immutables.Map[str, int]] = EMPTY
 
     def is_delivered(self, message_id: str) -> bool:
         """Whether ``message_id`` was queued and has been acknowledged by its target."""
@@ -169,6 +176,31 @@ class Mailbox(msgspec.Struct, frozen=True, gc=False):
             return False
         found = self.pending.get(message.target_id)
         return found is None or message_id not in found
+
+    def is_read(self, message_id: str) -> bool:
+        """Whether ``message_id`` was delivered and a model step of its target has since completed with it."""
+        if not self.is_delivered(message_id):
+            return False
+        found = self.unread.get(self.queued[message_id].target_id)
+        return found is None or message_id not in found
+
+    def unread_count(self, target_id: str) -> int:
+        """Messages delivered to ``target_id`` that no completed model step of it has seen yet."""
+        found = self.unread.get(target_id)
+        return 0 if found is None else len(found)
+
+    def unread_for(self, target_id: str) -> tuple[TeamMessageSnapshot, ...]:
+        """Delivered, unread messages of one target, in queue order."""
+        found = self.unread.get(target_id)
+        return () if found is None else self._in_order(found.items())
+
+    def status(self, message_id: str) -> str | None:
+        """``queued``, ``delivered`` or ``read`` for a known message id, else ``None``."""
+        if message_id not in self.queued:
+            return None
+        if not self.is_delivered(message_id):
+            return "queued"
+        return "read" if self.is_read(message_id) else "delivered"
 
     @property
     def delivered(self) -> _Delivered:
@@ -226,6 +258,8 @@ class FoldRule:
     MESSAGE_DELIVERED_BEFORE_QUEUED: Final = "message-delivered-before-queued"
     MESSAGE_TARGET_CHANGED: Final = "message-target-changed"
     MESSAGE_DELIVERED_TWICE: Final = "message-delivered-twice"
+    MESSAGE_READ_BEFORE_DELIVERED: Final = "message-read-before-delivered"
+    MESSAGE_READ_TWICE: Final = "message-read-twice"
 
 
 
@@ -242,8 +276,9 @@ class TeamState(msgspec.Struct, frozen=True, gc=False):
             last valid state).
         position: Seq of the last roster, task or mail event folded into this state
             (or of the record that failed the stream; 0 = none): the log position
-            ``wait_for_change(since=...)`` compares against. Mode records do not
-            move it, because a mode change is not Team activity and ends no wait.
+            ``wait_for_change(since=...)`` compares against. Mode records and read
+            receipts do not move it: a mode change is not Team activity, and a
+            receipt must not wake the Lead once per message a member reads.
     """
 
     team_id: str

@@ -3,12 +3,13 @@
 Modules: :mod:`.framing` (what the target sees: framed content, source, id),
 :mod:`.send` (admission into the Lead log), :mod:`.dispatch` (per-target FIFO
 delivery, acknowledgement, recovery), :mod:`.holdings` (whether a session
-durably holds a message).
+durably holds a message), :mod:`.receipts` (read receipts).
 """
 
 from dsh_team.mail.dispatch import Dispatcher
 from dsh_team.mail.framing import MESSAGE_ID_PREFIX, TEAM_MESSAGE_SOURCE, framed_content, team_source, team_user_message
 from dsh_team.mail.holdings import MessageIndex, SessionMessages, fold_messages
+from dsh_team.mail.receipts import ReadReceipts, scan_receipts
 from dsh_team.mail.send import MessageSender, SendResult
 
 __all__ = [
@@ -21,6 +22,8 @@ __all__ = [
     "MessageIndex",
     "SessionMessages",
     "fold_messages",
+    "ReadReceipts",
+    "scan_receipts",
     "MessageSender",
     "SendResult",
 ]

@@ -32,7 +32,6 @@ import asyncio
 import functools
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 import structlog
 
 from host_spec.events import EventType
@@ -40,7 +39,7 @@ from host_spec.events import EventType
 from dsh_team.errors import TeamError, render_reason
 from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, VERSION, MessageDeliveredRecord, TeamMessageSnapshot
 from dsh_team.log.journal import Append, Journal
-from dsh_team.mail.framing import TEAM_MESSAGE_SOURCE, framed_content, team_source, team_user_message
+from dsh_team.mail.framing import framed_content, recorded_team_message, team_source, team_user_message
 from dsh_team.mail.holdings import SessionMessages, fold_messages
 from dsh_team.core.state import TeamState
 
@@ -54,19 +53,6 @@ if TYPE_CHECKING:
 __all__ = ["Dispatcher"]
 
 log = structlog.get_logger(__name__)
-
-
-class _Source(msgspec.Struct):
-    kind: Any = None
-    team_id: Any = None
-    message_id: Any = None
-
-
-class _Observed(msgspec.Struct):
-    source: _Source = msgspec.field(default_factory=_Source)
-
-
-_OBSERVED = msgspec.json.Decoder(_Observed)
 
 
 def _settled(value: bool) -> asyncio.Future[bool]:
@@ -249,18 +235,16 @@ class Dispatcher:
         """
         if event.type != EventType.USER_MESSAGE or self.lifecycle.disposed:
             return
-        try:
-            source = _OBSERVED.decode(event.data).source
-        except msgspec.DecodeError:
+        found = recorded_team_message(event)
+        if found is None:
             return
-        if source.kind != TEAM_MESSAGE_SOURCE or not isinstance(source.team_id, str):
-            return
-        journal = self.journals.find(source.team_id)
-        root = self.host.agents.get(source.team_id)
+        team_id, message_id = found
+        journal = self.journals.find(team_id)
+        root = self.host.agents.get(team_id)
         if journal is None or root is None or root.session is not journal.session:
             return
         mail = journal.state.mail
-        message = mail.queued.get(source.message_id) if isinstance(source.message_id, str) else None
+        message = mail.queued.get(message_id)
         if message is None or message.target_id != session.id or mail.is_delivered(message.id):
             return
         self.host.call_soon(lambda: self._acknowledge_soon(journal, message))

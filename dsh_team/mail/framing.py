@@ -11,11 +11,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+import msgspec
+
+from host_spec.events import Event
 from host_spec.messages import ContentBlock, Source, UserMessage, text_block
 
 from dsh_team.core.records import TeamMessageSnapshot
 
-__all__ = ["MESSAGE_ID_PREFIX", "TEAM_MESSAGE_SOURCE", "framed_content", "team_source", "team_user_message"]
+__all__ = [
+    "MESSAGE_ID_PREFIX",
+    "TEAM_MESSAGE_SOURCE",
+    "framed_content",
+    "team_source",
+    "team_user_message",
+    "recorded_team_message",
+]
 
 #: Every Team message id starts with this (a uuid follows).
 MESSAGE_ID_PREFIX: Final = "team-message-"
@@ -46,3 +56,33 @@ def team_user_message(team_id: str, message: TeamMessageSnapshot) -> UserMessage
         content=framed_content(message.id, message.sender_name, message.content),
         source=team_source(team_id, message),
     )
+
+
+class _Source(msgspec.Struct):
+    kind: object = None
+    team_id: object = None
+    message_id: object = None
+
+
+class _Recorded(msgspec.Struct):
+    source: _Source = msgspec.field(default_factory=_Source)
+
+
+#: Decodes only a user message's source (its content is skipped).
+_RECORDED: Final = msgspec.json.Decoder(_Recorded)
+
+
+def recorded_team_message(event: Event) -> tuple[str, str] | None:
+    """``(team id, Team message id)`` of a ``user/message`` event with a Team source, else ``None``.
+
+    The caller checks the event type; anything without a well-formed Team source is ``None``.
+    """
+    try:
+        source = _RECORDED.decode(event.data).source
+    except msgspec.DecodeError:
+        return None
+    if source.kind != TEAM_MESSAGE_SOURCE or not isinstance(source.team_id, str):
+        return None
+    if not isinstance(source.message_id, str):
+        return None
+    return source.team_id, source.message_id

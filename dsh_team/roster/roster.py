@@ -65,6 +65,8 @@ class MemberView(msgspec.Struct, frozen=True, omit_defaults=True):
         diagnostics: The provisioning error of a failed member, else empty.
         pending: Team messages queued for the member and not yet delivered (a
             sender can see its message is still on its way instead of resending).
+        unread: Team messages delivered to the member that no completed model
+            step of it has seen yet (a read receipt clears one).
     """
 
     id: str
@@ -77,6 +79,7 @@ class MemberView(msgspec.Struct, frozen=True, omit_defaults=True):
     model: str | None = None
     diagnostics: tuple[str, ...] = ()
     pending: int = 0
+    unread: int = 0
 
 
 class InterruptResult(msgspec.Struct, frozen=True):
@@ -140,7 +143,9 @@ class RosterService:
         agent = self.host.agents.get(agent_id)
         return "running" if agent is not None and agent.status == "running" else "inactive"
 
-    def view(self, member: TeamMemberSnapshot, fallback_model: str | None, pending: int = 0) -> MemberView:
+    def view(
+        self, member: TeamMemberSnapshot, fallback_model: str | None, pending: int = 0, unread: int = 0
+    ) -> MemberView:
         """The row of one roster record; ``fallback_model`` applies when the child is not loaded."""
         agent = self.host.agents.get(member.id)
         if member.phase == "active":
@@ -159,6 +164,7 @@ class RosterService:
             model=model,
             diagnostics=(member.error,) if member.error is not None else (),
             pending=pending,
+            unread=unread,
         )
 
     def list_members(self, caller: Agent) -> list[MemberView]:
@@ -178,9 +184,13 @@ class RosterService:
                 status=self.live_status(root.id),
                 model=root.model,
                 pending=mail.pending_count(root.id),
+                unread=mail.unread_count(root.id),
             )
         ]
-        rows.extend(self.view(member, root.model, mail.pending_count(member.id)) for member in state.members.listed())
+        rows.extend(
+            self.view(member, root.model, mail.pending_count(member.id), mail.unread_count(member.id))
+            for member in state.members.listed()
+        )
         return rows
 
     def interrupt(self, caller: Agent, target: Any) -> InterruptResult:

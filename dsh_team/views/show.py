@@ -59,7 +59,8 @@ class ShowMember(msgspec.Struct, frozen=True):
 
     ``status`` is the offline status: ``failed`` and ``provisioning`` follow the
     recorded phase, an ``active`` member is ``inactive`` (no process is attached).
-    ``pending_mail`` counts messages queued to this member and not yet delivered.
+    ``pending_mail`` counts messages queued to this member and not yet delivered;
+    ``unread_mail`` the delivered ones no completed model step of it has seen yet.
     ``usage`` sums the token usage recorded in the member's own log (``null`` when
     its log could not be read); ``usage.model`` is the model of its latest step.
     """
@@ -75,6 +76,7 @@ class ShowMember(msgspec.Struct, frozen=True):
     error: str | None
     pending_mail: int
     usage: MemberUsage | None = None
+    unread_mail: int = 0
 
 
 class ShowTask(msgspec.Struct, frozen=True):
@@ -212,13 +214,14 @@ def build_show(
         id=state.team_id, name=LEAD_NAME, role="lead", status="inactive", phase="active",
         description=None, provider=None, context=None, error=None,
         pending_mail=mail.pending_count(state.team_id), usage=spent.get(state.team_id),
+        unread_mail=mail.unread_count(state.team_id),
     )
     members = [lead]
     members.extend(
         ShowMember(
             id=m.id, name=m.name, role="teammate", status=offline_status(m.phase), phase=m.phase,
             description=m.description, provider=m.provider, context=m.context, error=m.error,
-            pending_mail=mail.pending_count(m.id), usage=spent.get(m.id),
+            pending_mail=mail.pending_count(m.id), usage=spent.get(m.id), unread_mail=mail.unread_count(m.id),
         )
         for m in state.members.listed()
     )

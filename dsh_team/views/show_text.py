@@ -59,12 +59,12 @@ def _tokens(member: ShowMember) -> str:
 
 def _members(show: TeamShow) -> list[str]:
     rows = [
-        (m.name, m.role, m.status, m.context or "-", m.provider or "-", str(m.pending_mail),
+        (m.name, m.role, m.status, m.context or "-", m.provider or "-", str(m.pending_mail), str(m.unread_mail),
          (m.usage.model if m.usage is not None else None) or "-", _tokens(m), m.description or "")
         for m in show.members
     ]
     lines = [f"Members ({len(show.members)})"]
-    lines += _table(("NAME", "ROLE", "STATUS", "CONTEXT", "PROVIDER", "MAIL", "MODEL", "TOKENS IN/OUT", "DESCRIPTION"), rows)
+    lines += _table(("NAME", "ROLE", "STATUS", "CONTEXT", "PROVIDER", "MAIL", "UNREAD", "MODEL", "TOKENS IN/OUT", "DESCRIPTION"), rows)
     lines += [f"    {m.name}: error: {m.error}" for m in show.members if m.error]
     return lines
 

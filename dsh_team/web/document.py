@@ -29,7 +29,7 @@ from host_spec.events import Event
 
 from dsh_team.core.fold import evolve
 from dsh_team.core.state import TeamState, initial_state
-from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_QUEUED
+from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_QUEUED, TEAM_MESSAGE_READ
 from dsh_team.views.show import ShowTask, build_show, offline_status, pending_messages
 from dsh_team.views.usage import MemberUsage
 from dsh_team.views.writes import ShowWrite
@@ -45,7 +45,7 @@ LiveStatus = Callable[[str], "Literal['running', 'idle'] | None"]
 
 Change = Literal["none", "team", "mail"]
 
-_MAIL_RECORDS: Final = frozenset({TEAM_MESSAGE_QUEUED, TEAM_MESSAGE_DELIVERED})
+_MAIL_RECORDS: Final = frozenset({TEAM_MESSAGE_QUEUED, TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_READ})
 
 _to_builtins: Final = msgspec.to_builtins
 

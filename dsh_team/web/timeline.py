@@ -16,7 +16,14 @@ import msgspec
 
 from host_spec.events import Event
 
-from dsh_team.core.records import TEAM_MEMBER, TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_QUEUED, TEAM_MODE, TEAM_TASK
+from dsh_team.core.records import (
+    TEAM_MEMBER,
+    TEAM_MESSAGE_DELIVERED,
+    TEAM_MESSAGE_QUEUED,
+    TEAM_MESSAGE_READ,
+    TEAM_MODE,
+    TEAM_TASK,
+)
 from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import owner_name
 
@@ -80,6 +87,10 @@ def _delivered(value: dict[str, Any], state: TeamState) -> str:
     return f"message delivered to {_name(state, value['target_id'])}"
 
 
+def _read(value: dict[str, Any], state: TeamState) -> str:
+    return f"message read by {_name(state, value['target_id'])}"
+
+
 def _mode(value: dict[str, Any], state: TeamState) -> str:
     return f"Team mode {'on' if value['enabled'] else 'off'}"
 
@@ -89,6 +100,7 @@ _SUMMARIES: Final[dict[str, Callable[[dict[str, Any], TeamState], str]]] = {
     TEAM_MEMBER: _member,
     TEAM_MESSAGE_QUEUED: _queued,
     TEAM_MESSAGE_DELIVERED: _delivered,
+    TEAM_MESSAGE_READ: _read,
     TEAM_MODE: _mode,
 }
 

@@ -12,6 +12,8 @@ lock release beyond what the kernel does. Points:
 ``after-queued``               the Lead durably holds ``team/message/queued``, nothing delivered
 ``after-accepted``             a teammate's inbox durably holds Team mail, no ``delivered`` yet
 ``after-accepted-lead``        the Lead's inbox durably holds Team mail, no ``delivered`` yet
+``after-recorded``             a teammate's history durably holds Team mail (no reply to it yet)
+``after-reply``                a teammate's reply to Team mail in its history is durable
 
 Any other point never kills. Exit status 3 means the run finished without being killed.
 """
@@ -39,12 +41,28 @@ def _provisioning(event: Any) -> bool:
     return event.type == "team/member" and event.value()["member"]["phase"] == "provisioning"
 
 
+class _AfterMail:
+    """Matches a history event of a child that follows a Team ``user/message`` (``reply``: only a reply)."""
+
+    def __init__(self, reply: bool) -> None:
+        self.reply = reply
+        self.recorded = False
+
+    def __call__(self, event: Any) -> bool:
+        if event.type == EventType.USER_MESSAGE and event.value().get("source", {}).get("kind") == "team-message":
+            self.recorded = True
+            return not self.reply
+        return self.reply and self.recorded and event.type == EventType.ASSISTANT_MESSAGE
+
+
 POINTS = {
     "provisioning-before-child": (False, _provisioning),
     "provisioning-after-child": (True, lambda event: event.type == EventType.INBOX_SPLICED),
     "after-queued": (False, lambda event: event.type == "team/message/queued"),
     "after-accepted": (True, _team_mail),
     "after-accepted-lead": (False, _team_mail),
+    "after-recorded": (True, _AfterMail(reply=False)),
+    "after-reply": (True, _AfterMail(reply=True)),
 }
 
 

@@ -144,6 +144,10 @@ class Log:
     def mode(self, *args: Any, **kwargs: Any) -> Event:
         return self.add("team/mode", mode(*args, **kwargs))
 
+    def read(self, *args: Any, **kwargs: Any) -> Event:
+        """A read receipt: same payload shape as a delivery acknowledgement."""
+        return self.add("team/message/read", delivered(*args, **kwargs))
+
     def fold(self, team_id: str = TEAM) -> TeamState:
         return replay(self.events, team_id)
 

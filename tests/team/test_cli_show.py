@@ -275,11 +275,12 @@ class TestJson:
             "id": LEAD, "name": "lead", "role": "lead", "status": "inactive", "phase": "active",
             "description": None, "provider": None, "context": None, "error": None, "pending_mail": 1,
             "usage": {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "model": None},
+            "unread_mail": 0,
         }
         assert doc["members"][3] == {
             "id": "c-gamma", "name": "gamma", "role": "teammate", "status": "failed", "phase": "failed",
             "description": "worker", "provider": "spawn", "context": "fresh", "error": "provider exploded",
-            "pending_mail": 0, "usage": None,  # no log of its own: nothing was recorded
+            "pending_mail": 0, "usage": None, "unread_mail": 0,  # no log of its own: nothing was recorded
         }
         assert doc["tasks"][0] == {
             "id": "task-1", "revision": 3, "subject": "Collect sources", "description": "description",

@@ -25,7 +25,7 @@ from dsh_team.errors import TeamError
 from dsh_team.core.fold import replay
 from host_spec.host.store.jsonl import JsonlStore
 
-from roster_kit import history_ids, member_phases, open_team, pending_ids, spawn, teams_of
+from roster_kit import history_ids, member_phases, open_team, pending_ids, spawn, teams_of, until
 
 pytestmark = pytest.mark.slow
 
@@ -96,6 +96,12 @@ def assert_in_window(data: Path, point: str) -> None:
     root, state, events = logs(data)
     phases = list(member_phases(state).values())
     children = [sid for sid in events if sid != root]
+    if point in ("after-recorded", "after-reply"):
+        mail = [m.id for m in state.mail.queued.values() if m.target_id != root]
+        recorded = [sid for sid in children if set(mail) & set(history_ids(events[sid]))]
+        assert len(recorded) == 1, point
+        assert bool(read_oracle(root, state, events)) == (point == "after-reply"), point
+        return
     if point == "provisioning-before-child":
         assert phases == ["provisioning"] and children == []
         return
@@ -185,3 +191,56 @@ class TestDeliveryCrashes:
         assert reviewed.target_id == root
         assert texts_of(events[root], reviewed.id) == f"Team message {reviewed.id} from beta:draft reviewed"
         await assert_names_reserved(tmp_path, root, ["beta", "alpha"])
+
+
+def read_oracle(root: str, state: Any, events: dict[str, list[Any]]) -> set[str]:
+    """Messages whose target's own log has an assistant reply after the message was recorded."""
+    found: set[str] = set()
+    for message in state.mail.queued.values():
+        target = events[message.target_id]
+        recorded = [i for i, e in enumerate(target) if e.type == "user/message" and e.value()["id"] == message.id]
+        if recorded and any(e.type == "assistant/message" for e in target[recorded[0] + 1 :]):
+            found.add(message.id)
+    return found
+
+
+def receipt_ids(events: list[Any]) -> list[str]:
+    return [e.value()["message_id"] for e in events if e.type == "team/message/read"]
+
+
+class TestReceiptCrashes:
+    @pytest.mark.parametrize("point", ["none", "after-recorded", "after-reply"])
+    def test_receipts_match_the_targets_logs_once_after_a_crash_and_resume(self, tmp_path: Path, point: str) -> None:
+        """Killed around a teammate's reply to Team mail: after ``dsh resume`` every message with a
+        completed step after it has exactly one receipt, and no other message has one."""
+        data = crash_then_resume(tmp_path, point)
+        root, state, events = assert_consistent(data)
+        receipts = receipt_ids(events[root])
+        assert len(receipts) == len(set(receipts))
+        assert set(receipts) == read_oracle(root, state, events)
+        assert {m.id for m in state.mail.queued.values() if state.mail.is_read(m.id)} == set(receipts)
+
+    async def test_an_in_process_resume_rebuilds_the_lost_receipts(self, tmp_path: Path) -> None:
+        """Killed right after the reply: the restarted Lead reconciles receipts from the targets' logs."""
+        data = tmp_path / "data"
+        script = tmp_path / "script.json"
+        script.write_text(json.dumps(SCRIPT))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(DRIVER.parent), os.environ.get("PYTHONPATH")]))}
+        crashed = subprocess.run(
+            [sys.executable, str(DRIVER), str(data), str(script), "after-reply", "build the thing"],
+            env=env, capture_output=True, timeout=120,
+        )  # fmt: skip
+        assert crashed.returncode == -signal.SIGKILL, crashed.stderr.decode()[-2000:]
+        root, _, _ = logs(data)
+        host = await open_team(tmp_path, SCRIPT)
+        session = await host.resume_session(root)
+        lead = host.start_agent(session, name="lead", source="resume")
+        journal = teams_of(host).journals.get(lead.session)
+        _, crashed_state, crashed_events = logs(data)
+        expected = read_oracle(root, crashed_state, crashed_events)
+        assert expected  # the kill point guarantees a durable reply to a delivered message
+        await until(lambda: all(journal.state.mail.is_read(m) for m in expected), what="the rebuilt receipts")
+        await host.close()
+        _, state, events = logs(data)
+        receipts = receipt_ids(events[root])
+        assert len(receipts) == len(set(receipts)) and expected <= set(receipts)

@@ -31,13 +31,14 @@ def decode(type_: str, payload: Any) -> Any:
 
 
 class TestRecords:
-    def test_all_five_types_are_known(self) -> None:
-        """The five Team event types are the set the fold recognises."""
+    def test_all_six_types_are_known(self) -> None:
+        """The six Team event types are the set the fold recognises."""
         assert TEAM_EVENT_TYPES == {
             "team/member",
             "team/task",
             "team/message/queued",
             "team/message/delivered",
+            "team/message/read",
             "team/mode",
         }
 
