@@ -257,7 +257,8 @@ class TestToolRails:
 
 
 class TestInterruptAgent:
-    def test_interrupt_agent_cuts_a_teammates_slow_stream(self, tmp_path: Path) -> None:
+    @pytest.mark.timeout_s(180)
+    async def test_interrupt_agent_cuts_a_teammates_slow_stream(self, tmp_path: Path) -> None:
         """The Lead interrupts a teammate mid-stream: its turn ends aborted and the server sees the hang-up."""
         from host_spec.host.app import Host
 
@@ -286,7 +287,7 @@ class TestInterruptAgent:
 
         with ModelServer(responder) as server:
             server_box.append(server)
-            lead_events, child_events = run(body(), timeout=180)
+            lead_events, child_events = await body()
             deadline = time.monotonic() + 60
             while not server.disconnects and time.monotonic() < deadline:
                 time.sleep(0.05)
