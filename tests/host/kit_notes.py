@@ -6,7 +6,6 @@ ran from one that was only recorded.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -74,6 +73,3 @@ def of(events: list[Event], kind: str) -> list[dict[str, Any]]:
 def turn_end(events: list[Event]) -> dict[str, Any]:
     return of(events, EventType.TURN_END)[-1]["reason"]
 
-
-def run(coro: Any, timeout: float = 60.0) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))

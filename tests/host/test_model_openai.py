@@ -15,7 +15,7 @@ from host_spec.events import EventType
 from host_spec.host.models.openai_adapter import classify, from_spec
 from host_spec.host.store.jsonl import JsonlStore
 from kit_model_server import ModelServer, Raw, Slow, Status, calls, text
-from kit_notes import KEY, KEY_ENV, of, open_notes, run, run_prompt, spec, turn_end
+from kit_notes import KEY, KEY_ENV, of, open_notes, run_prompt, spec, turn_end
 
 
 @pytest.fixture(autouse=True)
@@ -30,9 +30,9 @@ def script(*replies: Any) -> Any:
 
 
 class TestConversation:
-    def test_arguments_split_mid_json_are_reassembled_executed_and_usage_recorded(self, tmp_path: Path) -> None:
+    async def test_arguments_split_mid_json_are_reassembled_executed_and_usage_recorded(self, tmp_path: Path) -> None:
         with ModelServer(script(calls(("note", {"text": "split \u00e9 json"}), split=3, cached=5), text("noted"))) as server:
-            events, notes = run(run_prompt(tmp_path, spec(server.base_url)))
+            events, notes = await run_prompt(tmp_path, spec(server.base_url))
         assert notes.notes == ["split \u00e9 json"]
         first, second = of(events, EventType.ASSISTANT_MESSAGE)
         assert first["content"][0]["arguments"] == json.dumps({"text": "split \u00e9 json"})
@@ -48,10 +48,10 @@ class TestConversation:
         wire = server.requests[1]["messages"]
         assert wire[-2]["tool_calls"][0]["id"] == "call_0" and wire[-1]["tool_call_id"] == "call_0"
 
-    def test_malformed_arguments_get_invalid_args_and_the_model_corrects_itself(self, tmp_path: Path) -> None:
+    async def test_malformed_arguments_get_invalid_args_and_the_model_corrects_itself(self, tmp_path: Path) -> None:
         replies = script(calls(("note", '{"text": "oops'), split=4), calls(("note", {"text": "fixed"})), text("ok"))
         with ModelServer(replies) as server:
-            events, notes = run(run_prompt(tmp_path, spec(server.base_url)))
+            events, notes = await run_prompt(tmp_path, spec(server.base_url))
         assert notes.notes == ["fixed"]
         results = of(events, EventType.TOOL_RESULT)
         assert [r.get("error", {}).get("code") for r in results] == ["INVALID_ARGS", None]
@@ -59,22 +59,22 @@ class TestConversation:
         assert seen["role"] == "tool" and seen["content"].startswith("Error: invalid arguments")
         assert server.requests[1]["messages"][-2]["tool_calls"][0]["function"]["arguments"] == '{"text": "oops'
 
-    def test_a_reply_naming_an_unknown_tool_gets_unknown_tool(self, tmp_path: Path) -> None:
+    async def test_a_reply_naming_an_unknown_tool_gets_unknown_tool(self, tmp_path: Path) -> None:
         with ModelServer(script(calls(("nope", {})), text("ok"))) as server:
-            events, _ = run(run_prompt(tmp_path, spec(server.base_url)))
+            events, _ = await run_prompt(tmp_path, spec(server.base_url))
         assert of(events, EventType.TOOL_RESULT)[0]["error"]["code"] == "UNKNOWN_TOOL"
         assert turn_end(events) == {"kind": "completed"}
 
-    def test_non_streamed_mode(self, tmp_path: Path) -> None:
+    async def test_non_streamed_mode(self, tmp_path: Path) -> None:
         with ModelServer(script(calls(("note", {"text": "plain"})), text("ok"))) as server:
-            events, notes = run(run_prompt(tmp_path, spec(server.base_url, "stream=false")))
+            events, notes = await run_prompt(tmp_path, spec(server.base_url, "stream=false"))
         assert notes.notes == ["plain"] and "stream" not in server.requests[0]
         assert of(events, EventType.ASSISTANT_MESSAGE)[0]["usage"] == {"input_tokens": 20, "output_tokens": 7}
 
-    def test_constrained_mode_sends_a_schema_and_parses_the_json_step(self, tmp_path: Path) -> None:
+    async def test_constrained_mode_sends_a_schema_and_parses_the_json_step(self, tmp_path: Path) -> None:
         step = json.dumps({"tool": "note", "arguments": {"text": "constrained"}})
         with ModelServer(script(text(step), text(json.dumps({"answer": "finished"})))) as server:
-            events, notes = run(run_prompt(tmp_path, spec(server.base_url, "tools=constrained")))
+            events, notes = await run_prompt(tmp_path, spec(server.base_url, "tools=constrained"))
         assert notes.notes == ["constrained"]
         first = server.requests[0]
         assert "tools" not in first and first["response_format"]["type"] == "json_schema"
@@ -88,37 +88,37 @@ def message_texts(message: dict[str, Any]) -> str:
 
 
 class TestRetries:
-    def test_429_then_success(self, tmp_path: Path) -> None:
+    async def test_429_then_success(self, tmp_path: Path) -> None:
         with ModelServer(script(Status(429, "slow down", {"retry-after": "0"}), text("made it"))) as server:
-            events, _ = run(run_prompt(tmp_path, spec(server.base_url)))
+            events, _ = await run_prompt(tmp_path, spec(server.base_url))
         assert len(server.requests) == 2 and turn_end(events) == {"kind": "completed"}
 
-    def test_a_persistent_500_ends_the_turn_with_model_unavailable_after_bounded_retries(self, tmp_path: Path) -> None:
+    async def test_a_persistent_500_ends_the_turn_with_model_unavailable_after_bounded_retries(self, tmp_path: Path) -> None:
         with ModelServer(lambda request: Status(500, "boom")) as server:
-            events, _ = run(run_prompt(tmp_path, spec(server.base_url, "retries=2")))
+            events, _ = await run_prompt(tmp_path, spec(server.base_url, "retries=2"))
         reason = turn_end(events)
         assert len(server.requests) == 3
         assert reason["kind"] == "error" and reason["error"]["code"] == "MODEL_UNAVAILABLE"
         assert "after 3 attempts" in reason["error"]["message"] and "boom" in reason["error"]["message"]
         assert of(events, EventType.ASSISTANT_MESSAGE) == []
 
-    def test_an_unreadable_retry_after_falls_back_to_backoff(self, tmp_path: Path) -> None:
+    async def test_an_unreadable_retry_after_falls_back_to_backoff(self, tmp_path: Path) -> None:
         with ModelServer(script(Status(503, "busy", {"retry-after": "soon"}), text("made it"))) as server:
-            events, _ = run(run_prompt(tmp_path, spec(server.base_url)))
+            events, _ = await run_prompt(tmp_path, spec(server.base_url))
         assert len(server.requests) == 2 and turn_end(events) == {"kind": "completed"}
 
-    def test_a_constrained_reply_cut_by_max_tokens_says_so(self, tmp_path: Path) -> None:
+    async def test_a_constrained_reply_cut_by_max_tokens_says_so(self, tmp_path: Path) -> None:
         from kit_model_server import Reply
 
         with ModelServer(script(Reply(content='{"tool": "note", "argu', finish="length"))) as server:
-            events, notes = run(run_prompt(tmp_path, spec(server.base_url, "tools=constrained")))
+            events, notes = await run_prompt(tmp_path, spec(server.base_url, "tools=constrained"))
         reason = turn_end(events)
         assert reason["error"]["code"] == "MODEL_BAD_REPLY" and "(the reply hit max_tokens)" in reason["error"]["message"]
         assert notes.notes == []
 
-    def test_rate_limit_exhausted(self, tmp_path: Path) -> None:
+    async def test_rate_limit_exhausted(self, tmp_path: Path) -> None:
         with ModelServer(lambda request: Status(429, "quota", {"retry-after": "0"})) as server:
-            events, _ = run(run_prompt(tmp_path, spec(server.base_url, "retries=1")))
+            events, _ = await run_prompt(tmp_path, spec(server.base_url, "retries=1"))
         assert turn_end(events)["error"]["code"] == "MODEL_RATE_LIMITED" and len(server.requests) == 2
 
     @pytest.mark.parametrize("reply, code", [
@@ -129,33 +129,33 @@ class TestRetries:
         (Raw(b"<html>gateway</html>"), "MODEL_BAD_REPLY"),
         (Raw(b"data: {\"choices\": []}\n\ndata: [DONE]\n\n", "text/event-stream"), "MODEL_BAD_REPLY"),
     ])
-    def test_unretried_failures_end_the_turn_with_their_code_and_never_the_key(
+    async def test_unretried_failures_end_the_turn_with_their_code_and_never_the_key(
         self, tmp_path: Path, reply: Any, code: str
     ) -> None:
         with ModelServer(lambda request: reply) as server:
-            events, _ = run(run_prompt(tmp_path, spec(server.base_url)))
+            events, _ = await run_prompt(tmp_path, spec(server.base_url))
         reason = turn_end(events)
         assert reason["error"]["code"] == code and len(server.requests) == 1
         assert KEY not in reason["error"]["message"]
         assert not any(KEY.encode() in path.read_bytes() for path in tmp_path.rglob("*") if path.is_file())
 
     @pytest.mark.parametrize("body, kind", [(b"not json at all", "application/json"), (b"hello", "text/plain")])
-    def test_non_json_in_non_streamed_mode(self, tmp_path: Path, body: bytes, kind: str) -> None:
+    async def test_non_json_in_non_streamed_mode(self, tmp_path: Path, body: bytes, kind: str) -> None:
         with ModelServer(lambda request: Raw(body, kind)) as server:
-            events, _ = run(run_prompt(tmp_path, spec(server.base_url, "stream=false")))
+            events, _ = await run_prompt(tmp_path, spec(server.base_url, "stream=false"))
         assert turn_end(events)["error"]["code"] == "MODEL_BAD_REPLY" and len(server.requests) == 1
 
-    def test_an_unreachable_base_url_is_model_unavailable(self, tmp_path: Path) -> None:
+    async def test_an_unreachable_base_url_is_model_unavailable(self, tmp_path: Path) -> None:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]  # nothing listens here once the probe closes
-        events, _ = run(run_prompt(tmp_path, spec(f"http://127.0.0.1:{port}/v1", "retries=1")))
+        events, _ = await run_prompt(tmp_path, spec(f"http://127.0.0.1:{port}/v1", "retries=1"))
         reason = turn_end(events)
         assert reason["error"]["code"] == "MODEL_UNAVAILABLE" and f"127.0.0.1:{port}" in reason["error"]["message"]
 
 
 class TestCancel:
-    def test_a_cancelled_turn_closes_the_stream_promptly(self, tmp_path: Path) -> None:
+    async def test_a_cancelled_turn_closes_the_stream_promptly(self, tmp_path: Path) -> None:
         async def body(server: ModelServer) -> tuple[list[Any], float]:
             host, _ = await open_notes(tmp_path, spec(server.base_url))
             try:
@@ -173,7 +173,7 @@ class TestCancel:
                 await host.close()
 
         with ModelServer(lambda request: Slow(every=0.05)) as server:
-            events, cancelled_at = run(body(server))
+            events, cancelled_at = await body(server)
             deadline = time.monotonic() + 60
             while not server.disconnects and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -201,9 +201,9 @@ class TestBuild:
         assert classify(ModelError("x", code="MODEL_BAD_REPLY"), where="s", key=KEY)[2].code == "MODEL_BAD_REPLY"
         assert classify(RuntimeError("x" * 400), where="s", key="")[2].message.endswith("...")  # no key: nothing to hide
 
-    def test_stored_logs_hold_usage_but_no_key(self, tmp_path: Path) -> None:
+    async def test_stored_logs_hold_usage_but_no_key(self, tmp_path: Path) -> None:
         with ModelServer(script(text("hi"))) as server:
-            run(run_prompt(tmp_path, spec(server.base_url)))
+            await run_prompt(tmp_path, spec(server.base_url))
         store = JsonlStore(tmp_path)
         _, events = store.read(store.list_ids()[0])
         assert of(list(events), EventType.ASSISTANT_MESSAGE)[0]["usage"]["input_tokens"] == 11
@@ -257,7 +257,8 @@ class TestToolRails:
 
 
 class TestInterruptAgent:
-    def test_interrupt_agent_cuts_a_teammates_slow_stream(self, tmp_path: Path) -> None:
+    @pytest.mark.timeout_s(180)
+    async def test_interrupt_agent_cuts_a_teammates_slow_stream(self, tmp_path: Path) -> None:
         """The Lead interrupts a teammate mid-stream: its turn ends aborted and the server sees the hang-up."""
         from host_spec.host.app import Host
 
@@ -286,7 +287,7 @@ class TestInterruptAgent:
 
         with ModelServer(responder) as server:
             server_box.append(server)
-            lead_events, child_events = run(body(), timeout=180)
+            lead_events, child_events = await body()
             deadline = time.monotonic() + 60
             while not server.disconnects and time.monotonic() < deadline:
                 time.sleep(0.05)

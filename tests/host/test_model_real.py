@@ -22,7 +22,7 @@ import pytest
 
 from host_spec.events import EventType
 from host_spec.host.store.jsonl import JsonlStore
-from kit_notes import of, run, run_prompt
+from kit_notes import of, run_prompt
 
 pytestmark = pytest.mark.slow
 
@@ -64,10 +64,11 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Any:
             process.wait()
 
 
-def test_one_real_turn_in_constrained_mode_makes_a_real_tool_call(tiny_model: str, tmp_path: Path) -> None:
+@pytest.mark.timeout_s(TURN_TIMEOUT)
+async def test_one_real_turn_in_constrained_mode_makes_a_real_tool_call(tiny_model: str, tmp_path: Path) -> None:
     spec = (f"openai:smollm2-135m?tools=constrained&base_url={tiny_model}&api_key_env=&first_tool=note"
             "&max_tool_steps=1&max_tokens=64&temperature=0&retries=0&timeout=600")
-    events, notes = run(run_prompt(tmp_path, spec, "Write a note that says hello."), timeout=TURN_TIMEOUT)
+    events, notes = await run_prompt(tmp_path, spec, "Write a note that says hello.")
     calls = of(events, EventType.TOOL_CALL)
     results = of(events, EventType.TOOL_RESULT)
     # Parsed: the model's JSON became a tool-call block with JSON arguments naming the tool.

@@ -97,6 +97,19 @@ def naive_verdict(model: dict[str, tuple[str, list[str]]], task_id: str, status:
     return "cycle" if any(colour.get(node) is None and cyclic_from(node) for node in graph) else None
 
 
+def reaching(model: dict[str, tuple[str, list[str]]], task_id: str) -> list[str]:
+    """Live tasks with a dependency path to ``task_id`` (an edge from it back to one closes a cycle)."""
+    found: list[str] = []
+    frontier = [task_id]
+    while frontier:
+        node = frontier.pop()
+        for other, (status, edges) in model.items():
+            if status != "deleted" and node in edges and other not in found:
+                found.append(other)
+                frontier.append(other)
+    return found
+
+
 @st.composite
 def cases(draw: st.DrawFn) -> tuple[TeamState, dict[str, tuple[str, list[str]]], TeamTaskSnapshot, TeamTaskSnapshot | None]:
     state, model = draw(valid_boards())
@@ -108,6 +121,9 @@ def cases(draw: st.DrawFn) -> tuple[TeamState, dict[str, tuple[str, list[str]]],
     if draw(st.booleans()):  # most lists are well-formed, so the cycle search is what decides
         blockers = [b for i, b in enumerate(blockers) if b != task_id and b not in blockers[:i] and b in model
                     and model[b][0] != "deleted"]  # fmt: skip
+        back = [b for b in reaching(model, task_id) if b not in blockers]
+        if back and draw(st.booleans()):  # a back edge closes a cycle of any length, mostly behind other blockers
+            blockers.insert(draw(st.integers(min(1, len(blockers)), len(blockers))), draw(st.sampled_from(back)))
     status = draw(st.sampled_from([*STATUSES, "deleted"]))
     previous = state.tasks.tasks.get(task_id)
     revision = 1 if previous is None else previous.revision + 1
