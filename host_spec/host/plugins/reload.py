@@ -101,12 +101,13 @@ def package_prefix(module: str) -> str:
     return module if root in _SHARED_ROOTS else root
 
 
-def _under(name: str, prefix: str) -> bool:
+def in_namespace(name: str, prefix: str) -> bool:
+    """Whether module ``name`` is ``prefix`` or lies inside it (what a reload of ``prefix`` re-imports)."""
     return name == prefix or name.startswith(prefix + ".")
 
 
 def _pop_modules(prefix: str) -> dict[str, ModuleType]:
-    saved = {name: mod for name, mod in sys.modules.items() if _under(name, prefix)}
+    saved = {name: mod for name, mod in sys.modules.items() if in_namespace(name, prefix)}
     for name in saved:
         del sys.modules[name]
     return saved
@@ -114,7 +115,7 @@ def _pop_modules(prefix: str) -> dict[str, ModuleType]:
 
 def _restore_modules(prefix: str, saved: dict[str, ModuleType]) -> None:
     """Put the old module graph back (and the parent packages' attributes pointing at it)."""
-    for name in [name for name in sys.modules if _under(name, prefix)]:
+    for name in [name for name in sys.modules if in_namespace(name, prefix)]:
         del sys.modules[name]
     sys.modules.update(saved)
     for name, module in saved.items():

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from host_spec.host.plugins.reload import package_prefix
+from host_spec.host.plugins.reload import in_namespace, package_prefix
 
 if TYPE_CHECKING:
     from host_spec.host.plugins.manager import PluginManager
@@ -66,16 +66,12 @@ class WatchedPlugin:
         return file == self.path or self.path in file.parents
 
 
-def _under(name: str, prefix: str) -> bool:
-    return name == prefix or name.startswith(prefix + ".")
-
-
 def _namespace(module: str, others: Sequence[str]) -> str:
     prefix = package_prefix(module)
     parts = module.split(".")
     for depth in range(len(prefix.split(".")), len(parts)):
         candidate = ".".join(parts[:depth])
-        if not any(_under(other, candidate) for other in others):
+        if not any(in_namespace(other, candidate) for other in others):
             return candidate
     return prefix
 
@@ -151,7 +147,7 @@ def affected(plugins: Sequence[WatchedPlugin], changed: Iterable[Path], *, extra
         for plugin in plugins:
             if plugin.name in selected:
                 continue
-            if any(_under(module, other.namespace) for other in plugins if other.name in selected
+            if any(in_namespace(module, other.namespace) for other in plugins if other.name in selected
                    for module in plugin.imports):
                 selected.add(plugin.name)
                 grew = True
