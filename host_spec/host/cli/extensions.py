@@ -30,8 +30,8 @@ from host_spec.host.store.jsonl import JsonlStore
 
 __all__ = ["StoreReader", "CliEnvironment", "discover_extensions", "register_extensions"]
 
-#: ``(name, register)`` pairs; ``register(subparsers, env)`` adds commands.
-Extension = tuple[str, Callable[[Any, Any], None]]
+#: ``(name, callable)`` pairs: a CLI extension's ``register(subparsers, env)``, a trace contributor.
+Extension = tuple[str, Callable[..., Any]]
 
 
 def _line_offset(data: bytes, lineno: int) -> int:
@@ -124,27 +124,27 @@ class CliEnvironment:
         return StoreReader(JsonlStore(self.check_data_dir(Path(data_dir), create=False)))
 
 
-def discover_extensions() -> list[Extension]:
-    """Installed ``dsh.cli`` entry points, loaded, by name.
+def discover_extensions(group: str = CLI_ENTRY_POINT_GROUP, *, what: str = "CLI extension") -> list[Extension]:
+    """Installed entry points of ``group`` (default ``dsh.cli``), loaded, by name.
 
-    A failing import is reported and skipped. A name declared twice with the same
-    target (one distribution seen twice on the path) loads once; with different
-    targets the later declaration is reported and skipped.
+    A failing import is reported (as a ``what``) and skipped. A name declared twice
+    with the same target (one distribution seen twice on the path) loads once; with
+    different targets the later declaration is reported and skipped.
     """
     found: list[Extension] = []
     seen: dict[str, str] = {}
-    for ep in sorted(entry_points(group=CLI_ENTRY_POINT_GROUP), key=lambda ep: ep.name):
+    for ep in sorted(entry_points(group=group), key=lambda ep: ep.name):
         first = seen.get(ep.name)
         if first is not None:
             if first != ep.value:
-                print(f'dsh: warning: CLI extension "{ep.name}" is declared twice ({first}, {ep.value}); '
+                print(f'dsh: warning: {what} "{ep.name}" is declared twice ({first}, {ep.value}); '
                       f"using {first}", file=sys.stderr)
             continue
         seen[ep.name] = ep.value
         try:
             found.append((ep.name, ep.load()))
         except Exception as exc:
-            print(f'dsh: warning: CLI extension "{ep.name}" failed to import: {type(exc).__name__}: {exc}',
+            print(f'dsh: warning: {what} "{ep.name}" failed to import: {type(exc).__name__}: {exc}',
                   file=sys.stderr)
     return found
 

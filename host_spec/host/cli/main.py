@@ -7,6 +7,7 @@
     dsh run --web=8765 ...             # also serve the Team panel (plugin dsh-team-web) during the run
     dsh resume [SESSION_ID]            # default: the most recent root session
     dsh log SESSION_ID                 # every event of one stored session
+    dsh trace export [--out FILE]      # a run as OpenTelemetry spans (OTLP JSON), plugins' events included
     dsh team show [SESSION_ID]         # from an installed CLI extension (entry points "dsh.cli")
 
 Every subcommand takes ``--data-dir`` (default ``$DSH_DATA_DIR`` or ``./.dsh-data``).
@@ -42,7 +43,7 @@ from host_spec.host.app import Host, agent_name
 from host_spec.host.cli.extensions import CliEnvironment, Extension, StoreReader, discover_extensions, register_extensions
 from host_spec.host.cli.run_settings import RunSettings, absolute_spec, lookup, record
 from host_spec.host.store.jsonl import JsonlStore
-from host_spec.host.cli import plugins_list
+from host_spec.host.cli import plugins_list, traces
 from host_spec.host.cli.transcript import Transcript, format_event
 from host_spec.host.cli.watching import wait_for_stop, watching
 
@@ -70,8 +71,13 @@ def _default_data_dir() -> str:
     return os.environ.get("DSH_DATA_DIR") or DEFAULT_DATA_DIR
 
 
-def build_parser(extensions: Sequence[Extension] | None = None) -> argparse.ArgumentParser:
-    """The ``dsh`` parser: built-in commands, then CLI extensions (default: the installed ones)."""
+def build_parser(
+    extensions: Sequence[Extension] | None = None, *, trace_contributors: Sequence[Any] | None = None
+) -> argparse.ArgumentParser:
+    """The ``dsh`` parser: built-in commands, then CLI extensions (default: the installed ones).
+
+    ``trace_contributors`` replace the installed ``dsh.trace`` contributors of ``dsh trace export``.
+    """
     parser = argparse.ArgumentParser(prog="dsh", description="Reference host for dsh plugins (Agent Teams).")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more to stderr (-v info, -vv debug)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -130,6 +136,7 @@ def build_parser(extensions: Sequence[Extension] | None = None) -> argparse.Argu
     log.add_argument("session_id", help="session to print")
     plugins_list.add_parser(commands)
     env = CliEnvironment(default_data_dir=_default_data_dir, check_data_dir=_data_dir)
+    traces.add_parser(commands, env, trace_contributors)
     register_extensions(commands, env, discover_extensions() if extensions is None else extensions)
     return parser
 
@@ -304,17 +311,23 @@ async def _extension(args: argparse.Namespace) -> int:
     return await result if inspect.isawaitable(result) else result
 
 
-_HANDLERS = {"run": _run, "resume": _resume, "log": _log, "plugins": plugins_list.run}
+_HANDLERS = {"run": _run, "resume": _resume, "log": _log, "plugins": plugins_list.run, "trace": traces.run}
 
 
-def main(argv: Sequence[str] | None = None, *, extensions: Sequence[Extension] | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    extensions: Sequence[Extension] | None = None,
+    trace_contributors: Sequence[Any] | None = None,
+) -> int:
     """Entry point of the ``dsh`` console script; returns the exit status.
 
     Args:
         argv: Arguments (default ``sys.argv[1:]``).
         extensions: ``(name, register)`` CLI extensions instead of the installed ones (tests).
+        trace_contributors: ``(name, contribute)`` trace contributors instead of the installed ones (tests).
     """
-    args = build_parser(extensions).parse_args(argv)
+    args = build_parser(extensions, trace_contributors=trace_contributors).parse_args(argv)
     _configure_logging(args.verbose)
     handler = _extension if getattr(args, HANDLER_KEY, None) is not None else _HANDLERS[args.command]
     try:
