@@ -31,10 +31,13 @@ from host_spec.cli import StoredLog
 from host_spec.events import Event
 from host_spec.otlp import AttributeValue
 
-__all__ = ["TRACE_ENTRY_POINT_GROUP", "SpanRef", "TraceContext", "TraceContributor"]
+__all__ = ["TRACE_ENTRY_POINT_GROUP", "SpanValues", "SpanRef", "TraceContext", "TraceContributor"]
 
 #: Entry-point group of trace contributors.
 TRACE_ENTRY_POINT_GROUP: Final = "dsh.trace"
+
+#: Attributes to add, in order; ``None`` values are left out.
+SpanValues = Mapping[str, AttributeValue | None]
 
 
 @attrs.frozen
@@ -95,15 +98,15 @@ class TraceContext(Protocol):
         """
         ...
 
-    def add_event(self, span: SpanRef, name: str, time_ms: int, values: Mapping[str, AttributeValue | None]) -> None:
+    def add_event(self, span: SpanRef, name: str, time_ms: int, values: SpanValues) -> None:
         """Add a span event at ``time_ms`` (epoch milliseconds); ``None`` values are left out."""
         ...
 
-    def add_link(self, span: SpanRef, target: SpanRef, values: Mapping[str, AttributeValue | None]) -> None:
+    def add_link(self, span: SpanRef, target: SpanRef, values: SpanValues) -> None:
         """Add a link from ``span`` to ``target`` (same trace)."""
         ...
 
-    def add_attributes(self, span: SpanRef, values: Mapping[str, AttributeValue | None]) -> None:
+    def add_attributes(self, span: SpanRef, values: SpanValues) -> None:
         """Add attributes to a span (after the host's own)."""
         ...
 

@@ -42,15 +42,12 @@ from host_spec.otlp import (
     InstrumentationScope, OtlpResource, OtlpSpan, ResourceSpans, ScopeSpans, SpanEvent, SpanLink, SpanStatus,
     attributes, encode_request, nanos, span_id_of, trace_id_of,
 )
-from host_spec.trace import SpanRef, TraceContributor
+from host_spec.trace import SpanRef, SpanValues, TraceContributor
 
 __all__ = ["SCOPE", "TraceExport", "run_sessions", "TraceBuilder", "export_trace"]
 
 #: The instrumentation scope of every exported span.
 SCOPE: Final = "dsh.trace"
-
-Values = Mapping[str, AttributeValue | None]
-
 
 @attrs.frozen
 class TraceExport:
@@ -59,8 +56,8 @@ class TraceExport:
     Attributes:
         data: The OTLP JSON document (ends in a newline).
         spans: How many spans it holds.
-        damage: ``(session id, error)`` of each log that was damaged (its readable part is exported)
-            or unreadable (left out).
+        damage: ``(session id, error)`` of each log whose committed region is damaged (the
+            events before the damage are exported).
         failed: ``(contributor, error)`` of each contributor that raised (it added nothing).
     """
 
@@ -70,36 +67,27 @@ class TraceExport:
     failed: tuple[tuple[str, str], ...] = ()
 
 
-def run_sessions(reader: SessionReader, session_id: str) -> tuple[list[str], list[tuple[str, SessionError]]]:
+def run_sessions(reader: SessionReader, session_id: str) -> list[str]:
     """The run ``session_id`` belongs to: its root first, then the root's descendants in creation order.
 
-    Returns:
-        ``(ids, unreadable)``: a stored session whose header cannot be read is in ``unreadable``
-        (it may belong to the run).
+    A log whose header is unreadable is not listed by the reader, so it is in no run.
 
     Raises:
         SessionNotFoundError: ``session_id`` is not stored.
     """
+    stored = reader.list_ids()
     root, seen = session_id, {session_id}
     parent = reader.header(root).parent_session
-    while parent is not None and parent not in seen and parent in reader.list_ids():
+    while parent is not None and parent not in seen and parent in stored:
         root = parent
         seen.add(root)
         parent = reader.header(root).parent_session
-    ids, unreadable = [root], []
-    members = {root}
-    for candidate in reader.list_ids():
-        if candidate == root:
-            continue
-        try:
-            header = reader.header(candidate)
-        except SessionError as exc:
-            unreadable.append((candidate, exc))
-            continue
-        if header.parent_session in members:  # a parent is created before its children
-            members.add(candidate)
+    ids, members = [root], {root}
+    for candidate in stored:
+        if candidate != root and reader.header(candidate).parent_session in members:
+            members.add(candidate)  # a parent is created before its children
             ids.append(candidate)
-    return ids, unreadable
+    return ids
 
 
 @attrs.define
@@ -191,17 +179,17 @@ class TraceBuilder:
         index = bisect.bisect_right(turns, event.time, key=lambda turn: self._by_ref[turn[2]].start) - 1
         return turns[index][2] if index >= 0 else self.session_span(agent)
 
-    def add_event(self, span: SpanRef, name: str, time_ms: int, values: Values) -> None:
+    def add_event(self, span: SpanRef, name: str, time_ms: int, values: SpanValues) -> None:
         draft = self._draft(span)
         item = SpanEvent(time_unix_nano=nanos(time_ms), name=name, attributes=attributes(values))
         self._pending.append(lambda: draft.events.append(item))
 
-    def add_link(self, span: SpanRef, target: SpanRef, values: Values) -> None:
+    def add_link(self, span: SpanRef, target: SpanRef, values: SpanValues) -> None:
         draft, linked = self._draft(span), self._draft(target)
         item = SpanLink(trace_id=self.trace_id, span_id=linked.ref.span_id, attributes=attributes(values))
         self._pending.append(lambda: draft.links.append(item))
 
-    def add_attributes(self, span: SpanRef, values: Values) -> None:
+    def add_attributes(self, span: SpanRef, values: SpanValues) -> None:
         draft = self._draft(span)
         self._pending.append(lambda: draft.values.update({k: v for k, v in values.items() if k not in draft.values}))
 
@@ -414,19 +402,13 @@ def export_trace(
 
     Raises:
         SessionNotFoundError: ``session_id`` is not stored.
-        SessionError: the root's log cannot be read at all (a damaged header, a foreign format).
+        SessionError: a log of the run cannot be read at all (a damaged header, a foreign format).
     """
-    ids, damage = run_sessions(reader, session_id)
+    ids = run_sessions(reader, session_id)
+    damage: list[tuple[str, SessionError]] = []
     logs: dict[str, StoredLog] = {}
-    for index, sid in enumerate(ids):
-        try:
-            stored = reader.read(sid, salvage=True)
-        except SessionError as exc:
-            if index == 0:
-                raise
-            damage.append((sid, exc))
-            continue
-        logs[sid] = stored
+    for sid in ids:
+        stored = logs[sid] = reader.read(sid, salvage=True)
         if stored.damage is not None:
             damage.append((sid, stored.damage))
     builder = TraceBuilder(logs, content=content)

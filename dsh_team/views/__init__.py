@@ -3,7 +3,8 @@
 Modules: :mod:`.projection` (the memoised browser view and its publication),
 :mod:`.remote` (browser operations with rejections inside the result),
 :mod:`.show` and :mod:`.show_text` (the offline view, JSON and text),
-:mod:`.cli` (the ``dsh team`` command group).
+:mod:`.cli` (the ``dsh team`` command group), :mod:`.trace` (the Team's span events and
+receipt links in ``dsh trace export``).
 """
 
 from dsh_team.views.projection import BrowserMember, Publisher, TeamView, ViewListener, build_view

@@ -46,9 +46,6 @@ __all__ = ["LEAD_NAME", "contribute"]
 #: The Team name of the Lead.
 LEAD_NAME: Final = "lead"
 
-Values = dict[str, AttributeValue | None]
-
-
 def contribute(trace: TraceContext) -> None:
     """Add the Team events and receipt links of every Team led by a session of the run."""
     for session_id in trace.session_ids:
@@ -78,19 +75,15 @@ class _TeamTrace:
         #: target session id -> {Team message id -> (reading turn, time of the reading step)}.
         self.readings: dict[str, dict[str, tuple[SpanRef, int]]] = {}
 
-    def name(self, member_id: str | None, state: TeamState) -> str | None:
-        if member_id is None:
-            return None
-        if member_id == self.team_id:
-            return LEAD_NAME
+    def name(self, member_id: str, state: TeamState) -> str:
+        """A member's Team name; an id the roster does not list (the fold does not require it) stays an id."""
         member = state.members.members.get(member_id)
-        return member.name if member is not None else member_id
+        return LEAD_NAME if member_id == self.team_id else member_id if member is None else member.name
 
     def add(self, records: Sequence[Event]) -> None:
         trace = self.trace
-        if self.team_id in trace.session_ids:
-            trace.add_attributes(trace.session_span(self.team_id),
-                                 {"dsh.team.id": self.team_id, "dsh.team.role": "lead", "dsh.team.member.name": LEAD_NAME})
+        trace.add_attributes(trace.session_span(self.team_id),
+                             {"dsh.team.id": self.team_id, "dsh.team.role": "lead", "dsh.team.member.name": LEAD_NAME})
         for event in records:
             after = evolve(self.state, event)
             if after.failure is not None:
@@ -105,7 +98,7 @@ class _TeamTrace:
     def applied(self, event: Event, record: TeamRecord, state: TeamState) -> None:
         trace, content = self.trace, self.trace.content
         span = trace.anchor(self.team_id, event)
-        values: Values
+        values: dict[str, AttributeValue | None]
         if isinstance(record, MemberRecord):
             member = record.member
             name, values = "team.member", {
@@ -123,7 +116,8 @@ class _TeamTrace:
             task = record.task
             name, values = "team.task", {
                 "dsh.team.task.id": task.id, "dsh.team.task.revision": task.revision,
-                "dsh.team.task.status": task.status, "dsh.team.task.owner": self.name(task.owner_id, state),
+                "dsh.team.task.status": task.status,
+                "dsh.team.task.owner": None if task.owner_id is None else self.name(task.owner_id, state),
                 "dsh.team.task.blocked_by": list(task.blocked_by) or None,
                 "dsh.team.task.subject": task.subject if content else None,
                 "dsh.team.task.description": task.description if content else None,
@@ -148,7 +142,7 @@ class _TeamTrace:
             name, values = "team.mode", {"dsh.team.mode.enabled": record.enabled}
         trace.add_event(span, name, event.time, values)
 
-    def read(self, event: Event, record: MessageReadRecord, values: Values) -> None:
+    def read(self, event: Event, record: MessageReadRecord, values: dict[str, AttributeValue | None]) -> None:
         """The read event on the reading turn, and the send's link to it."""
         trace = self.trace
         reading = self.reading_turns(record.target_id).get(record.message_id)
@@ -157,9 +151,9 @@ class _TeamTrace:
             return
         turn, time = reading
         trace.add_event(turn, "team.message.read", time, values)
-        send = self.sends.get(record.message_id)
-        if send is not None:
-            trace.add_link(send, turn, {"dsh.link": "team.message.read", "dsh.team.message.id": record.message_id})
+        # The fold admits a receipt only for a queued message, so its send is known.
+        link = {"dsh.link": "team.message.read", "dsh.team.message.id": record.message_id}
+        trace.add_link(self.sends[record.message_id], turn, link)
 
     def reading_turns(self, target_id: str) -> dict[str, tuple[SpanRef, int]]:
         """Team message id -> the turn of ``target_id`` whose step first completed with it, and that step's time."""
@@ -175,10 +169,10 @@ class _TeamTrace:
                 recorded = recorded_team_message(event)
                 if recorded is not None and recorded[0] == self.team_id:
                     seen.append(recorded[1])
-            elif event.type == EventType.ASSISTANT_MESSAGE and seen:
+            elif event.type == EventType.ASSISTANT_MESSAGE:
                 turn = self.trace.turn_span(target_id, event.seq)
-                for message_id in seen:
-                    if turn is not None and message_id not in found:
-                        found[message_id] = (turn, event.time)
+                if turn is not None:  # a reply outside any turn is no model step of this host
+                    for message_id in seen:
+                        found.setdefault(message_id, (turn, event.time))
                 seen = []
         return found
