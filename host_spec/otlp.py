@@ -60,8 +60,9 @@ STATUS_ERROR: Final = 2
 #: What an attribute may hold; a sequence becomes an ``arrayValue`` of strings.
 AttributeValue = str | bool | int | float | Sequence[str]
 
-#: OTLP/JSON keys are lowerCamelCase; defaults are omitted.
-_CAMEL: Final[Mapping[str, Any]] = MappingProxyType({"rename": "camel", "omit_defaults": True, "frozen": True})
+#: OTLP/JSON keys are lowerCamelCase; defaults are omitted. The values hold no cycles, so the
+#: garbage collector need not track them (a long run's export allocates hundreds of thousands).
+_CAMEL: Final[Mapping[str, Any]] = MappingProxyType({"rename": "camel", "omit_defaults": True, "frozen": True, "gc": False})
 
 
 class ArrayValue(msgspec.Struct, **_CAMEL):

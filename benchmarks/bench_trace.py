@@ -1,0 +1,108 @@
+"""Trace export: a long run's logs as OTLP JSON, against merely reading those logs.
+
+T1: ``dsh trace export``'s work (``export_trace`` with the Team contributor: read the
+    logs, build the spans, fold the Team records into span events and receipt
+    links, encode the document) per event, on a run twice as long over a run of
+    ``TURNS`` turns -- a Lead whose every turn has a model call and a
+    ``send_message`` call (the message queued, delivered and read) and a teammate
+    that reads every message. Goal: at most 1.3, flat in the run's length (one
+    pass over the logs, never a re-scan per span or per message). The seconds of
+    the longer export (``T1s``, goal: under 5 s) and of merely reading its logs are printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from dsh_team.views.trace import contribute  # noqa: E402
+from host_spec.events import Cause  # noqa: E402
+from host_spec.host.cli.extensions import StoreReader  # noqa: E402
+from host_spec.host.store.jsonl import JsonlStore  # noqa: E402
+from host_spec.host.store.session import NullObserver  # noqa: E402
+from host_spec.host.store.sessions import SessionStore  # noqa: E402
+from host_spec.trace_export import export_trace  # noqa: E402
+
+TURNS = 2_000
+ROUNDS = 3
+LEAD, MATE = "lead", "mate"
+
+
+def _write(data: Path, turns: int) -> int:
+    async def run() -> int:
+        clock = itertools.count(1_000)
+        store = SessionStore(JsonlStore(data), NullObserver(), clock=lambda: next(clock))
+        lead = store.create(LEAD)
+        mate = store.create(MATE, parent_session=LEAD)
+        member = {"id": MATE, "name": "mate", "description": "d", "provider": "spawn", "context": "fresh"}
+        for phase in ("provisioning", "active"):
+            lead.append("team/member", {"version": 2, "team_id": LEAD, "member": {**member, "phase": phase}})
+        for turn in range(1, turns + 1):
+            call = f"call-{turn}"
+            message_id = f"team-message-{turn}"
+            lead.append("turn/start", {"turn": turn})
+            lead.append("step/start", {"turn": turn, "step": 1})
+            lead.append("assistant/message", {"turn": turn, "step": 1, "content": [],
+                                              "usage": {"input_tokens": 900, "output_tokens": 40}, "model": "openai:m"})
+            lead.append("tool/call", {"turn": turn, "step": 1, "call_id": call, "name": "send_message", "arguments": "{}"})
+            body = {"id": message_id, "sender_id": LEAD, "sender_name": "lead", "target_id": MATE,
+                    "content": [{"type": "text", "text": "next"}]}
+            by_call = Cause(agent_id=LEAD, call_id=call)
+            lead.append("team/message/queued", {"version": 2, "team_id": LEAD, "message": body}, cause=by_call)
+            receipt = {"version": 2, "team_id": LEAD, "message_id": message_id, "target_id": MATE}
+            lead.append("team/message/delivered", receipt, cause=by_call)
+            lead.append("tool/result", {"turn": turn, "step": 1, "call_id": call, "name": "send_message", "content": []})
+            lead.append("step/end", {"turn": turn, "step": 1})
+            lead.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+            source = {"kind": "team-message", "team_id": LEAD, "message_id": message_id}
+            mate.append("turn/start", {"turn": turn})
+            mate.append("user/message", {"id": message_id, "content": [], "source": source})
+            mate.append("assistant/message", {"turn": turn, "step": 1, "content": []})
+            mate.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+            lead.append("team/message/read", receipt, cause=Cause(agent_id=MATE))
+        count = len(lead.events) + len(mate.events)
+        for session in (lead, mate):
+            await store.dispose(session)
+        return count
+
+    return asyncio.run(run())
+
+
+def _measure(turns: int) -> tuple[int, int, float, float]:
+    """``(events, spans, export seconds, read seconds)`` of a run of ``turns`` turns (best of ``ROUNDS``)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp)
+        events = _write(data, turns)
+        reader = StoreReader(JsonlStore(data))
+        read_s = export_s = float("inf")
+        spans = 0
+        for _ in range(ROUNDS):  # alternating, best of each: the machine is shared
+            started = time.perf_counter()
+            for session_id in reader.list_ids():
+                reader.read(session_id, salvage=True)
+            read_s = min(read_s, time.perf_counter() - started)
+            started = time.perf_counter()
+            exported = export_trace(reader, LEAD, contributors=[("team", contribute)])
+            export_s = min(export_s, time.perf_counter() - started)
+            spans = exported.spans
+    return events, spans, export_s, read_s
+
+
+def run() -> list[tuple[str, float, float]]:
+    short_events, _, short_s, _ = _measure(TURNS)
+    events, spans, export_s, read_s = _measure(2 * TURNS)
+    print(f"   T1: {events} events -> {spans} spans: export {export_s:.2f} s (reading the logs: {read_s:.2f} s); "
+          f"{short_events} events: {short_s:.2f} s")
+    return [("T1", (export_s / events) / (short_s / short_events), 1.3), ("T1s", export_s, 5)]
+
+
+if __name__ == "__main__":
+    for line in run():
+        print(*line)
