@@ -193,10 +193,16 @@ def test_no_content_unless_asked(demo: Path, tmp_path: Path) -> None:
     assert {t["dsh.team.task.subject"] for t in tasks} == {"Write the greeting module", "Review the greeting module"}
 
 
-def test_two_exports_are_byte_identical(demo: Path, tmp_path: Path) -> None:
+def snapshot(data_dir: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(data_dir)): path.read_bytes() for path in sorted(data_dir.rglob("*")) if path.is_file()}
+
+
+def test_two_exports_are_byte_identical_and_the_logs_are_untouched(demo: Path, tmp_path: Path) -> None:
+    before = snapshot(demo)
     first, _ = exported(demo, tmp_path)
     second, _ = exported(demo, tmp_path)
     assert first == second
+    assert snapshot(demo) == before  # read-only: no lock file, no repair, nothing appended
     stdout = subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "trace", "export", "--data-dir", str(demo)],
                             capture_output=True, timeout=TIMEOUT_S, cwd=REPO)
     assert stdout.returncode == 0 and stdout.stdout == first
