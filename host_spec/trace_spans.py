@@ -23,13 +23,16 @@ opening event) and nothing reads a clock, so the same log gives the same spans.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import msgspec
 
 from host_spec.cli import StoredLog
-from host_spec.events import Event, EventType, StepMark, SubagentDescriptor, ToolCallRecord, TurnEnd, TurnStart, json_encode
-from host_spec.messages import AssistantMessage, ToolResultMessage, UserMessage, message_text
+from host_spec.events import (
+    Event, EventType, StepMark, SubagentDescriptor, ToolCallRecord, TurnEnd, TurnStart, json_decode, json_encode,
+)
+from host_spec.messages import AssistantMessage, ContentBlock, ToolResultMessage, UserMessage, message_text
 from host_spec.otlp import (
     SPAN_KIND_CLIENT, SPAN_KIND_INTERNAL, STATUS_ERROR, AttributeValue, SpanEvent, SpanLink, SpanStatus, attributes,
     nanos, span_id_of,
@@ -71,6 +74,25 @@ def _agent_name(own: Sequence[Event]) -> str | None:
                 continue
             name = descriptor.name or descriptor.label or name
     return name
+
+
+def _parts(content: Sequence[ContentBlock]) -> list[dict[str, Any]]:
+    """Content blocks as GenAI message parts (text, reasoning, tool_call; other kinds by type only)."""
+    parts: list[dict[str, Any]] = []
+    for block in content:
+        kind = block.get("type")
+        if kind in ("text", "reasoning"):
+            parts.append({"type": kind, "content": block.get("text", "")})
+        elif kind == "tool-call":
+            arguments = block.get("arguments", "")
+            try:
+                arguments = json_decode(arguments)
+            except (msgspec.DecodeError, TypeError):
+                pass  # kept as the model wrote it
+            parts.append({"type": "tool_call", "id": block.get("id"), "name": block.get("name"), "arguments": arguments})
+        else:
+            parts.append({"type": str(kind)})
+    return parts
 
 
 @attrs.define
@@ -202,7 +224,7 @@ class _Reader:
             "dsh.model.interrupted": True if message.interrupted else None,
         }
         if self.content:
-            values["gen_ai.output.messages"] = json_encode(message.content).decode()
+            values["gen_ai.output.messages"] = json_encode([{"role": "assistant", "parts": _parts(message.content)}]).decode()
         name = f"chat {message.model}" if message.model else "chat"
         self.child(self.turn or self.session, event, name, values, kind=SPAN_KIND_CLIENT,
                    start=self.mark if self.mark is not None else event.time)

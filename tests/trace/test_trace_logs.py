@@ -317,3 +317,27 @@ def test_stdout_gets_the_document_and_a_failed_write_leaves_no_file(tmp_path: Pa
     assert export(tmp_path / "d", out) == 2
     assert b"dsh: TRACE_OUT_UNUSABLE: cannot write" in capsysbinary.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d"]
+
+
+def test_content_gives_a_model_call_its_output_as_genai_message_parts(tmp_path: Path) -> None:
+    def body(store: SessionStore) -> list[Any]:
+        lead = store.create("lead")
+        turn(lead, 1)
+        content = [
+            {"type": "text", "text": "plan"}, {"type": "reasoning", "text": "why"},
+            {"type": "tool-call", "id": "a", "name": "grep", "arguments": "{\"pattern\": \"x\"}"},
+            {"type": "tool-call", "id": "b", "name": "grep", "arguments": "{not json"},
+            {"type": "image", "attachment": {}},
+        ]
+        lead.append("assistant/message", {"turn": 1, "step": 1, "content": content})
+        return [lead]
+
+    write(tmp_path / "d", body)
+    assert "gen_ai.output.messages" not in values(named(document(tmp_path / "d", tmp_path))["chat"])
+    chat = named(document(tmp_path / "d", tmp_path, "--content"))["chat"]
+    assert json.loads(values(chat)["gen_ai.output.messages"]) == [{"role": "assistant", "parts": [
+        {"type": "text", "content": "plan"}, {"type": "reasoning", "content": "why"},
+        {"type": "tool_call", "id": "a", "name": "grep", "arguments": {"pattern": "x"}},
+        {"type": "tool_call", "id": "b", "name": "grep", "arguments": "{not json"},
+        {"type": "image"},
+    ]}]
