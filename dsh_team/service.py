@@ -34,6 +34,7 @@ from dsh_team.log.lifecycle import Lifecycle
 from dsh_team.roster.membership import Membership, MembershipResolver, TeammateResolver, roster_teammate
 from dsh_team.mode import ModeControl
 from dsh_team.views.projection import Publisher, TeamView, ViewListener
+from dsh_team.views.brief import team_brief
 from dsh_team.views.remote import RemoteTeam
 from dsh_team.roster.roster import InterruptResult, MemberView
 from dsh_team.core.state import TeamState, mode_enabled
@@ -351,6 +352,22 @@ class TeamService:
         membership = self.try_membership(agent)
         if membership is not None:
             self.activity.notify(membership.team_id)
+
+    @hookimpl(specname="dsh_context_brief")
+    def context_brief(self, agent: Agent) -> str | None:
+        """The Team brief of a compacted or cold-resumed member (:mod:`dsh_team.views.brief`).
+
+        ``None`` for a non-member, with Team mode off, or when the Team stream failed
+        (a brief must never state what the log does not hold).
+        """
+        membership = self.try_membership(agent)
+        if membership is None or not self.is_enabled(agent):
+            return None
+        state = self._lead(membership).state
+        if state.failure is not None:
+            return None
+        teammates = self.list_members(agent) if membership.role == "lead" else None
+        return team_brief(state, agent.id, membership.name, teammates)
 
     @hookimpl(specname="dsh_agent_session_start")
     def agent_session_start(self, agent: Agent, source: str) -> None:

@@ -17,6 +17,7 @@ from typing import Any, Final, Literal, TypeVar
 import msgspec
 
 from host_spec.errors import InvalidEventError
+from host_spec.messages import Usage
 
 __all__ = [
     "SESSION_FORMAT_VERSION",
@@ -30,6 +31,7 @@ __all__ = [
     "ToolCallRecord",
     "InboxSplice",
     "SubagentDescriptor",
+    "ContextCompaction",
     "encode_data",
     "decode_data",
     "encode_event",
@@ -59,6 +61,7 @@ class EventType:
     INBOX_SPLICED: Final = "agent/inbox/spliced"
     SUBAGENT_DESCRIPTOR: Final = "subagent/descriptor"
     END_SEED: Final = "session/end-seed"
+    CONTEXT_COMPACTED: Final = "context/compacted"
 
     #: Types that form the conversation a model sees.
     SURFACE: Final = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
@@ -176,6 +179,39 @@ class SubagentDescriptor(msgspec.Struct, frozen=True, omit_defaults=True):
     label: str | None = None
     agent_model: str | None = None
     name: str | None = None
+
+
+class ContextCompaction(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Payload of ``context/compacted`` (version 1): older turns replaced by one summary.
+
+    Log-only: it rewrites no event. The conversation a model sees is derived from it:
+    the message at ``first_seq`` (a session's first own message, which carries its
+    identity), then ``summary`` as one user message, then every surface event from
+    ``kept_from_seq`` on, verbatim. Everything between was summarised and stays in the
+    log. ``kept_from_seq`` is always a cut that keeps each tool call with its result.
+    A later compaction supersedes an earlier one (its summary covered the earlier one).
+
+    Attributes:
+        version: Payload version (1).
+        summary: What the model itself wrote about the summarised turns.
+        first_seq: Seq of the first message, kept verbatim.
+        kept_from_seq: Seq of the first surface event kept verbatim.
+        summarised: How many context messages the summary replaced.
+        estimated_tokens: The context estimate (tokens) that crossed the threshold.
+        window: The model's context window (tokens) it was measured against.
+        usage: What the summary call cost, when the adapter reports it.
+        model: ``KIND:MODEL`` that wrote the summary, when reported.
+    """
+
+    version: int
+    summary: str
+    first_seq: int
+    kept_from_seq: int
+    summarised: int
+    estimated_tokens: int
+    window: int
+    usage: Usage | None = None
+    model: str | None = None
 
 
 # ---------------------------------------------------------------- codec (built once)

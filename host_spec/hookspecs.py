@@ -196,3 +196,26 @@ def dsh_agent_turn_end(host: Host, agent: Agent, turn: int, reason: dict[str, An
 
     May veto: no.
     """
+
+
+# ---------------------------------------------------------------- model context
+
+
+@hookspec
+def dsh_context_brief(host: Host, agent: Agent) -> str | None:
+    """A short, current text the host adds to ``agent``'s model context, or ``None``.
+
+    Asked before every model call of an agent whose context was compacted or that was
+    cold-resumed: the turns that told it who it is and what it works on may be
+    summarised or far behind. The host joins every non-empty answer (plugin call order)
+    into one ``<system-reminder>`` user message placed *last* in the request, after the
+    newest turn, so the cached prefix stays the same when the answer changes. It is
+    never written to the log: it is derived from durable state each time, an addition to
+    the context and never a rewrite of history. Keep it small (it is paid on every step)
+    and fast (it runs on the step's path).
+
+    Returns:
+        The text (without the reminder tags), or ``None``/empty for nothing.
+
+    May veto: no (an exception is logged and that plugin's text is left out).
+    """

@@ -89,9 +89,18 @@ class ModelRequest(Protocol):
     @property
     def tools(self) -> Sequence[ToolSpec]: ...
 
+    @property
+    def purpose(self) -> str:
+        """``"step"`` (an agent's step) or ``"compaction"`` (summarise the conversation; no tools)."""
+        ...
+
 
 class ModelAdapter(Protocol):
-    """Produces one assistant step: ``{"text": str, "tool_calls": [{"id", "name", "arguments"}]}``."""
+    """Produces one assistant step: ``{"text": str, "tool_calls": [{"id", "name", "arguments"}]}``.
+
+    An adapter may report its model's context window as an ``int`` attribute
+    ``context_window`` (tokens); the host compacts a context that nears it.
+    """
 
     async def complete(self, request: ModelRequest) -> Mapping[str, Any]: ...
 

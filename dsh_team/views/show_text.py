@@ -49,12 +49,14 @@ def _header(show: TeamShow) -> list[str]:
 
 
 def _tokens(member: ShowMember) -> str:
-    """``in/out`` tokens (``+N cached`` where reported); ``-`` when nothing was recorded."""
+    """``in/out`` tokens (``+N cached`` where reported; ``-`` when nothing was recorded),
+    then ``(N compacted)`` when the member's context was compacted."""
     usage = member.usage
-    if usage is None or not usage.calls:
+    if usage is None:
         return "-"
     cached = f" +{usage.cached_tokens} cached" if usage.cached_tokens else ""
-    return f"{usage.input_tokens}/{usage.output_tokens}{cached}"
+    tokens = f"{usage.input_tokens}/{usage.output_tokens}{cached}" if usage.calls else "-"
+    return tokens + (f" ({usage.compactions} compacted)" if usage.compactions else "")
 
 
 def _members(show: TeamShow) -> list[str]:

@@ -1,7 +1,8 @@
 """Token usage per member, folded from the members' own session logs.
 
 Every ``assistant/message`` an adapter answered may carry ``usage`` (input,
-output and, where the server reports it, cached tokens) and ``model``. Folding
+output and, where the server reports it, cached tokens) and ``model``; so may a
+``context/compacted`` record, for the call that wrote its summary. Folding
 only a session's *own* events matters: a forked teammate's log starts with the
 Lead's conversation, whose calls the Lead already paid for.
 """
@@ -27,6 +28,8 @@ class MemberUsage(msgspec.Struct, frozen=True):
         input_tokens, output_tokens, cached_tokens: Sums over those steps
             (``cached_tokens`` counts only servers that report it).
         model: The model of the latest step that named one (``KIND:MODEL``).
+        compactions: How many times the member's context was compacted (each
+            summary call that reported usage is one of ``calls``).
     """
 
     calls: int = 0
@@ -34,14 +37,17 @@ class MemberUsage(msgspec.Struct, frozen=True):
     output_tokens: int = 0
     cached_tokens: int = 0
     model: str | None = None
+    compactions: int = 0
 
 
 def fold_usage(own_events: Sequence[Event]) -> MemberUsage:
     """Sum the usage of ``own_events`` (pass ``events[header.seed_length:]``)."""
-    calls = inputs = outputs = cached = 0
+    calls = inputs = outputs = cached = compactions = 0
     model = None
     for event in own_events:
-        if event.type != EventType.ASSISTANT_MESSAGE:
+        if event.type == EventType.CONTEXT_COMPACTED:
+            compactions += 1
+        elif event.type != EventType.ASSISTANT_MESSAGE:
             continue
         value = event.value()
         model = value.get("model") or model
@@ -51,7 +57,8 @@ def fold_usage(own_events: Sequence[Event]) -> MemberUsage:
             inputs += usage.get("input_tokens", 0)
             outputs += usage.get("output_tokens", 0)
             cached += usage.get("cached_tokens") or 0
-    return MemberUsage(calls=calls, input_tokens=inputs, output_tokens=outputs, cached_tokens=cached, model=model)
+    return MemberUsage(calls=calls, input_tokens=inputs, output_tokens=outputs, cached_tokens=cached, model=model,
+                       compactions=compactions)
 
 
 def added(earlier: MemberUsage, later: MemberUsage) -> MemberUsage:
@@ -62,6 +69,7 @@ def added(earlier: MemberUsage, later: MemberUsage) -> MemberUsage:
         output_tokens=earlier.output_tokens + later.output_tokens,
         cached_tokens=earlier.cached_tokens + later.cached_tokens,
         model=later.model or earlier.model,
+        compactions=earlier.compactions + later.compactions,
     )
 
 

@@ -140,6 +140,8 @@ class Host:
         spec = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
         host = cls(store=store, model=adapter, model_spec=spec)
         host.profile = resolved
+        if resolved is not None:
+            host.agents.runtime.compaction = resolved.compaction
         try:
             for member_spec in resolved.models.values() if resolved is not None else ():
                 if member_spec != spec:  # a bad member model fails here, before anything runs
@@ -412,6 +414,11 @@ class Host:
 
     def disposed(self, agent: Any) -> None:
         self.plugins.notify("dsh_agent_disposed", host=self, agent=agent)
+
+    def brief(self, agent: Any) -> str:
+        """Every plugin's ``dsh_context_brief`` text for ``agent``, joined by a blank line."""
+        answers = self.plugins.collect("dsh_context_brief", host=self, agent=agent)
+        return "\n\n".join(text.strip() for text in answers if isinstance(text, str) and text.strip())
 
 
 def agent_name(session: Any) -> str:

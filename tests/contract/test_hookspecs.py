@@ -26,6 +26,7 @@ EXPECTED = {
     "dsh_agent_status",
     "dsh_agent_disposed",
     "dsh_agent_turn_end",
+    "dsh_context_brief",
 }
 
 

@@ -29,6 +29,7 @@ class RecordingHooks:
     on_status: Callable[[Agent, str], None] | None = None
     fail: set[str] = attrs.Factory(set)  # observer hooks that raise after recording
     on_created: Callable[[Agent], None] | None = None
+    brief_text: str = ""  # what brief() answers (not recorded in calls)
 
     def created(self, agent: Agent) -> None:
         self.calls.append(("created", agent.id))
@@ -53,6 +54,10 @@ class RecordingHooks:
     def disposed(self, agent: Agent) -> None:
         self.calls.append(("disposed", agent.id))
         self._maybe_fail("disposed")
+
+    def brief(self, agent: Agent) -> str:
+        self._maybe_fail("brief")
+        return self.brief_text
 
     def _maybe_fail(self, hook: str) -> None:
         if hook in self.fail:

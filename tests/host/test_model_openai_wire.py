@@ -197,6 +197,7 @@ class TestSpec:
         assert (full.tools, full.base_url, full.api_key_env, full.stream, full.retries, full.backoff, full.timeout,
                 full.max_tokens, full.temperature) == ("constrained", "http://127.0.0.1:9/v1", "", False, 0, 0.5, 30.0, 64, 0.0)
         assert parse_settings("m", environ={"OPENAI_BASE_URL": "https://x.example/v1"}).base_url == "https://x.example/v1"
+        assert (plain.context, parse_settings("m?context=32768", environ={}).context) == (None, 32768)
         assert parse_settings("m?base_url=http://a:1", environ={"OPENAI_BASE_URL": "https://x/v1"}).base_url == "http://a:1"
 
     @pytest.mark.parametrize("argument, cause", [
@@ -210,6 +211,7 @@ class TestSpec:
         ("m?retries=99", "out of range"),
         ("m?max_tokens=lots", "not a number"),
         ("m?temperature=3", "out of range"),
+        ("m?context=0", "out of range"),
         ("m?colour=blue", "unknown openai spec option 'colour'"),
     ])
     def test_bad_specs_name_the_option(self, argument: str, cause: str) -> None:

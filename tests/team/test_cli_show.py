@@ -274,7 +274,8 @@ class TestJson:
         assert doc["members"][0] == {
             "id": LEAD, "name": "lead", "role": "lead", "status": "inactive", "phase": "active",
             "description": None, "provider": None, "context": None, "error": None, "pending_mail": 1,
-            "usage": {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "model": None},
+            "usage": {"calls": 0, "input_tokens": 0, "output_tokens": 0, "cached_tokens": 0, "model": None,
+                      "compactions": 0},
             "unread_mail": 0,
         }
         assert doc["members"][3] == {

@@ -84,4 +84,4 @@ def test_json_usage_and_a_member_without_steps(tmp_path: Path, capsys: pytest.Ca
     assert main(["team", "show", "--data-dir", str(tmp_path), "--json", LEAD]) == 0
     members = {m["name"]: m for m in json.loads(capsys.readouterr().out)["members"]}
     assert members["forky"]["usage"] == {"calls": 1, "input_tokens": 9, "output_tokens": 1, "cached_tokens": 8,
-                                         "model": "openai:small"}
+                                         "model": "openai:small", "compactions": 0}

@@ -176,7 +176,8 @@ class TestTeammateView:
             reminder = {"type": "text", "text": identity_reminder("reviewer")}
             firsts = [m for m in request.messages if reminder in m["content"]]
             assert len(firsts) == 1
-            assert "wake up" in str(request.messages[-1]["content"])
+            assert "wake up" in str(request.messages[-2]["content"])  # the newest turn, then the Team brief
+            assert request.messages[-1]["source"] == {"kind": "context-brief"}
 
 
 class TestWaiting:

@@ -109,7 +109,7 @@ def test_members_show_the_tokens_their_own_loaded_logs_used(api: tuple[TestClien
     for _ in range(2):  # the second look folds only what is new
         lead, builder = client.get("/api/team", headers=AUTH).json()["members"]
         assert lead["usage"] == {"calls": calls, "input_tokens": 120 * calls, "output_tokens": 30 * calls,
-                                 "cached_tokens": 0, "model": "scripted:kit"}
+                                 "cached_tokens": 0, "model": "scripted:kit", "compactions": 0}
         assert builder["usage"] is None  # released while idle: its log is not loaded
     first = client.get("/api/team", headers=AUTH).json()["timeline"][0]["seq"]
     assert client.get(f"/api/team?at={first}", headers=AUTH).json()["members"][0]["usage"]["calls"] == 1

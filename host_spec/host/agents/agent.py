@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from host_spec.errors import DshError
-from host_spec.events import EventType
 from host_spec.messages import UserMessage
 from host_spec.records import AbortSignal, CancelCause
 
+from host_spec.host.agents.context import Conversation
 from host_spec.host.agents.inbox import NEXT_STEP, NEXT_TURN, Inbox, Target
 from host_spec.host.agents.loop import drive
 from host_spec.host.agents.repair import append_closers, fold_tail
@@ -62,6 +62,7 @@ class Agent:
         *,
         name: str,
         model: str | None = None,
+        resumed: bool = False,
     ) -> None:
         self.runtime = runtime
         self._release = release
@@ -77,8 +78,8 @@ class Agent:
         self._disposing = False
         self._disposed = False
         self._disposal: asyncio.Future[None] | None = None
-        self._messages: list[Mapping[str, Any]] = []
-        self._folded = 0
+        self._conversation = Conversation(session)
+        self._resumed = resumed
         state = fold_tail(session.events)
         self.repaired = append_closers(session, state, agent_id=session.id)
         self.turn = state.last_turn
@@ -116,6 +117,16 @@ class Agent:
     @property
     def inbox(self) -> Inbox:
         return self._inbox
+
+    @property
+    def conversation(self) -> Conversation:
+        """The model context folded from the session (compactions applied)."""
+        return self._conversation
+
+    @property
+    def resumed(self) -> bool:
+        """This activation was cold-resumed from a stored log (not started fresh)."""
+        return self._resumed
 
     @property
     def parent_id(self) -> str | None:
@@ -219,21 +230,10 @@ class Agent:
     def messages(self) -> Sequence[Mapping[str, Any]]:
         """The model conversation derived from the surface events (inherited prefix included).
 
-        Folded incrementally: each call only decodes events appended since the last one.
+        Folded incrementally (each call only decodes events appended since the last one);
+        a ``context/compacted`` event replaces the older turns by its summary.
         """
-        events = self._session.events
-        for index in range(self._folded, len(events)):
-            event = events[index]
-            if event.type == EventType.USER_MESSAGE:
-                self._messages.append(event.value())
-            elif event.type == EventType.ASSISTANT_MESSAGE:
-                value = event.value()
-                if value.get("content"):
-                    self._messages.append({"role": "assistant", **value})
-            elif event.type == EventType.TOOL_RESULT:
-                self._messages.append({"role": "tool", **event.value()})
-        self._folded = len(events)
-        return tuple(self._messages)
+        return self._conversation.messages()
 
     # ------------------------------------------------------------ disposal
 

@@ -15,6 +15,7 @@ from host_spec.protocols import Agent
 if TYPE_CHECKING:
     from host_spec.records import AbortSignal, CancelCause
 
+    from host_spec.host.agents.context import Conversation
     from host_spec.host.agents.inbox import Inbox
     from host_spec.host.agents.runtime import AgentRuntime
 
@@ -45,6 +46,16 @@ class DrivenAgent(Agent, Protocol):
     @property
     def cancel_cause(self) -> CancelCause | None:
         """Why the current activity was cancelled, if it was."""
+        ...
+
+    @property
+    def conversation(self) -> Conversation:
+        """The model context folded from the session (compactions applied)."""
+        ...
+
+    @property
+    def resumed(self) -> bool:
+        """This activation was cold-resumed from a stored log."""
         ...
 
     def take_latch(self) -> bool:

@@ -6,6 +6,7 @@ One driver task runs per active agent (started by :meth:`Agent.wake`)::
         turn/start; claim next-step items + the first next-turn prompt
         loop steps:
             step/start; user/message per claimed item; checkpoint (flush)
+            context near the model's window? summary call -> context/compacted (flush)
             model call -> assistant/message; tool calls -> tool/call, tool/result
             step/end (always)
             stop when the model called no tools and nothing was steered in meanwhile;
@@ -21,7 +22,7 @@ Every loop append carries ``cause.agent_id`` (a context variable set for the tas
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
@@ -29,10 +30,11 @@ import structlog
 from host_spec.errors import DshError
 from host_spec.events import Cause, EventType, StepMark, TurnEnd, TurnStart
 from host_spec.messages import AssistantMessage, text_block
-from host_spec.records import AbortSignal
+from host_spec.records import AbortSignal, ToolSpec
 
 from host_spec.host.store.context import current_cause
 from host_spec.host.models.adapter import ModelRequest, parse_reply
+from host_spec.host.agents.compaction import SUMMARY_SYSTEM, compaction_record, plan_compaction, with_brief
 from host_spec.host.agents.tool_step import bound_calls, run_tool_calls
 
 if TYPE_CHECKING:
@@ -140,11 +142,14 @@ async def _run_step(agent: DrivenAgent, turn: int, step: int, signal: AbortSigna
     await session.flush()  # checkpoint: the claimed messages are durable before the model sees them
     if signal.aborted:
         return True
+    system, tools = runtime.prompts.render(agent), runtime.tools.visible(agent)
+    if not await _compact(agent, system, tools, signal):
+        return True
     request = ModelRequest(
         agent=agent,
-        system=runtime.prompts.render(agent),
-        messages=agent.messages(),
-        tools=runtime.tools.visible(agent),
+        system=system,
+        messages=with_brief(agent, agent.messages()),
+        tools=tools,
         signal=signal,
     )
     finished, raw = await race(runtime.model.complete(request), signal)
@@ -160,3 +165,34 @@ async def _run_step(agent: DrivenAgent, turn: int, step: int, signal: AbortSigna
         return True
     await run_tool_calls(agent, calls, turn=turn, step=step, signal=signal, oversized=oversized)
     return False
+
+
+async def _compact(agent: DrivenAgent, system: str, tools: Sequence[ToolSpec], signal: AbortSignal) -> bool:
+    """Compact the context first when it nears the model's window; ``False`` when aborted.
+
+    The summary is asked for before anything is written, so a crash or an abort during
+    the call leaves the log as it was. A failed summary call is logged and the step
+    goes on with the whole context (the model may still fit it, or fail with its own error).
+    """
+    plan = plan_compaction(agent, system, tools)
+    if plan is None:
+        return True
+    request = ModelRequest(agent=agent, system=SUMMARY_SYSTEM, messages=plan.messages, tools=(), signal=signal,
+                           purpose="compaction")
+    try:
+        finished, raw = await race(agent.runtime.model.complete(request), signal)
+        if not finished:
+            return False
+        reply = parse_reply(raw)
+    except DshError as exc:
+        log.warning("compaction failed", agent=agent.id, error=str(exc), code=exc.code)
+        return True
+    if not reply.text.strip():
+        log.warning("compaction failed", agent=agent.id, error="the summary is empty", code="MODEL_BAD_REPLY")
+        return True
+    record = compaction_record(plan, reply.text.strip(), reply.usage, reply.model)
+    agent.session.append(EventType.CONTEXT_COMPACTED, record)
+    await agent.session.flush()  # the summary was paid for: keep it
+    log.info("context compacted", agent=agent.id, summarised=record.summarised, estimated=record.estimated_tokens,
+             window=record.window)
+    return True

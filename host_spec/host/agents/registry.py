@@ -55,7 +55,7 @@ class AgentRegistry:
         if session.id in self._agents:
             raise AgentExistsError(f"agent {session.id} is already live", agent_id=session.id)
         scope = Scope(label=f"agent:{session.id}")
-        agent = Agent(self.runtime, self.dispose, session, scope, name=name, model=model)
+        agent = Agent(self.runtime, self.dispose, session, scope, name=name, model=model, resumed=source == "resume")
         self._agents[agent.id] = agent
         try:
             self.runtime.hooks.created(agent)

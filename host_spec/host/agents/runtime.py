@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from host_spec.host.agents.window import CompactionSettings
+
 if TYPE_CHECKING:
     from host_spec.protocols import Agent, ModelAdapter
 
@@ -40,6 +42,10 @@ class AgentHooks(Protocol):
     def disposed(self, agent: Agent) -> None:
         """The agent is quiescent and its scope unwound."""
 
+    def brief(self, agent: Agent) -> str:
+        """The text to add last to a compacted or cold-resumed agent's context (``""``: none)."""
+        ...
+
 
 class NullHooks:
     """Hooks that do nothing (tests and benchmarks)."""
@@ -59,13 +65,17 @@ class NullHooks:
     def disposed(self, agent: Agent) -> None:
         pass
 
+    def brief(self, agent: Agent) -> str:
+        return ""
+
 
 @attrs.define
 class AgentRuntime:
-    """The services every agent of one host shares."""
+    """The services every agent of one host shares (``compaction``: when contexts are compacted)."""
 
     sessions: SessionStore | None
     tools: ToolRegistry
     prompts: PromptRegistry
     model: ModelAdapter
     hooks: AgentHooks = attrs.Factory(NullHooks)
+    compaction: CompactionSettings = attrs.Factory(CompactionSettings)

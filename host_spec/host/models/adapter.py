@@ -39,6 +39,8 @@ class ModelRequest:
             dicts with a ``role`` (``user`` | ``assistant`` | ``tool``).
         tools: Tools the agent may call in this step.
         signal: Aborted when the turn is cancelled; adapters may stop early.
+        purpose: ``"step"`` for an agent's step; ``"compaction"`` for a request to
+            summarise older turns (no tools: the answer's text is the summary).
     """
 
     agent: Agent
@@ -46,6 +48,7 @@ class ModelRequest:
     messages: Sequence[Mapping[str, Any]]
     tools: Sequence[ToolSpec]
     signal: AbortSignal | None = None
+    purpose: str = "step"
 
 
 @attrs.frozen

@@ -129,6 +129,11 @@ class OpenAIModel:
                                           timeout=self.settings.timeout, max_retries=0)
 
     @property
+    def context_window(self) -> int | None:
+        """The window the spec states (``?context=N``), so the host compacts near it."""
+        return self.settings.context
+
+    @property
     def where(self) -> str:
         """How errors name the server (never with the key)."""
         return f"model server {self.settings.base_url or 'api.openai.com'} ({self.settings.model})"

@@ -15,6 +15,7 @@ Options (all optional)::
     first_tool=NAME|any        the conversation's first step must call this tool (any: some tool)
     max_tool_steps=N           after N tool-calling steps in a conversation the model may only answer
     max_answer_chars=N         constrained mode: the schema caps a text answer at N characters
+    context=N                  the model's context window in tokens (the host compacts near it)
 
 The last three keep a very small model (the bundled 135M one) on rails: it starts
 with a real tool call and cannot loop on tools forever.
@@ -61,6 +62,7 @@ class OpenAISettings:
     first_tool: str | None = None
     max_tool_steps: int | None = None
     max_answer_chars: int | None = None
+    context: int | None = None
 
 
 def _bad(message: str) -> ModelError:
@@ -109,8 +111,8 @@ def parse_settings(argument: str, *, environ: Mapping[str, str] | None = None) -
             values[key] = _check_url(text)
         elif key in ("api_key_env", "first_tool"):
             values[key] = text
-        elif key == "max_answer_chars":
-            values[key] = int(_number(key, text, int, 1, 10_000_000))
+        elif key in ("max_answer_chars", "context"):
+            values[key] = int(_number(key, text, int, 1, 100_000_000))
         elif key == "max_tool_steps":
             values[key] = int(_number(key, text, int, 0, 1_000_000))
         elif key == "stream":
@@ -126,7 +128,8 @@ def parse_settings(argument: str, *, environ: Mapping[str, str] | None = None) -
             values[key] = float(_number(key, text, float, 0.0, high))
         else:
             raise _bad(f"unknown openai spec option {key!r} (known: tools, base_url, api_key_env, stream, "
-                       "retries, backoff, timeout, max_tokens, temperature, first_tool, max_tool_steps, max_answer_chars)")
+                       "retries, backoff, timeout, max_tokens, temperature, first_tool, max_tool_steps, max_answer_chars, "
+                       "context)")
     if "base_url" not in values and env.get(BASE_URL_ENV):
         values["base_url"] = _check_url(env[BASE_URL_ENV])
     return OpenAISettings(model=model, **values)  # type: ignore[arg-type]  # each value was converted for its key above

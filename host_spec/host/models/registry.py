@@ -28,6 +28,8 @@ import structlog
 from host_spec.errors import DshError, ModelError
 from host_spec.protocols import ModelAdapter, ModelRequest
 
+from host_spec.host.agents.window import positive_tokens
+
 __all__ = ["MODEL_ENTRY_POINT_GROUP", "Factory", "installed_factories", "resolve_spec", "spec_label", "ModelRoutes"]
 
 #: Entry-point group of model adapter factories (``name = "module:factory"``).
@@ -116,6 +118,16 @@ class ModelRoutes:
                 return self.default
             adapter = self._adapters[spec] = resolve_spec(spec, factories=self.factories)
         return adapter
+
+    def window_for(self, spec: str | None) -> int | None:
+        """The context window (tokens) the adapter serving ``spec`` reports, if it does.
+
+        A spec that does not resolve reports none (its turn fails with the typed error).
+        """
+        try:
+            return positive_tokens(getattr(self.adapter_for(spec), "context_window", None))
+        except DshError:
+            return None
 
     async def complete(self, request: ModelRequest) -> Mapping[str, Any]:
         """Answer with the agent's adapter.

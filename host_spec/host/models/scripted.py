@@ -16,6 +16,11 @@ The position in the script is derived from the agent's own log (the number of
 assistant messages this script produced for it), counted incrementally. A
 resumed agent therefore continues where it stopped, and a step whose answer was
 never recorded (a crash mid-call) is replayed.
+
+A compaction request (``purpose="compaction"``) consumes no step: it is answered
+with :func:`scripted_summary`, a deterministic digest of the transcript it was
+given (one line per summarised message), so tests can tell what was summarised.
+``context_window`` is the window the adapter reports (``None``: none).
 """
 
 from __future__ import annotations
@@ -33,13 +38,19 @@ from host_spec.messages import message_text
 
 from host_spec.host.models.adapter import ModelRequest
 
-__all__ = ["ScriptedModel", "ScriptStep", "RecordedRequest", "WAITING_TEXT", "EXHAUSTED_TEXT"]
+__all__ = ["ScriptedModel", "ScriptStep", "RecordedRequest", "WAITING_TEXT", "EXHAUSTED_TEXT", "SUMMARY_PREFIX",
+           "scripted_summary"]
 
 #: Answer while a ``when`` gate is closed; never counted as a consumed step.
 WAITING_TEXT: Final = "(waiting)"
 #: Answer once an agent's script is exhausted.
 EXHAUSTED_TEXT: Final = "(script exhausted)"
 _PLACEHOLDERS: Final = frozenset({WAITING_TEXT, EXHAUSTED_TEXT})
+#: Opens every scripted summary.
+SUMMARY_PREFIX: Final = "(scripted summary)"
+_SUMMARY_LINE: Final = 80
+#: How the transcript of a compaction request opens each summarised message.
+_SUMMARISED_ROLES: Final = ("user: ", "assistant: ", "tool result ", "earlier summary: ")
 _STEP_KEYS: Final = frozenset({"text", "tool_calls", "when"})
 _CALL_KEYS: Final = frozenset({"name", "arguments"})
 
@@ -63,6 +74,7 @@ class RecordedRequest:
     messages: tuple[Mapping[str, Any], ...]
     tools: tuple[str, ...]
     reply: Mapping[str, Any]
+    purpose: str = "step"
 
 
 def _parse_call(call: Any, path: str) -> tuple[str, str]:
@@ -138,12 +150,13 @@ class ScriptedModel:
 
     steps: dict[str, tuple[ScriptStep, ...]]
     record: bool = True
+    context_window: int | None = None
     requests: list[RecordedRequest] = attrs.field(factory=list, init=False)
     _scanned: dict[str, tuple[int, int]] = attrs.field(factory=dict, init=False)
 
     @classmethod
-    def from_mapping(cls, script: Any, *, record: bool = True) -> ScriptedModel:
-        return cls(parse_script(script), record=record)
+    def from_mapping(cls, script: Any, *, record: bool = True, context_window: int | None = None) -> ScriptedModel:
+        return cls(parse_script(script), record=record, context_window=context_window)
 
     @classmethod
     def from_file(cls, path: str | Path, *, record: bool = True) -> ScriptedModel:
@@ -172,8 +185,10 @@ class ScriptedModel:
         agent = request.agent
         steps = self.steps.get(agent.name, ())
         position = self.position(agent)
-        if position >= len(steps):
-            reply: dict[str, Any] = {"text": EXHAUSTED_TEXT, "tool_calls": []}
+        if request.purpose == "compaction":
+            reply: dict[str, Any] = {"text": scripted_summary(request.messages), "tool_calls": []}
+        elif position >= len(steps):
+            reply = {"text": EXHAUSTED_TEXT, "tool_calls": []}
         else:
             step = steps[position]
             if step.when is not None and not any(step.when in _text_of(m) for m in _gate_messages(request.messages)):
@@ -193,11 +208,22 @@ class ScriptedModel:
                     messages=tuple(request.messages),
                     tools=tuple(t.name for t in request.tools),
                     reply=reply,
+                    purpose=request.purpose,
                 )
             )
         return reply
 
 
 def _gate_messages(messages: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[str, Any]]:
-    """Messages a ``when`` gate looks at: all but the adapter's own placeholders."""
-    return [m for m in messages if not (m.get("role") == "assistant" and _is_placeholder(m.get("content") or []))]
+    """Messages a ``when`` gate looks at: all but the adapter's own placeholders and the
+    host's brief (current state, not something the conversation said)."""
+    return [m for m in messages if not (m.get("role") == "assistant" and _is_placeholder(m.get("content") or []))
+            and (m.get("source") or {}).get("kind") != "context-brief"]
+
+
+def scripted_summary(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The scripted answer to a compaction request: :data:`SUMMARY_PREFIX`, then one line
+    per summarised message of the transcript (its first 80 characters)."""
+    lines = "\n".join(_text_of(m) for m in messages).splitlines()
+    blocks = [line[:_SUMMARY_LINE] for line in lines if line.startswith(_SUMMARISED_ROLES)]
+    return "\n".join([SUMMARY_PREFIX, *blocks])

@@ -269,6 +269,22 @@ class PluginManager:
             except Exception:
                 log.exception("plugin.hook_failed", hook=hook, plugin=impl.plugin_name)
 
+    def collect(self, hook: str, **kwargs: Any) -> list[Any]:
+        """Call an observer hook and gather the answers that are not ``None``, in call order.
+
+        Each implementation's exception is logged and contained (its answer is left out).
+        """
+        answers = []
+        for impl in self.impls(hook):
+            try:
+                answer = impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
+            except Exception:
+                log.exception("plugin.hook_failed", hook=hook, plugin=impl.plugin_name)
+                continue
+            if answer is not None:
+                answers.append(answer)
+        return answers
+
     def veto(self, hook: str, **kwargs: Any) -> None:
         """Call a veto hook; the first exception propagates (later impls do not run)."""
         for impl in self.impls(hook):

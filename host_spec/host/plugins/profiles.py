@@ -10,10 +10,17 @@ A profile is a built-in name (``headless``, ``agent-teams``; files in
     max_members = 8
     [models]                        # optional: member-name pattern -> model spec
     "review*" = "openai:gpt-4o-mini"
+    [compaction]                    # optional: when model contexts are compacted
+    threshold = 0.8                 # share of the context window that triggers it
+    recent_share = 0.25             # share kept verbatim as recent turns
+    [compaction.windows]            # model-spec pattern -> context window (tokens)
+    "scripted:*" = 8000
 
 A ``[models]`` entry gives every child whose name matches the pattern
 (``fnmatch``, first match in file order) its own model; other children keep their
 parent's. Later layers override an earlier layer's pattern and append new ones.
+``[compaction]`` keys override an earlier layer's one by one (``windows`` per pattern);
+a model with no configured window compacts only if its adapter reports one.
 
 Layering (later wins per plugin): the ``extends`` chain is resolved base first; each
 layer first removes the names it disables, then sets its plugin tables. A table
@@ -43,6 +50,8 @@ from host_spec import ENTRY_POINT_GROUP
 from host_spec.config import structure_config
 from host_spec.errors import ConfigError
 
+from host_spec.host.agents.window import CompactionSettings
+
 __all__ = ["PluginEntry", "Profile", "builtin_profiles", "load_profile", "known_plugin_names"]
 
 BUILTIN_DIR = Path(__file__).with_name("profiles")
@@ -57,6 +66,7 @@ class _ProfileFile:
     disable: list[str] = attrs.Factory(list)
     plugins: dict[str, dict[str, Any]] = attrs.Factory(dict)
     models: dict[str, str] = attrs.Factory(dict)
+    compaction: dict[str, Any] = attrs.Factory(dict)
 
 
 @attrs.frozen
@@ -78,6 +88,7 @@ class Profile:
         sources: The files layered, base first.
         description: The description of the outermost file.
         models: Member-name pattern -> model spec, in match order.
+        compaction: When the host compacts a model context.
     """
 
     name: str
@@ -86,6 +97,7 @@ class Profile:
     sources: tuple[str, ...] = ()
     description: str = ""
     models: Mapping[str, str] = attrs.field(factory=lambda: MappingProxyType({}))
+    compaction: CompactionSettings = attrs.Factory(CompactionSettings)
 
     def names(self) -> tuple[str, ...]:
         return tuple(entry.name for entry in self.plugins)
@@ -151,7 +163,7 @@ def _check_known(name: str, known: Collection[str], label: str, path: str) -> No
 
 def _resolve(
     spec: str, base_dir: Path | None, known: Collection[str], chain: tuple[Path, ...]
-) -> tuple[dict[str, Mapping[str, Any]], set[str], list[str], str, dict[str, str]]:
+) -> tuple[dict[str, Mapping[str, Any]], set[str], list[str], str, dict[str, str], dict[str, Any]]:
     path = _locate(spec, base_dir).resolve()
     label = spec if not _is_path(spec) else str(path)
     if path in chain:
@@ -159,9 +171,9 @@ def _resolve(
         raise ConfigError(f"profile {label}: extends itself ({cycle})", path="extends")
     layer = _read(path, label)
     if layer.extends is not None:
-        plugins, disabled, sources, _, models = _resolve(layer.extends, path.parent, known, (*chain, path))
+        plugins, disabled, sources, _, models, compaction = _resolve(layer.extends, path.parent, known, (*chain, path))
     else:
-        plugins, disabled, sources, models = {}, set(), [], {}
+        plugins, disabled, sources, models, compaction = {}, set(), [], {}, {}
     for index, name in enumerate(layer.disable):
         _check_known(name, known, label, f"disable[{index}]")
         if name in layer.plugins:
@@ -180,8 +192,17 @@ def _resolve(
             raise ConfigError(f'profile {label}: model "{model}" is not a KIND:ARGUMENT spec @ models.{pattern}',
                               path=f"models.{pattern}")
         models[pattern] = model
+    if layer.compaction:
+        earlier, windows = compaction.get("windows"), layer.compaction.get("windows")
+        compaction = {**compaction, **layer.compaction}
+        if isinstance(earlier, Mapping) and isinstance(windows, Mapping):
+            compaction["windows"] = {**earlier, **windows}
+        try:
+            structure_config(CompactionSettings, compaction, "compaction")
+        except ConfigError as exc:
+            raise ConfigError(f"profile {label}: {exc.message}", path=exc.path) from None
     sources.append(str(path))
-    return plugins, disabled, sources, layer.description, models
+    return plugins, disabled, sources, layer.description, models, compaction
 
 
 def load_profile(spec: str | os.PathLike[str], *, known: Collection[str] | None = None) -> Profile:
@@ -199,7 +220,7 @@ def load_profile(spec: str | os.PathLike[str], *, known: Collection[str] | None 
     """
     spec = os.fspath(spec)
     names = known_plugin_names() if known is None else known
-    plugins, disabled, sources, description, models = _resolve(spec, None, names, ())
+    plugins, disabled, sources, description, models, compaction = _resolve(spec, None, names, ())
     entries = tuple(PluginEntry(name, config) for name, config in plugins.items())
     return Profile(
         name=spec,
@@ -208,4 +229,5 @@ def load_profile(spec: str | os.PathLike[str], *, known: Collection[str] | None 
         sources=tuple(sources),
         description=description,
         models=MappingProxyType(models),
+        compaction=structure_config(CompactionSettings, compaction, "compaction"),
     )
