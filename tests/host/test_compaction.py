@@ -495,3 +495,13 @@ class TestBriefHook:
         agent = await run(kit)
         assert compactions(agent.session) == []
         assert [r.purpose for r in kit.model.requests] == ["step"]
+
+
+def test_the_transcript_shows_a_compaction() -> None:
+    """``dsh run`` prints one line per compaction (the summary itself stays in the log)."""
+    from host_spec.host.cli.transcript import render_event
+
+    session = memory_session("t")
+    event = session.append(EventType.CONTEXT_COMPACTED, ContextCompaction(
+        version=1, summary="S", first_seq=1, kept_from_seq=3, summarised=4, estimated_tokens=1234, window=1500))
+    assert render_event("w", event) == ["[w] (context compacted: 4 messages summarised at ~1234 of 1500 tokens)"]

@@ -66,6 +66,10 @@ def render_event(name: str, event: Event) -> list[str]:
         text = message_text(value.get("content") or [])
         marker = " (error)" if value.get("is_error") else ""
         return _lines(f"{tag}tool result {value.get('name')}{marker} ", text)
+    if event.type == EventType.CONTEXT_COMPACTED:
+        value = event.value()
+        return [f"{tag}(context compacted: {value.get('summarised')} messages summarised at "
+                f"~{value.get('estimated_tokens')} of {value.get('window')} tokens)"]
     if event.type == EventType.TURN_END:
         reason = event.value().get("reason") or {}
         if reason.get("kind", "completed") != "completed":
