@@ -157,7 +157,8 @@ async def _mail(host: Host) -> list[float]:
 
 async def _live(directory: Path) -> dict[str, Any]:
     config = {"max_members": MEMBERS + 8, "max_tasks": LIST_TASKS + 8, "allow_volatile_store": True}
-    host = await Host.open(None, None, ScriptedModel.from_mapping({}))
+    # The scripted model keeps no request log here: it would hold every conversation it saw.
+    host = await Host.open(None, None, ScriptedModel.from_mapping({}, record=False))
     host.plugins.load("dsh-team", config)
     try:
         return {"list_tasks": await _live_board(host), "mail": await _mail(host)}

@@ -35,6 +35,7 @@ import attrs
 
 from dsh_team import TEAM_EVENT_TYPES, TeamState, evolve, replay
 from host_spec import hookimpl
+from host_spec.carry import CarriedFolds
 from host_spec.records import Violation
 
 if TYPE_CHECKING:
@@ -85,10 +86,23 @@ class TeamStreamInvariant:
     """
 
     _folds: dict[str, _Fold] = attrs.Factory(dict)
+    #: Folds of sessions that left the live store: a woken member's log is not folded again.
+    _carried: CarriedFolds[TeamState] = attrs.Factory(CarriedFolds)
 
     def seed(self, session: Session) -> None:
-        """Fold ``session``'s current events once (on resume, or plugin load)."""
-        self._folds[session.id] = _Fold(session, replay(session.events, session.id))
+        """Fold ``session``'s current events once (on resume, or plugin load).
+
+        A resumed session whose log continues the fold its last activation left
+        (:mod:`host_spec.carry`) folds only the events after it.
+        """
+        events = session.events
+        carried = self._carried.take(session.header, events)
+        if carried is None:
+            state = replay(events, session.id)
+        else:
+            position, state = carried
+            state = replay(events[position:], session.id, state)
+        self._folds[session.id] = _Fold(session, state)
 
     @hookimpl(specname="dsh_session_created")
     def created(self, session: Session) -> None:
@@ -103,10 +117,12 @@ class TeamStreamInvariant:
         fold = self._folds.get(session.id)
         if fold is not None and fold.session is session:
             del self._folds[session.id]
+            self._carried.keep(session.header, session.events, session.last_seq, fold.settle(session))
 
     def clear(self) -> None:
         """Drop every fold (plugin unload)."""
         self._folds.clear()
+        self._carried = CarriedFolds()
 
     def sessions(self) -> Sequence[str]:
         """Ids of the sessions currently folded (for tests and diagnostics)."""

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload, runtime_chec
 import attrs
 import structlog
 
+from host_spec.carry import CarriedFolds
+
 from dsh_team.errors import TeamCode, TeamError, UnconfirmedError
 from dsh_team.core.fold import evolve
 from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_TASK
@@ -84,6 +86,9 @@ class Journal:
         on_durable: Called once a change became durable (after its flush).
         folds: Finds the host's fold provider, asked on every catch-up (a reload may
             replace or remove it); ``None``: the journal always folds itself.
+        carried: ``(position, state)``: the fold of ``session.events[:position]`` by
+            an earlier activation of this session, which its log continues
+            (:mod:`host_spec.carry`); only the events after it are folded.
     """
 
     def __init__(
@@ -93,6 +98,7 @@ class Journal:
         on_change: ChangeListener | None = None,
         on_durable: ChangeListener | None = None,
         folds: FoldSource | None = None,
+        carried: tuple[int, TeamState] | None = None,
     ) -> None:
         self.session = session
         self.team_id = session.id
@@ -100,6 +106,10 @@ class Journal:
         self._folded = 0
         #: Positions of Team changes folded but not yet known durable, oldest first.
         self._pending: deque[int] = deque()
+        if carried is not None:
+            self._folded, self._state = carried
+            if self._state.position:
+                self._pending.append(self._state.position)
         #: The serialized section (held by :meth:`transact`; multi-step roster work may hold it too).
         self.lock = asyncio.Lock()
         self._on_change = on_change
@@ -305,6 +315,8 @@ class Journals:
         self._on_change = on_change
         self._on_durable = on_durable
         self._folds = folds
+        #: Folds of sessions that left the live store: a woken member continues its own.
+        self._carried: CarriedFolds[TeamState] = CarriedFolds()
 
     def __iter__(self) -> Iterator[Journal]:
         return iter(list(self._by_id.values()))
@@ -319,7 +331,13 @@ class Journals:
         """
         journal = self._by_id.get(session.id)
         if journal is None or journal.session is not session:
-            journal = Journal(session, on_change=self._on_change, on_durable=self._on_durable, folds=self._folds)
+            journal = Journal(
+                session,
+                on_change=self._on_change,
+                on_durable=self._on_durable,
+                folds=self._folds,
+                carried=self._carried.take(session.header, session.events),
+            )
             self._by_id[session.id] = journal
         return journal
 
@@ -332,3 +350,5 @@ class Journals:
         journal = self._by_id.get(session.id)
         if journal is not None and journal.session is session:
             del self._by_id[session.id]
+            state = journal.state
+            self._carried.keep(session.header, session.events, session.last_seq, state)

@@ -40,7 +40,7 @@ from dsh_team.errors import TeamError, render_reason
 from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, VERSION, MessageDeliveredRecord, TeamMessageSnapshot
 from dsh_team.log.journal import Append, Journal
 from dsh_team.mail.framing import framed_content, recorded_team_message, team_source, team_user_message
-from dsh_team.mail.holdings import SessionMessages, fold_messages
+from dsh_team.mail.holdings import SessionMessages
 from dsh_team.core.state import TeamState
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ class Dispatcher:
                     return await self.acknowledge(journal, message)
             else:
                 stored = await self.host.sessions.inspect(target_id)
-                if fold_messages(stored.own_events()).recorded(message.id):
+                if self.messages.stored(stored).recorded(message.id):
                     return await self._record(journal, message)
                 # Not recorded, or only pending in a sleeping target's inbox: deliver. A
                 # pending copy is not inserted twice (same id), and the cold resume wakes
@@ -202,7 +202,7 @@ class Dispatcher:
         session = journal.session if target_id == journal.team_id else self.host.sessions.get(target_id)
         if session is None:
             stored = await self.host.sessions.inspect(target_id)
-            if not fold_messages(stored.own_events()).holds(message.id):
+            if not self.messages.stored(stored).holds(message.id):
                 return False
             return await self._record(journal, message)
         while True:

@@ -14,8 +14,14 @@ A Team message is also recognised by its source (``kind: team-message``,
 Only the *own* suffix counts: a fork inherits its parent's history, never its mail.
 
 Checks run on every delivery and acknowledgement, so a live session is folded
-incrementally (each event once, from where the last query stopped); a stored
-session is folded once per read. Decoders are built once and skip message content.
+incrementally (each event once, from where the last query stopped). A session
+that left the live store keeps its index (:mod:`host_spec.carry`): a sleeping
+teammate's stored log and its next activation continue it, so a wake never
+re-reads the history. Decoders are built once and skip message content.
+
+The same fold answers read receipts (:mod:`dsh_team.mail.receipts`): a recorded
+Team message is *read* once an ``assistant/message`` follows it, *seen* while
+none has yet.
 """
 
 from __future__ import annotations
@@ -27,13 +33,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from host_spec.events import Event, EventType, SubagentDescriptor
+from host_spec.carry import CarriedFolds
+from host_spec.events import Event, EventType, SessionHeader, SubagentDescriptor
 
 from dsh_team.errors import TeamCode, TeamError, render_reason
-from dsh_team.mail.framing import TEAM_MESSAGE_SOURCE
+from dsh_team.mail.framing import TEAM_MESSAGE_SOURCE, recorded_team_message
 
 if TYPE_CHECKING:
-    from host_spec.protocols import Session, SessionStore
+    from host_spec.protocols import PersistedSession, Session, SessionStore
     from host_spec.records import AbortSignal
 
 __all__ = [
@@ -74,7 +81,7 @@ def _identity(message: _Message) -> tuple[str, str | None]:
 class MessageIndex:
     """The messages one session holds, folded from its own events."""
 
-    __slots__ = ("position", "_history", "_user_history", "_pending", "_aliases")
+    __slots__ = ("position", "_history", "_user_history", "_pending", "_aliases", "_read", "_seen")
 
     def __init__(self, position: int = 0) -> None:
         self.position = position  # index into ``session.events`` folded so far
@@ -82,13 +89,23 @@ class MessageIndex:
         self._user_history = False
         self._pending: dict[str, tuple[str, str | None]] = {}  # id -> (kind, alias)
         self._aliases: dict[str, str] = {}  # pending alias -> id
+        self._read: set[tuple[str, str]] = set()  # (team id, Team message id) answered by a reply
+        self._seen: set[tuple[str, str]] = set()  # recorded since the last reply
 
     def fold(self, events: Iterable[Event]) -> MessageIndex:
         """Apply ``events`` in order (unreadable payloads are skipped: they hold nothing)."""
         for event in events:
             kind = event.type
+            if kind == EventType.ASSISTANT_MESSAGE:
+                if self._seen:
+                    self._read |= self._seen
+                    self._seen = set()
+                continue
             try:
                 if kind == EventType.USER_MESSAGE:
+                    found = recorded_team_message(event)
+                    if found is not None:
+                        self._seen.add(found)
                     self._record(_MESSAGE.decode(event.data))
                 elif kind == EventType.INBOX_SPLICED:
                     self._splice(_SPLICE.decode(event.data))
@@ -126,6 +143,22 @@ class MessageIndex:
         """Whether any held message has source kind ``user`` (a provisioned prompt)."""
         return self._user_history or any(kind == "user" for kind, _ in self._pending.values())
 
+    def receipt(self, team_id: str, message_id: str) -> str | None:
+        """``read`` (a reply followed it), ``seen`` (recorded, no reply yet) or ``None`` (not recorded)."""
+        key = (team_id, message_id)
+        if key in self._read:
+            return "read"
+        return "seen" if key in self._seen else None
+
+
+def _caught_up(index: MessageIndex, events: Sequence[Event]) -> MessageIndex:
+    """``index`` after folding the events it has not seen yet."""
+    count = len(events)
+    if index.position < count:
+        index.fold(events[index.position : count])
+        index.position = count
+    return index
+
 
 def fold_messages(events: Iterable[Event]) -> MessageIndex:
     """The index of a stored session's own events (``persisted.own_events()``)."""
@@ -158,20 +191,30 @@ class SessionMessages:
     def __init__(self) -> None:
         self._live: dict[str, tuple[Session, MessageIndex]] = {}
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
+        #: Indexes of sessions that left the live store, continued by their next read.
+        self._carried: CarriedFolds[MessageIndex] = CarriedFolds()
 
     def index(self, session: Session) -> MessageIndex:
         """The up-to-date index of a live session (folds only events appended since the last call)."""
         entry = self._live.get(session.id)
         if entry is None or entry[0] is not session:
-            entry = (session, MessageIndex(session.header.seed_length))
+            entry = (session, self._continued(session.header, session.events))
             self._live[session.id] = entry
-        index = entry[1]
-        events = session.events
-        count = len(events)
-        if index.position < count:
-            index.fold(events[index.position : count])
-            index.position = count
+        return _caught_up(entry[1], session.events)
+
+    def stored(self, stored: PersistedSession) -> MessageIndex:
+        """The index of a session read from storage, continuing the one its last activation left.
+
+        The caller checked that the session is not live; the index is kept for its next read.
+        """
+        events = stored.events
+        index = _caught_up(self._continued(stored.header, events), events)
+        self._carried.keep(stored.header, events, index.position, index)
         return index
+
+    def _continued(self, header: SessionHeader, events: Sequence[Event]) -> MessageIndex:
+        carried = self._carried.take(header, events)
+        return MessageIndex(header.seed_length) if carried is None else carried[1]
 
     def holds(self, session: Session, message_id: str) -> bool:
         return self.index(session).holds(message_id)
@@ -192,6 +235,7 @@ class SessionMessages:
         entry = self._live.get(session.id)
         if entry is not None and entry[0] is session:
             del self._live[session.id]
+            self._carried.keep(session.header, session.events, entry[1].position, entry[1])
         self.poke(session)
 
     async def next_change(self, session: Session, signal: AbortSignal | None) -> None:
@@ -255,7 +299,7 @@ async def await_accepted(
         session = sessions.get(session_id)
         if session is None:
             stored = await sessions.inspect(session_id)
-            if fold_messages(stored.own_events()).holds(message_id):
+            if messages.stored(stored).holds(message_id):
                 return
             raise TeamError(
                 f'initial prompt "{message_id}" was not durably accepted by {session_id}',

@@ -14,7 +14,9 @@ message. The receipt is one ``team/message/read`` record in the Lead log:
 * **Across crashes.** Live observation keeps only memory; whatever a crash lost
   (a step that completed before its receipt was durable, or a message recorded
   before the restart whose step completes after it) is rebuilt when a member
-  starts: :func:`scan_receipts` re-reads the target's own log once.
+  starts, from the target's message index (:mod:`dsh_team.mail.holdings`, which
+  folds each event of a target's log once, across its activations; it answers
+  what :func:`scan_receipts`, the plain scan of a log, would).
 
 Observation is O(1) per event: only ``user/message`` payloads are decoded (their
 source only), and an ``assistant/message`` is recognised by its type.
@@ -33,6 +35,7 @@ from dsh_team.core.records import TEAM_MESSAGE_READ, VERSION, MessageReadRecord,
 from dsh_team.errors import render_reason
 from dsh_team.log.journal import Append, Journal
 from dsh_team.mail.framing import recorded_team_message
+from dsh_team.mail.holdings import MessageIndex
 from dsh_team.core.state import TeamState
 
 if TYPE_CHECKING:
@@ -157,16 +160,21 @@ class ReadReceipts:
         count = 0
         for target_id in targets:
             unread = mail.unread_for(target_id)
-            read, seen = scan_receipts(await self._own_events(target_id), journal.team_id)
+            index = await self._index(target_id)
             for message in unread:
-                if message.id in read:
+                receipt = index.receipt(journal.team_id, message.id)
+                if receipt == "read":
                     count += await self.mark(journal, message)
-                elif message.id in seen:
+                elif receipt == "seen":
                     self._seen.setdefault(target_id, {})[message.id] = journal.team_id
         return count
 
-    async def _own_events(self, session_id: str) -> Iterable[Event]:
+    async def _index(self, session_id: str) -> MessageIndex:
+        """The target's message index: continued, never re-read from the start (:mod:`.holdings`)."""
+        messages = self.dispatcher.messages
         session = self.host.sessions.get(session_id)
         if session is not None:
-            return session.events[session.header.seed_length :]
-        return (await self.host.sessions.inspect(session_id)).own_events()
+            return messages.index(session)
+        stored = await self.host.sessions.inspect(session_id)
+        live = self.host.sessions.get(session_id)  # it may have been resumed meanwhile
+        return messages.index(live) if live is not None else messages.stored(stored)

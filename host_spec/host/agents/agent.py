@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import structlog
 
 from host_spec.errors import DshError
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from host_spec.host.agents.runtime import AgentRuntime
     from host_spec.host.agents.scope import Scope
 
-__all__ = ["Agent", "AgentDisposedError"]
+__all__ = ["Agent", "AgentDisposedError", "AgentFold"]
 
 log = structlog.get_logger(__name__)
 
@@ -46,11 +47,26 @@ class AgentDisposedError(DshError):
     code = "AGENT_DISPOSED"
 
 
+@attrs.frozen
+class AgentFold:
+    """An agent's folds of its log, carried to the next activation of the same session.
+
+    Attributes:
+        conversation: The model context folded so far (it knows how far).
+        inbox: The inbox, the replay of every splice the activation saw.
+    """
+
+    conversation: Conversation
+    inbox: Inbox
+
+
 class Agent:
     """A live agent (implements ``protocols.Agent``); built by :class:`AgentRegistry`.
 
     Construction folds the log once: it closes a turn a crash left open, learns the
-    last turn number, and rebuilds the inbox from the session's own splices.
+    last turn number, and rebuilds the inbox from the session's own splices. An
+    agent built with ``carried`` (the :meth:`fold` of an earlier activation of the
+    same session, whose log this one continues) folds only the events after it.
     """
 
     def __init__(
@@ -63,6 +79,7 @@ class Agent:
         name: str,
         model: str | None = None,
         resumed: bool = False,
+        carried: tuple[int, AgentFold] | None = None,
     ) -> None:
         self.runtime = runtime
         self._release = release
@@ -80,10 +97,15 @@ class Agent:
         self._disposal: asyncio.Future[None] | None = None
         self._conversation = Conversation(session)
         self._resumed = resumed
+        inbox: tuple[int, Inbox] | None = None
+        if carried is not None:
+            position, fold = carried
+            self._conversation, inbox = fold.conversation, (position, fold.inbox)
+            self._conversation.session = session
         state = fold_tail(session.events)
         self.repaired = append_closers(session, state, agent_id=session.id)
         self.turn = state.last_turn
-        self._inbox = Inbox(session)
+        self._inbox = Inbox(session, inbox)
 
     def __repr__(self) -> str:
         return f"<Agent {self.id} {self._name!r} {self._status}>"
@@ -234,6 +256,16 @@ class Agent:
         a ``context/compacted`` event replaces the older turns by its summary.
         """
         return self._conversation.messages()
+
+    def fold(self) -> AgentFold:
+        """Hand what this agent folded from its log to the next activation of its session.
+
+        The conversation moves without a copy; this agent starts its own from scratch
+        should it be asked again (it is disposed: it never is in practice).
+        """
+        fold = AgentFold(self._conversation, self._inbox)
+        self._conversation = Conversation(self._session)
+        return fold
 
     # ------------------------------------------------------------ disposal
 

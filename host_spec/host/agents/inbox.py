@@ -36,13 +36,26 @@ class Inbox:
     Args:
         session: The agent's session; splices are appended to it and replayed from
             ``session.own_events()`` here, once.
+        carried: ``(position, inbox)``: the inbox of an earlier activation of this
+            session whose queues are the replay of ``session.events[:position]``
+            (:mod:`host_spec.carry` checked that the log continues it); only the
+            splices after ``position`` are replayed.
     """
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, carried: tuple[int, Inbox] | None = None) -> None:
         self._session = session
         self._queues: dict[str, list[UserMessage]] = {NEXT_TURN: [], NEXT_STEP: []}
         self._ids: set[str] = set()  # ids are unique across both queues
-        for event in session.own_events():
+        start = session.header.seed_length
+        if carried is not None:
+            position, earlier = carried
+            # _apply replaces a queue list instead of mutating it, so sharing the lists is safe.
+            self._queues = dict(earlier._queues)
+            self._ids = set(earlier._ids)
+            start = max(start, position)
+        events = session.events
+        for index in range(start, len(events)):
+            event = events[index]
             if event.type == EventType.INBOX_SPLICED:
                 self._apply(event.decode(InboxSplice))
 

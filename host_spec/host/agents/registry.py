@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from host_spec.carry import CarriedFolds
 from host_spec.errors import DshError
 from host_spec.records import CancelCause
 
-from host_spec.host.agents.agent import Agent
+from host_spec.host.agents.agent import Agent, AgentFold
 from host_spec.host.agents.runtime import AgentHooks, AgentRuntime, NullHooks
 from host_spec.host.agents.scope import Scope
 
@@ -40,6 +41,8 @@ class AgentRegistry:
     def __init__(self, runtime: AgentRuntime) -> None:
         self.runtime = runtime
         self._agents: dict[str, Agent] = {}
+        #: Folds of disposed agents: a continuable child woken again continues them (no history re-read).
+        self._carried: CarriedFolds[AgentFold] = CarriedFolds()
 
     def create(self, session: Session, *, name: str, model: str | None = None, source: str = "startup") -> Agent:
         """Build, publish and (if it has pending work) wake an agent for ``session``.
@@ -55,7 +58,17 @@ class AgentRegistry:
         if session.id in self._agents:
             raise AgentExistsError(f"agent {session.id} is already live", agent_id=session.id)
         scope = Scope(label=f"agent:{session.id}")
-        agent = Agent(self.runtime, self.dispose, session, scope, name=name, model=model, resumed=source == "resume")
+        carried = self._carried.take(session.header, session.events)
+        agent = Agent(
+            self.runtime,
+            self.dispose,
+            session,
+            scope,
+            name=name,
+            model=model,
+            resumed=source == "resume",
+            carried=carried,
+        )
         self._agents[agent.id] = agent
         try:
             self.runtime.hooks.created(agent)
@@ -107,3 +120,5 @@ class AgentRegistry:
         if self._agents.get(agent.id) is agent:
             del self._agents[agent.id]
         agent.mark_disposed()
+        session = agent.session
+        self._carried.keep(session.header, session.events, session.last_seq, agent.fold())

@@ -11,9 +11,10 @@ does not move), raises to every waiter of that batch, and a later flush retries.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol, overload
+from typing import Any, Protocol, TypeVar, overload
 
 import structlog
 
@@ -24,9 +25,11 @@ from host_spec.storage import SessionLog
 from host_spec.host.store.commit import GroupCommit
 from host_spec.host.store.context import current_cause
 
-__all__ = ["NullObserver", "Session", "SessionObserver", "time_ms"]
+__all__ = ["EventsView", "NullObserver", "Prefix", "Session", "SessionObserver", "time_ms"]
 
 log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
 
 
 def time_ms() -> int:
@@ -60,8 +63,8 @@ class NullObserver:
         return None
 
 
-class _EventsView(Sequence[Event]):
-    """A read-only, allocation-free view of a session's event list from ``start`` on.
+class EventsView(Sequence[Event]):
+    """A read-only, allocation-free view of a session's event list (or tuple) from ``start`` on.
 
     Handing out the list itself would let callers mutate the log; copying it on
     every ``session.events`` read would make hot readers O(n). Slices are copies.
@@ -69,7 +72,7 @@ class _EventsView(Sequence[Event]):
 
     __slots__ = ("_items", "_start")
 
-    def __init__(self, items: list[Event], start: int = 0) -> None:
+    def __init__(self, items: Sequence[Event], start: int = 0) -> None:
         self._items = items
         self._start = start
 
@@ -94,13 +97,12 @@ class _EventsView(Sequence[Event]):
         return self._items[self._start + index]
 
     def __iter__(self) -> Iterator[Event]:
-        items, index = self._items, self._start
-        while index < len(items):
-            yield items[index]
-            index += 1
+        # A list iterator sees events appended while it runs, like the list itself.
+        items = iter(self._items)
+        return itertools.islice(items, self._start, None) if self._start else items
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, (_EventsView, list, tuple)):
+        if isinstance(other, (EventsView, list, tuple)):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other))
         return NotImplemented
 
@@ -108,6 +110,51 @@ class _EventsView(Sequence[Event]):
 
     def __repr__(self) -> str:
         return f"<events {len(self)} from {self._start}>"
+
+
+class Prefix(Sequence[T]):
+    """The first ``len(items)`` items of a list that only grows, frozen at that count (no copy).
+
+    A snapshot of an append-only list in O(1): later appends (by whoever the list
+    is handed to next) never show here, so the snapshot stays what it was.
+    """
+
+    __slots__ = ("items", "_count")
+
+    def __init__(self, items: list[T]) -> None:
+        self.items = items
+        self._count = len(items)
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[T, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
+        if isinstance(index, slice):
+            return tuple(self.items[: self._count][index])
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError("index out of range")
+        return self.items[index]
+
+    def __iter__(self) -> Iterator[T]:
+        return itertools.islice(iter(self.items), self._count)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Prefix, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # unhashable like a list
+
+    def __repr__(self) -> str:
+        return f"<prefix {self._count}>"
 
 
 class Session:
@@ -120,6 +167,11 @@ class Session:
         observer: Veto and notification seam; defaults to :class:`NullObserver`.
         clock: Epoch-milliseconds source for ``Event.time``.
         durable_seq: How many of ``events`` are already stored (``len(events)`` on resume).
+        checked: The events come from the store that resumes the session: their
+            seqs are already proved ``1..n`` (a backend's ``resume`` must; a
+            disposed session's list is) and a ``list`` is handed over (the session
+            appends to it; nobody else may). Only the count is confirmed and
+            nothing is copied, so waking a long-lived session costs O(1) here.
     """
 
     def __init__(
@@ -131,9 +183,10 @@ class Session:
         observer: SessionObserver | None = None,
         clock: Callable[[], int] = time_ms,
         durable_seq: int = 0,
+        checked: bool = False,
     ) -> None:
-        items = list(events)
-        for index, event in enumerate(items, 1):
+        items = events if checked and type(events) is list else list(events)
+        for index, event in enumerate(items[-1:] if checked else items, len(items) if checked else 1):
             if event.seq != index:
                 raise InvalidEventError(
                     f"session {header.id}: event #{index} has seq {event.seq}, expected {index}"
@@ -142,8 +195,8 @@ class Session:
             raise ValueError(f"durable_seq {durable_seq} outside 0..{len(items)}")
         self._header = header
         self._events = items
-        self._view = _EventsView(items)
-        self._own = _EventsView(items, header.seed_length)
+        self._view = EventsView(items)
+        self._own = EventsView(items, header.seed_length)
         self._observer: SessionObserver = observer if observer is not None else NullObserver()
         self._clock = clock
         self._live = True
@@ -239,6 +292,16 @@ class Session:
             self._observer.flushed(self, durable_seq)
         except Exception:
             log.exception("session.observer_failed", session=self._header.id, durable_seq=durable_seq)
+
+    def closed_events(self) -> list[Event]:
+        """The event list of a closed session, for the store to snapshot and resume without a copy.
+
+        Raises:
+            SessionNotLiveError: never for a closed session; a live one raises (its list still grows).
+        """
+        if self._live:
+            raise SessionNotLiveError(f"session {self._header.id} is still live", session=self._header.id)
+        return self._events
 
     def close(self) -> None:
         """Stop accepting appends and release the backend (its lock) once no write runs. Idempotent.

@@ -24,7 +24,7 @@ from host_spec.errors import SessionError, SessionExistsError, SessionNotFoundEr
 from host_spec.events import Event, SessionHeader
 from host_spec.storage import StorageBackend
 
-from host_spec.host.store.session import Session, SessionObserver, time_ms
+from host_spec.host.store.session import EventsView, Prefix, Session, SessionObserver, time_ms
 
 __all__ = ["PersistedSession", "SessionStore"]
 
@@ -33,14 +33,18 @@ log = structlog.get_logger(__name__)
 
 @attrs.frozen
 class PersistedSession:
-    """A read-only snapshot of a session (implements ``protocols.PersistedSession``)."""
+    """A read-only snapshot of a session (implements ``protocols.PersistedSession``).
+
+    ``events`` is a tuple, or a frozen view of a disposed in-memory session's
+    event list, so keeping a sleeping session costs no copy.
+    """
 
     header: SessionHeader
-    events: tuple[Event, ...]
+    events: Sequence[Event]
 
-    def own_events(self) -> tuple[Event, ...]:
-        """Events after the inherited prefix (``events[header.seed_length:]``)."""
-        return self.events[self.header.seed_length :]
+    def own_events(self) -> Sequence[Event]:
+        """Events after the inherited prefix (``events[header.seed_length:]``, a view: no copy)."""
+        return EventsView(self.events, self.header.seed_length)
 
 
 class SessionStore:
@@ -140,9 +144,17 @@ class SessionStore:
             stored = self._memory.pop(session_id, None)
             if stored is None:
                 raise SessionNotFoundError(f"session {session_id} not found", session=session_id)
-            backend, header, events = None, stored.header, list(stored.events)
+            backend, header = None, stored.header
+            # A disposed session's list is handed over (nothing else appends to it).
+            events = stored.events.items if isinstance(stored.events, Prefix) else list(stored.events)
         session = Session(
-            header, events=events, backend=backend, observer=self._observer, clock=self._clock, durable_seq=len(events)
+            header,
+            events=events,
+            backend=backend,
+            observer=self._observer,
+            clock=self._clock,
+            durable_seq=len(events),
+            checked=True,
         )
         self._live[session_id] = session
         return session
@@ -207,7 +219,7 @@ class SessionStore:
             del self._live[session.id]
             session.close()
             if self.store is None:
-                self._memory[session.id] = PersistedSession(session.header, tuple(session.events))
+                self._memory[session.id] = PersistedSession(session.header, Prefix(session.closed_events()))
 
     def discard(self, session: Session) -> None:
         """Close ``session`` without a final flush and leave the live set. Idempotent.
