@@ -8,7 +8,10 @@ R1: cold resume of a Lead log of 1,000,000 Team events (open the host, resume th
     temporary directory and deleted afterwards.
 R2: resident memory the resume adds, per 100k events, printed beside what the
     stored events alone cost (a plain ``store.read``): the rest is the Team's own
-    state, which must follow the live board (200 tasks), not the history.
+    state, which must follow the live board (200 tasks), not the history. Also
+    printed: the bytes the folded Team state keeps for a log of tasks and mail of
+    the same live size at 100k and at 1M events (resident growth of a fresh
+    interpreter; the events are generated, never held).
 R3: ``list_tasks`` at 1,000 live tasks (microseconds per call, printed).
 R4: 32 members exchanging 10,000 messages (queued, delivered into the target's
     session, acknowledged) on an in-memory host: time per message of the last
@@ -24,14 +27,29 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import report  # noqa: E402
 from benchmarks.bench_team import TypedLine, lead_events, teams_of, write_log  # noqa: E402
+from dsh_team.core.fold import replay  # noqa: E402
+from dsh_team.core.records import (  # noqa: E402
+    TEAM_MESSAGE_DELIVERED,
+    TEAM_MESSAGE_QUEUED,
+    TEAM_MESSAGE_READ,
+    VERSION,
+    MessageDeliveredRecord,
+    MessageQueuedRecord,
+    MessageReadRecord,
+    TeamMessageSnapshot,
+)
+from host_spec.events import Event, json_encode  # noqa: E402
 from host_spec.host.app import Host  # noqa: E402
 from host_spec.host.models.scripted import ScriptedModel  # noqa: E402
 from host_spec.host.store.jsonl import JsonlStore  # noqa: E402
@@ -44,6 +62,7 @@ LIST_TASKS = 1_000
 MEMBERS = 32
 MESSAGES = 10_000
 LEAD = "lead"
+STATE_SIZES = (100_000, 1_000_000)
 
 
 def _rss() -> int:
@@ -89,6 +108,42 @@ async def _child_resume(directory: Path) -> dict[str, float]:
     return {"seconds": seconds, "rss": rss}
 
 
+def _mixed_events(count: int, team_id: str) -> Iterator[Event]:
+    """A Lead log of ``count`` events, one in three mail: the task cycle of :func:`lead_events`
+    interleaved with messages queued, delivered and read (none left pending)."""
+    tasks = lead_events(count, team_id, LIVE)
+    content = ({"type": "text", "text": "status: parser done, starting the test suite now"},)
+    for seq in range(1, count + 1):
+        number, step = divmod(seq - 1, 9)
+        if step < 6:
+            event = next(tasks)
+            yield Event(seq=seq, time=event.time, type=event.type, data=event.data)
+            continue
+        message_id, target = f"team-message-{number}", f"member-{number % MEMBERS}"
+        if step == 6:
+            message = TeamMessageSnapshot(message_id, team_id, "lead", target, content)
+            kind, record = TEAM_MESSAGE_QUEUED, MessageQueuedRecord(version=VERSION, team_id=team_id, message=message)
+        elif step == 7:
+            kind = TEAM_MESSAGE_DELIVERED
+            record = MessageDeliveredRecord(version=VERSION, team_id=team_id, message_id=message_id, target_id=target)
+        else:
+            kind = TEAM_MESSAGE_READ
+            record = MessageReadRecord(version=VERSION, team_id=team_id, message_id=message_id, target_id=target)
+        yield Event(seq=seq, time=1_700_000_000_000 + seq, type=kind, data=msgspec.Raw(json_encode(record)))
+
+
+def _child_state(count: int) -> dict[str, float]:
+    """Bytes the folded Team state of a mixed log keeps (the events are generated, never held)."""
+    import gc
+
+    before = _rss()
+    state = replay(_mixed_events(count, LEAD), LEAD)
+    gc.collect()
+    retained = _rss() - before
+    assert state.failure is None and len(state.tasks.listed()) == LIVE and not state.mail.pending
+    return {"bytes": retained, "messages": len(state.mail.queued)}
+
+
 def _spawn(kind: str, directory: Path) -> dict[str, float]:
     done = subprocess.run(
         [sys.executable, __file__, kind, str(directory)], check=True, capture_output=True, text=True
@@ -106,7 +161,9 @@ def _resume_figures(directory: Path) -> dict[str, float]:
         typed.append(_spawn("typed", directory)["seconds"])
         resumed.append(_spawn("resume", directory))
     read = _spawn("read", directory)
+    state = {count: _spawn(f"state-{count}", directory) for count in STATE_SIZES}
     return {
+        "state": state,
         "written": written,
         "size": size,
         "typed": min(typed),
@@ -182,6 +239,13 @@ def run() -> list[tuple[str, float, float]]:
         f"the stored events alone {resume['events_rss'] * per / 1e6:.1f} MB per 100k; "
         f"host + Team state beyond them {team_rss / 1e6:.1f} MB for {LIVE} live tasks"
     )
+    small, big = (resume["state"][count] for count in STATE_SIZES)
+    print(
+        f"scale: Team state folded from a log of tasks and mail ({LIVE} live tasks, no mail pending): "
+        f"{small['bytes'] / 1e6:.1f} MB at {STATE_SIZES[0]} events, {big['bytes'] / 1e6:.1f} MB at {STATE_SIZES[1]} "
+        f"({big['bytes'] / small['bytes']:.1f}x for {STATE_SIZES[1] // STATE_SIZES[0]}x the history; "
+        f"{big['messages']:.0f} messages kept)"
+    )
     print(f"scale: list_tasks at {LIST_TASKS} live tasks {live['list_tasks'] * 1e6:.0f} us per call")
     mail = live["mail"]
     print(
@@ -203,6 +267,8 @@ def _child(kind: str, directory: Path) -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     if kind == "resume":
         result = asyncio.run(_child_resume(directory))
+    elif kind.startswith("state-"):
+        result = _child_state(int(kind.removeprefix("state-")))
     else:
         result = {"typed": _child_typed, "read": _child_read}[kind](directory)
     print(json.dumps(result))

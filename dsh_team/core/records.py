@@ -150,8 +150,12 @@ def validate_content(blocks: Sequence[Any]) -> None:
 
 # ---------------------------------------------------------------- snapshots
 
+# Snapshots and records are built with ``gc=False``: they hold only strings, numbers
+# and JSON values, so they can never be part of a reference cycle, and a long-lived
+# Team's folded state (every message it ever queued) costs the cyclic collector nothing.
 
-class TeamMemberSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+
+class TeamMemberSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """One roster record: a teammate's identity and provisioning phase."""
 
     id: NonEmpty
@@ -163,7 +167,7 @@ class TeamMemberSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True
     error: str | None = None
 
 
-class TeamTaskSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+class TeamTaskSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True, gc=False):
     """A whole task value; every mutation writes the next ``revision`` in full."""
 
     id: NonEmpty
@@ -183,7 +187,7 @@ class TeamTaskSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True, 
                 raise ValueError(f"task id {self.id} is outside the safe integer range")
 
 
-class TeamMessageSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class TeamMessageSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True, gc=False):
     """A queued peer message; ``content`` is the sender's blocks without the frame."""
 
     id: NonEmpty
@@ -198,7 +202,7 @@ class TeamMessageSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=Tru
 
 # ---------------------------------------------------------------- records (event payloads)
 
-_STRICT: Final[Mapping[str, Any]] = MappingProxyType({"frozen": True, "forbid_unknown_fields": True})
+_STRICT: Final[Mapping[str, Any]] = MappingProxyType({"frozen": True, "forbid_unknown_fields": True, "gc": False})
 
 
 class MemberRecord(msgspec.Struct, **_STRICT):

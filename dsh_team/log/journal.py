@@ -22,6 +22,7 @@ other record) and should read before retrying.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload, runtime_checkable
@@ -32,7 +33,7 @@ import structlog
 from host_spec.carry import CarriedFolds
 
 from dsh_team.errors import TeamCode, TeamError, UnconfirmedError
-from dsh_team.core.fold import evolve
+from dsh_team.core.fold import evolve, replay
 from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_TASK
 from dsh_team.core.state import TeamState, initial_state
 
@@ -172,6 +173,15 @@ class Journal:
             if state.position != before.position:
                 pending.append(state.position)
         else:
+            durable = min(count, self.session.durable_seq)
+            if durable - start > 1:
+                # A durable stretch (a resumed log): batch-folded, and only its newest
+                # change is queued. Every later flush reports at least this durable_seq,
+                # so the announcement is the one each of its changes would have made.
+                folded = replay(itertools.islice(iter(events), start, durable), self.team_id, state)
+                if folded.position != state.position:
+                    pending.append(folded.position)
+                state, start = folded, durable
             for index in range(start, count):
                 folded = evolve(state, events[index])
                 if folded.position != state.position:

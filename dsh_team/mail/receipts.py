@@ -175,6 +175,4 @@ class ReadReceipts:
         session = self.host.sessions.get(session_id)
         if session is not None:
             return messages.index(session)
-        stored = await self.host.sessions.inspect(session_id)
-        live = self.host.sessions.get(session_id)  # it may have been resumed meanwhile
-        return messages.index(live) if live is not None else messages.stored(stored)
+        return messages.stored(await self.host.sessions.inspect(session_id))

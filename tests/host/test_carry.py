@@ -13,7 +13,8 @@ from _agent_kit import make_kit
 from host_spec.carry import CarriedFolds, LogMark
 from host_spec.events import Event, SessionHeader
 from host_spec.host.agents.agent import Agent
-from host_spec.host.agents.inbox import NEXT_STEP, NEXT_TURN
+from host_spec.host.agents.inbox import NEXT_STEP, NEXT_TURN, Inbox
+from host_spec.host.agents.repair import fold_tail
 from host_spec.host.agents.scope import Scope
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.host.store.session import Prefix, Session
@@ -179,3 +180,37 @@ class TestAgentCarry:
         assert again.turn == 1
         assert list(again.messages()) == list(_fresh(kit, replacement).messages())
         await kit.registry.dispose(again)
+
+
+# ---------------------------------------------------------------- long logs: the scans that run in C
+
+
+class TestLongLogScans:
+    def _log(self, head: list[tuple[str, Any]], filler: int) -> Session:
+        session = Session(SessionHeader(id="long", created_at=0))
+        for kind, data in head:
+            session.append(kind, data)
+        for index in range(filler):
+            session.append("team/task", {"n": index})
+        return session
+
+    def test_the_newest_boundary_far_from_the_end_is_found(self) -> None:
+        """A turn opened before a long run of other events is still the open turn (crash repair)."""
+        session = self._log([("turn/start", {"turn": 1}), ("turn/end", {"turn": 1, "reason": {}}), ("turn/start", {"turn": 2})], 200)
+        state = fold_tail(session.events)
+        assert state.last_turn == 2 and state.open_turn == 2
+
+    def test_a_long_log_without_turns_has_none(self) -> None:
+        assert fold_tail(self._log([], 200).events) == fold_tail([])
+
+    def test_a_closed_turn_far_from_the_end(self) -> None:
+        session = self._log([("turn/start", {"turn": 3}), ("turn/end", {"turn": 3, "reason": {}})], 100)
+        state = fold_tail(session.events)
+        assert state.last_turn == 3 and state.open_turn is None
+
+    def test_the_inbox_of_a_long_log_replays_only_its_splices(self) -> None:
+        session = self._log([], 150)
+        Inbox(session).insert(user_message("late", id="late"), NEXT_TURN)
+        for index in range(150):
+            session.append("team/task", {"n": index})
+        assert [m.id for m in Inbox(session).next_turn] == ["late"]

@@ -12,6 +12,8 @@ steering, all of it claimed at the next step boundary.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
@@ -28,6 +30,7 @@ __all__ = ["Inbox", "Target", "NEXT_TURN", "NEXT_STEP"]
 Target = Literal["next-turn", "next-step"]
 NEXT_TURN: Target = "next-turn"
 NEXT_STEP: Target = "next-step"
+_TYPE = operator.attrgetter("type")
 
 
 class Inbox:
@@ -53,11 +56,11 @@ class Inbox:
             self._queues = dict(earlier._queues)
             self._ids = set(earlier._ids)
             start = max(start, position)
+        # Only splices are decoded; the selection runs in C (no Python step per other event).
         events = session.events
-        for index in range(start, len(events)):
-            event = events[index]
-            if event.type == EventType.INBOX_SPLICED:
-                self._apply(event.decode(InboxSplice))
+        selected = map(EventType.INBOX_SPLICED.__eq__, map(_TYPE, itertools.islice(iter(events), start, None)))
+        for event in itertools.compress(itertools.islice(iter(events), start, None), selected):
+            self._apply(event.decode(InboxSplice))
 
     # ------------------------------------------------------------ views
 

@@ -10,6 +10,8 @@ sees a tool call without a result: one error ``tool/result`` per unanswered call
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
@@ -31,6 +33,9 @@ OUTCOME_UNKNOWN_TEXT: Final = (
 NOT_STARTED_TEXT: Final = "tool call was not started before the host stopped; it may be retried"
 
 _BOUNDARIES: Final = frozenset({EventType.TURN_START, EventType.TURN_END})
+#: Events scanned one by one from the end before the search moves to C (a long log with no turns).
+_NEAR: Final = 64
+_TYPE: Final = operator.attrgetter("type")
 
 
 @attrs.define
@@ -52,11 +57,22 @@ class LogState:
     unanswered: list[tuple[str, str, bool]] = attrs.Factory(list)
 
 
+def _last_boundary(events: Sequence[Event], end: int) -> int:
+    """Index of the newest turn boundary in ``events[: end + 1]`` (-1 for none), searched in C."""
+    types = list(map(_TYPE, itertools.islice(iter(events), end + 1)))
+    types.reverse()
+    found = [end - types.index(kind) for kind in _BOUNDARIES if kind in types]
+    return max(found, default=-1)
+
+
 def fold_tail(events: Sequence[Event]) -> LogState:
     """Fold only the tail from the newest turn boundary: O(events since the last turn/start)."""
     index = len(events) - 1
-    while index >= 0 and events[index].type not in _BOUNDARIES:
+    stop = max(-1, index - _NEAR)
+    while index > stop and events[index].type not in _BOUNDARIES:
         index -= 1
+    if index == stop and stop >= 0:
+        index = _last_boundary(events, stop)
     if index < 0:
         return LogState()
     boundary = events[index]

@@ -1,0 +1,215 @@
+"""The transition rules of the Team fold: one pure function per Team record type.
+
+Each rule takes the state before, the event and its strictly decoded current
+record, and returns the next state or the :class:`~dsh_team.core.state.FoldFailure`
+the record causes (the fold turns that into a failed state). Rules replace only
+the collection they touch; :mod:`dsh_team.core.fold` dispatches to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, Final
+
+from host_spec.events import Event
+
+from dsh_team.config import MAX_SAFE_INTEGER
+from dsh_team.core.dag import check_candidate, relink
+from dsh_team.core.records import (
+    TEAM_MEMBER,
+    TEAM_MESSAGE_DELIVERED,
+    TEAM_MESSAGE_QUEUED,
+    TEAM_MESSAGE_READ,
+    TEAM_MODE,
+    TEAM_TASK,
+    MemberRecord,
+    MessageDeliveredRecord,
+    MessageQueuedRecord,
+    MessageReadRecord,
+    ModeRecord,
+    TaskRecord,
+    TeamTaskSnapshot,
+    numeric_task_number,
+)
+from dsh_team.core.state import EMPTY, Board, FoldFailure, FoldRule, Mailbox, Memo, Roster, TeamState
+
+__all__ = ["RULES", "Rule"]
+
+#: The fold rule a DAG violation kind breaks.
+_DAG_RULES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "self": FoldRule.TASK_DEPENDENCY_CYCLE,
+        "cycle": FoldRule.TASK_DEPENDENCY_CYCLE,
+        "duplicate": FoldRule.TASK_DUPLICATE_BLOCKER,
+        "missing": FoldRule.TASK_MISSING_BLOCKER,
+    }
+)
+
+Rule = Callable[[TeamState, Event, Any], "TeamState | FoldFailure"]
+
+
+# ---------------------------------------------------------------- transition rules
+
+
+def _member(state: TeamState, event: Event, record: MemberRecord) -> TeamState | FoldFailure:
+    member = record.member
+    roster = state.members
+    member_id, name = member.id, member.name
+    owner = roster.names.get(name)
+    seq = event.seq
+    if owner is not None and owner != member_id:
+        return FoldFailure(FoldRule.MEMBER_NAME_REUSED, f'team member name "{name}" is reused by another member', seq)
+    previous = roster.members.get(member_id)
+    if previous is None:
+        if member.phase != "provisioning":
+            return FoldFailure(
+                FoldRule.MEMBER_MUST_BEGIN_PROVISIONING, f'team member "{member_id}" must begin provisioning', seq
+            )
+        roster = Roster(
+            roster.members.set(member_id, member),
+            roster.order.set(member_id, len(roster.order)),
+            roster.names.set(name, member_id),
+            Memo(),
+        )
+    else:
+        if (previous.name, previous.provider, previous.context) != (name, member.provider, member.context):
+            return FoldFailure(
+                FoldRule.MEMBER_IDENTITY_CHANGED, f'team member "{member_id}" changed immutable identity fields', seq
+            )
+        if previous.phase != "provisioning" or member.phase == "provisioning":
+            return FoldFailure(
+                FoldRule.MEMBER_INVALID_TRANSITION,
+                f'team member "{member_id}" has an invalid {previous.phase} -> {member.phase} transition',
+                seq,
+            )
+        roster = Roster(roster.members.set(member_id, member), roster.order, roster.names, Memo())
+    return TeamState(state.team_id, roster, state.tasks, state.mail, state.mode, None, seq)
+
+
+def _apply_task(board: Board, task: TeamTaskSnapshot, previous: TeamTaskSnapshot | None) -> Board:
+    """The board with an already validated task snapshot substituted."""
+    task_id = task.id
+    order = board.order
+    live = board.live
+    number = board.next_task_number
+    if previous is None:
+        order = order.set(task_id, len(order))
+        allocated = numeric_task_number(task_id)
+        if allocated is not None and allocated >= number:
+            number = allocated if allocated == MAX_SAFE_INTEGER else allocated + 1
+    was_live = previous is not None and previous.status != "deleted"
+    if was_live != (task.status != "deleted"):
+        live = live.delete(task_id) if was_live else live.set(task_id, order[task_id])
+    return Board(
+        board.tasks.set(task_id, task),
+        order,
+        live,
+        relink(board.dependents, task, previous),
+        number,
+        Memo(),
+    )
+
+
+def _task(state: TeamState, event: Event, record: TaskRecord) -> TeamState | FoldFailure:
+    task = record.task
+    board = state.tasks
+    previous = board.tasks.get(task.id)
+    if previous is None:
+        if task.revision != 1:
+            return FoldFailure(
+                FoldRule.TASK_MUST_BEGIN_AT_REVISION_1, f'team task "{task.id}" must begin at revision 1', event.seq
+            )
+    elif task.revision != previous.revision + 1:
+        return FoldFailure(
+            FoldRule.TASK_REVISION_NOT_CONTIGUOUS,
+            f'team task "{task.id}" revision is not contiguous ({task.revision} after {previous.revision})',
+            event.seq,
+        )
+    violation = check_candidate(board, task, previous)
+    if violation is not None:
+        return FoldFailure(_DAG_RULES[violation.kind], violation.message, event.seq)
+    board = _apply_task(board, task, previous)
+    return TeamState(state.team_id, state.members, board, state.mail, state.mode, None, event.seq)
+
+
+def _queued(state: TeamState, event: Event, record: MessageQueuedRecord) -> TeamState | FoldFailure:
+    message = record.message
+    mail = state.mail
+    queued = mail.queued
+    message_id = message.id
+    if message_id in queued:
+        return FoldFailure(FoldRule.MESSAGE_QUEUED_TWICE, f'team message "{message_id}" was queued twice', event.seq)
+    target = message.target_id
+    pending = mail.pending
+    mail = Mailbox(
+        queued.set(message_id, message),
+        pending.set(target, pending.get(target, EMPTY).set(message_id, len(queued))),
+        mail.unread,
+    )
+    return TeamState(state.team_id, state.members, state.tasks, mail, state.mode, None, event.seq)
+
+
+def _delivered(state: TeamState, event: Event, record: MessageDeliveredRecord) -> TeamState | FoldFailure:
+    mail = state.mail
+    message_id, target = record.message_id, record.target_id
+    queued = mail.queued.get(message_id)
+    if queued is None:
+        return FoldFailure(
+            FoldRule.MESSAGE_DELIVERED_BEFORE_QUEUED, f'team message "{message_id}" was delivered before queueing', event.seq
+        )
+    if queued.target_id != target:
+        return FoldFailure(FoldRule.MESSAGE_TARGET_CHANGED, f'team message "{message_id}" target changed', event.seq)
+    # A queued message is undelivered exactly while it is in its target's pending map.
+    waiting = mail.pending.get(target)
+    if waiting is None or message_id not in waiting:
+        return FoldFailure(FoldRule.MESSAGE_DELIVERED_TWICE, f'team message "{message_id}" was delivered twice', event.seq)
+    index = waiting[message_id]
+    remaining = waiting.delete(message_id)
+    pending = mail.pending.set(target, remaining) if len(remaining) else mail.pending.delete(target)
+    unread = mail.unread.set(target, mail.unread.get(target, EMPTY).set(message_id, index))
+    mail = Mailbox(mail.queued, pending, unread)
+    return TeamState(state.team_id, state.members, state.tasks, mail, state.mode, None, event.seq)
+
+
+
+def _read(state: TeamState, event: Event, record: MessageReadRecord) -> TeamState | FoldFailure:
+    mail = state.mail
+    message_id, target = record.message_id, record.target_id
+    queued = mail.queued.get(message_id)
+    if queued is None or not mail.is_delivered(message_id):
+        return FoldFailure(
+            FoldRule.MESSAGE_READ_BEFORE_DELIVERED, f'team message "{message_id}" was read before delivery', event.seq
+        )
+    if queued.target_id != target:
+        return FoldFailure(FoldRule.MESSAGE_TARGET_CHANGED, f'team message "{message_id}" target changed', event.seq)
+    waiting = mail.unread.get(target)
+    if waiting is None or message_id not in waiting:
+        return FoldFailure(FoldRule.MESSAGE_READ_TWICE, f'team message "{message_id}" was read twice', event.seq)
+    remaining = waiting.delete(message_id)
+    unread = mail.unread.set(target, remaining) if len(remaining) else mail.unread.delete(target)
+    mail = Mailbox(mail.queued, mail.pending, unread)
+    # A receipt keeps ``position``: it must not wake a wait once per message read.
+    return TeamState(state.team_id, state.members, state.tasks, mail, state.mode, None, state.position)
+
+
+def _mode(state: TeamState, event: Event, record: ModeRecord) -> TeamState | FoldFailure:
+    # A mode selection is not Team activity: it keeps ``position`` so waits (and
+    # ``since`` cursors) never fire on it; a mode change ends no wait.
+    return TeamState(
+        state.team_id, state.members, state.tasks, state.mail, record.enabled, None, state.position
+    )
+
+
+RULES: Final[Mapping[str, Rule]] = MappingProxyType(
+    {
+        TEAM_MEMBER: _member,
+        TEAM_TASK: _task,
+        TEAM_MESSAGE_QUEUED: _queued,
+        TEAM_MESSAGE_DELIVERED: _delivered,
+        TEAM_MESSAGE_READ: _read,
+        TEAM_MODE: _mode,
+    }
+)
+
+
