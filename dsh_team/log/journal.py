@@ -118,6 +118,9 @@ class Journal:
         self._folds = folds
         self._announced = 0
         self.catch_up()
+        if carried is not None and self._state is carried[1] and on_change is not None:
+            if carried[1] != initial_state(session.id):
+                on_change(self)  # a fresh fold of this log would have announced its state too
         self._advance(session.durable_seq)  # what the log already holds durably is no news
 
     def __repr__(self) -> str:

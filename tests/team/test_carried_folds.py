@@ -62,6 +62,24 @@ class TestJournalCarry:
             events = list(session.events)
             journals.drop(session)
 
+    def test_a_continued_journal_announces_its_state_like_a_fresh_one(self) -> None:
+        """A new journal tells its listener about a non-empty Team state, carried or folded."""
+        changed: list[Any] = []
+        journals = Journals(on_change=lambda journal: changed.append(journal.state))
+        first = _grown([], [("team/task", task("task-1"))])
+        journals.get(first)
+        journals.drop(first)
+        assert len(changed) == 1
+        again = Session(HEADER, events=list(first.events), durable_seq=1)
+        journals.get(again)
+        assert len(changed) == 2 and changed[1] == replay(again.events, TEAM)
+        empty = _grown([], [("turn/start", {"turn": 1})])
+        empty = Session(SessionHeader(id="quiet", created_at=0), events=list(empty.events), durable_seq=1)
+        journals.get(empty)
+        journals.drop(empty)
+        journals.get(Session(empty.header, events=list(empty.events), durable_seq=1))
+        assert len(changed) == 2  # nothing to announce for a log without Team records
+
     def test_a_log_that_lost_its_tail_is_folded_again(self) -> None:
         journals = Journals()
         first = _grown([], [("team/task", task("task-1")), ("team/task", task("task-2"))])

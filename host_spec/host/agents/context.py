@@ -23,6 +23,8 @@ import attrs
 from host_spec.events import ContextCompaction, EventType
 from host_spec.messages import text_block
 
+from host_spec.host.store.session import Prefix
+
 if TYPE_CHECKING:
     from host_spec.protocols import Session
 
@@ -80,6 +82,8 @@ class Conversation:
     size: int = 0
     usage_tokens: tuple[int, int] | None = None
     _folded: int = 0
+    #: ``entry.message`` of every entry, kept alongside so a step's request costs no copy.
+    _messages: list[Mapping[str, Any]] = attrs.field(factory=list, init=False)
 
     def fold(self) -> list[ContextEntry]:
         """Fold the events appended since the last call; returns :attr:`entries`."""
@@ -105,12 +109,18 @@ class Conversation:
         return self.entries
 
     def messages(self) -> Sequence[Mapping[str, Any]]:
-        """The context as the model receives it (oldest first)."""
-        return tuple(entry.message for entry in self.fold())
+        """The context as the model receives it (oldest first): a frozen prefix, O(1) per call.
+
+        Entries are only ever appended to the list, and a compaction starts a new
+        one, so a returned prefix never changes under its holder.
+        """
+        self.fold()
+        return Prefix(self._messages)
 
     def _add(self, seq: int, message: Mapping[str, Any], data: Any) -> None:
         entry = ContextEntry(seq, message, len(data))
         self.entries.append(entry)
+        self._messages.append(message)
         self.size += entry.size
 
     def _compact(self, seq: int, compaction: ContextCompaction) -> None:
@@ -120,6 +130,7 @@ class Conversation:
                 if e.seq >= compaction.kept_from_seq and e.seq != compaction.first_seq and not e.summary]
         summary = summary_message(seq, compaction.summary)
         self.entries = [*first, ContextEntry(seq, summary, len(compaction.summary.encode()), summary=True), *kept]
+        self._messages = [entry.message for entry in self.entries]
         self.size = sum(entry.size for entry in self.entries)
         self.compaction = compaction
         self.usage_tokens = None  # a model call before the compaction measured a longer context
