@@ -38,7 +38,7 @@ import msgspec
 from host_spec.events import Event
 
 from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_TASK, VERSION, TaskRecord, decode_payload, decode_selector
-from dsh_team.core.rules import RULES, Rule
+from dsh_team.core.rules import RULES, TransitionRule
 from dsh_team.core.state import Board, FoldFailure, FoldRule, Memo, TeamState, initial_state
 from dsh_team.core.upcast import UnsupportedVersion, decode_older
 
@@ -77,12 +77,12 @@ def evolve(state: TeamState, event: Event) -> TeamState:
     return _applied(rule, state, event, record)
 
 
-def _applied(rule: Rule, state: TeamState, event: Event, record: Any) -> TeamState:
+def _applied(rule: TransitionRule, state: TeamState, event: Event, record: Any) -> TeamState:
     result = rule(state, event, record)
     return _failed(state, result) if isinstance(result, FoldFailure) else result
 
 
-def _loose(rule: Rule, state: TeamState, event: Event) -> TeamState:
+def _loose(rule: TransitionRule, state: TeamState, event: Event) -> TeamState:
     """Decide a payload that failed the strict current schema from its selector."""
     try:
         selector = decode_selector(event.data)
@@ -95,7 +95,7 @@ def _loose(rule: Rule, state: TeamState, event: Event) -> TeamState:
     return _older(rule, state, event)
 
 
-def _older(rule: Rule, state: TeamState, event: Event) -> TeamState:
+def _older(rule: TransitionRule, state: TeamState, event: Event) -> TeamState:
     """Fold a record of this Team written at another version: upcast, or fail loudly."""
     try:
         record = decode_older(event.type, event.data)

@@ -34,7 +34,7 @@ from dsh_team.core.records import (
 )
 from dsh_team.core.state import EMPTY, Board, FoldFailure, FoldRule, Mailbox, Memo, Roster, TeamState
 
-__all__ = ["RULES", "Rule"]
+__all__ = ["RULES", "TransitionRule"]
 
 #: The fold rule a DAG violation kind breaks.
 _DAG_RULES: Final[Mapping[str, str]] = MappingProxyType(
@@ -46,7 +46,7 @@ _DAG_RULES: Final[Mapping[str, str]] = MappingProxyType(
     }
 )
 
-Rule = Callable[[TeamState, Event, Any], "TeamState | FoldFailure"]
+TransitionRule = Callable[[TeamState, Event, Any], "TeamState | FoldFailure"]
 
 
 # ---------------------------------------------------------------- transition rules
@@ -201,7 +201,7 @@ def _mode(state: TeamState, event: Event, record: ModeRecord) -> TeamState | Fol
     )
 
 
-RULES: Final[Mapping[str, Rule]] = MappingProxyType(
+RULES: Final[Mapping[str, TransitionRule]] = MappingProxyType(
     {
         TEAM_MEMBER: _member,
         TEAM_TASK: _task,

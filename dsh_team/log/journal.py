@@ -22,7 +22,6 @@ other record) and should read before retrying.
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload, runtime_checkable
@@ -181,7 +180,7 @@ class Journal:
                 # A durable stretch (a resumed log): batch-folded, and only its newest
                 # change is queued. Every later flush reports at least this durable_seq,
                 # so the announcement is the one each of its changes would have made.
-                folded = replay(itertools.islice(iter(events), start, durable), self.team_id, state)
+                folded = replay(events[start:durable], self.team_id, state)
                 if folded.position != state.position:
                     pending.append(folded.position)
                 state, start = folded, durable

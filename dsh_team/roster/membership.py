@@ -22,7 +22,6 @@ resolving means no Team, never an exception.
 
 from __future__ import annotations
 
-import itertools
 import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -111,7 +110,7 @@ class DescriptorScan:
         count = len(events)
         if not found and start < count:
             # ``in`` over the mapped types runs in C: a Lead's long log costs no Python step per event.
-            found = EventType.SUBAGENT_DESCRIPTOR in map(_TYPE, itertools.islice(iter(events), start, count))
+            found = EventType.SUBAGENT_DESCRIPTOR in map(_TYPE, events[start:count])
         self._scanned[session.id] = (session, count, found)
         return found
 

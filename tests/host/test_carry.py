@@ -17,7 +17,7 @@ from host_spec.host.agents.inbox import NEXT_STEP, NEXT_TURN, Inbox
 from host_spec.host.agents.repair import fold_tail
 from host_spec.host.agents.scope import Scope
 from host_spec.host.store.jsonl import JsonlStore
-from host_spec.host.store.session import Prefix, Session
+from host_spec.host.store.session import Extended, Prefix, Session
 from host_spec.host.store.sessions import SessionStore
 from host_spec.messages import user_message
 
@@ -102,6 +102,18 @@ class TestPrefix:
         assert [e.seq for e in snapshot.events] == [1]  # the earlier snapshot did not grow
         assert [e.seq for e in resumed.events] == [1, 2]
         assert resumed.durable_seq == 1
+
+    def test_an_extended_sequence_is_its_items_then_one_more(self) -> None:
+        items = (1, 2)
+        extended = Extended(Prefix([1, 2]), 3)
+        assert len(extended) == 3 and list(extended) == [1, 2, 3] and extended == (1, 2, 3)
+        assert extended[0] == 1 and extended[2] == 3 and extended[-1] == 3 and extended[-3] == 1
+        assert extended[1:] == (2, 3) and extended != (1, 2) and extended != "123"
+        assert Extended(items, 3) == Extended(items, 3)
+        for bad in (3, -4):
+            with pytest.raises(IndexError):
+                extended[bad]
+        assert repr(extended) == "<2 items and one more>"
 
     def test_a_live_session_refuses_to_hand_over_its_list(self) -> None:
         store = SessionStore(None, None)

@@ -34,6 +34,7 @@ from host_spec.messages import message_text, text_block
 from host_spec.host.agents.context import BRIEF_SOURCE, ContextEntry, Conversation
 from host_spec.host.agents.window import CompactionSettings
 from host_spec.host.models.adapter import tool_definitions
+from host_spec.host.store.session import Extended
 
 if TYPE_CHECKING:
     from host_spec.messages import Usage
@@ -232,4 +233,4 @@ def with_brief(agent: DrivenAgent, messages: Sequence[Mapping[str, Any]]) -> Seq
         return messages
     brief = {"id": "context-brief", "role": "user", "source": dict(BRIEF_SOURCE),
              "content": [text_block(f"<system-reminder>\n{text}\n</system-reminder>")]}
-    return (*messages, brief)
+    return Extended(messages, brief)

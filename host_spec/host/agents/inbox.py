@@ -57,9 +57,8 @@ class Inbox:
             self._ids = set(earlier._ids)
             start = max(start, position)
         # Only splices are decoded; the selection runs in C (no Python step per other event).
-        events = session.events
-        selected = map(EventType.INBOX_SPLICED.__eq__, map(_TYPE, itertools.islice(iter(events), start, None)))
-        for event in itertools.compress(itertools.islice(iter(events), start, None), selected):
+        tail = session.events[start:]
+        for event in itertools.compress(tail, map(EventType.INBOX_SPLICED.__eq__, map(_TYPE, tail))):
             self._apply(event.decode(InboxSplice))
 
     # ------------------------------------------------------------ views

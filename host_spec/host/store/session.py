@@ -25,7 +25,7 @@ from host_spec.storage import SessionLog
 from host_spec.host.store.commit import GroupCommit
 from host_spec.host.store.context import current_cause
 
-__all__ = ["EventsView", "NullObserver", "Prefix", "Session", "SessionObserver", "time_ms"]
+__all__ = ["EventsView", "Extended", "NullObserver", "Prefix", "Session", "SessionObserver", "time_ms"]
 
 log = structlog.get_logger(__name__)
 
@@ -155,6 +155,50 @@ class Prefix(Sequence[T]):
 
     def __repr__(self) -> str:
         return f"<prefix {self._count}>"
+
+
+class Extended(Sequence[T]):
+    """``items`` followed by one more item, without copying ``items`` (O(1) to build)."""
+
+    __slots__ = ("_items", "_last")
+
+    def __init__(self, items: Sequence[T], last: T) -> None:
+        self._items = items
+        self._last = last
+
+    def __len__(self) -> int:
+        return len(self._items) + 1
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[T, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> T | tuple[T, ...]:
+        if isinstance(index, slice):
+            return tuple(self)[index]
+        count = len(self._items)
+        if index < 0:
+            index += count + 1
+        if index == count:
+            return self._last
+        if not 0 <= index < count:
+            raise IndexError("index out of range")
+        return self._items[index]
+
+    def __iter__(self) -> Iterator[T]:
+        return itertools.chain(self._items, (self._last,))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Extended, Prefix, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # unhashable like a list
+
+    def __repr__(self) -> str:
+        return f"<{len(self._items)} items and one more>"
 
 
 class Session:
