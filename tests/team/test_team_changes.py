@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from dsh_team.core import DELTA_CAP, TeamDelta, evolve, initial_state, team_delta
 from dsh_team.core.state import TeamState
+from dsh_team.views.show import recent_messages
 from host_spec.events import Event
 
 from team_builders import TEAM, delivered, event, member, mode, queued, task
@@ -232,3 +233,21 @@ class TestBounds:
             ("alpha", "running")]
         assert [(r.target, r.status) for r in team_delta(end, 0, "m1", statuses, live={TEAM}).members] == [
             ("lead", "running")]
+
+
+class TestRecentMessages:
+    def test_the_most_recent_messages_in_queue_order_with_their_status(self) -> None:
+        """``dsh team show``'s messages part: the last N queued, each queued, delivered or read."""
+        events = [
+            event(1, "team/message/queued", queued("msg-1", "m1")),
+            event(2, "team/message/queued", queued("msg-2", "m1")),
+            event(3, "team/message/delivered", delivered("msg-1", "m1")),
+            event(4, "team/message/read", receipt("msg-1", "m1")),
+            event(5, "team/message/queued", queued("msg-3", TEAM, sender_id="m1", sender_name="alpha")),
+            event(6, "team/message/delivered", delivered("msg-2", "m1")),
+        ]
+        end = states(events)[-1]
+        assert [(m.id, m.sender_name, m.target_name, m.status) for m in recent_messages(end)] == [
+            ("msg-1", "lead", None, "read"), ("msg-2", "lead", None, "delivered"), ("msg-3", "alpha", "lead", "queued")]
+        assert [m.id for m in recent_messages(end, limit=2)] == ["msg-2", "msg-3"]
+        assert recent_messages(initial_state(TEAM)) == ()
