@@ -11,7 +11,6 @@ and again after the host is closed and the Team resumed.
 from __future__ import annotations
 
 import asyncio
-import copy
 import random
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from dsh_team.log.waits import StatusMarks
 from dsh_team.service import TeamService
 from host_spec.messages import text_block
 
+from team_builders import apply_delta
 from roster_kit import lead, open_team, parked_team, resume_lead, teams_of, until
 
 TEN_S = 10_000
@@ -42,24 +42,6 @@ def read(teams: TeamService, caller: Any) -> dict[str, Any]:
             for message in state.mail.queued.values()
         },
     }  # fmt: skip
-
-
-def apply(seen: dict[str, Any], delta: TeamDelta) -> dict[str, Any]:
-    """The reader's picture after the delta (every row is a current value)."""
-    after = copy.deepcopy(seen)
-    assert delta.truncated == ()
-    for row in delta.members:
-        after["members"][row.target] = row.status
-    for row in delta.tasks:
-        if row.status == "deleted":
-            after["tasks"].pop(row.id, None)
-        else:
-            after["tasks"][row.id] = (row.status, row.revision, row.owner_name)
-    for row in delta.mail:
-        after["mail"][row.target] = (row.queued, row.unread, row.read)
-    for row in delta.sent:
-        after["sent"][row.message_id] = (row.sender, row.target, row.status)
-    return after
 
 
 async def at_once(teams: TeamService, caller: Any, since: int) -> TeamDelta:
@@ -122,7 +104,7 @@ class TestCursorDelta:
         assert [(s.message_id, s.sender, s.target, s.status) for s in delta.sent] == [
             (sent.message_id, "lead", "worker", "read")]
         assert [(m.target, m.status) for m in delta.members] == [("worker", "inactive")]
-        assert apply(before, delta) == read(teams, root)
+        assert apply_delta(before, delta) == read(teams, root)
         await host.close()
 
     async def test_a_wait_without_since_reports_what_changed_while_it_waited(self, tmp_path: Path) -> None:
@@ -184,7 +166,7 @@ class TestDifferential:
         now = read(teams, root)
         for since, before in seen:
             if since < end:
-                assert apply(before, await at_once(teams, root, since)) == now, since
+                assert apply_delta(before, await at_once(teams, root, since)) == now, since
         gates.open("worker")
         await until(lambda: teams.list_members(root)[1].status == "inactive", what="the worker to finish its turn")
         await host.close()
@@ -198,7 +180,7 @@ class TestDifferential:
         assert teams.position(root) >= end  # resume may deliver or acknowledge, never go back
         for since, before in seen:
             if since < teams.position(root):
-                assert apply(before, await at_once(teams, root, since)) == now, since
+                assert apply_delta(before, await at_once(teams, root, since)) == now, since
         await host.close()
 
 

@@ -20,7 +20,7 @@ from dsh_team.core.state import TeamState
 from dsh_team.views.show import recent_messages
 from host_spec.events import Event
 
-from team_builders import TEAM, delivered, event, member, mode, queued, task
+from team_builders import TEAM, apply_delta, delivered, event, member, mode, queued, task
 
 MEMBERS = ("m1", "m2", "m3")
 NAMES = {"m1": "alpha", "m2": "beta", "m3": "gamma"}
@@ -65,24 +65,6 @@ class Model:
             if caller in (sender, TEAM)  # the Lead sees every member's messages
         }
         return {"members": members, "tasks": tasks, "mail": mail, "sent": sent}
-
-
-def apply(seen: dict[str, Any], delta: TeamDelta) -> dict[str, Any]:
-    """A reader's picture after applying ``delta`` (rows are current values)."""
-    after = copy.deepcopy(seen)
-    assert delta.truncated == ()
-    for row in delta.members:
-        after["members"][row.target] = row.status
-    for row in delta.tasks:
-        if row.status == "deleted":
-            after["tasks"].pop(row.id, None)
-        else:
-            after["tasks"][row.id] = (row.status, row.revision, row.owner_name)
-    for row in delta.mail:
-        after["mail"][row.target] = (row.queued, row.unread, row.read)
-    for row in delta.sent:
-        after["sent"][row.message_id] = (row.sender, row.target, row.status)
-    return after
 
 
 OPS = st.lists(
@@ -169,7 +151,7 @@ class TestDeltaOracle:
         end = folded[-1]
         for since in {folded[cut].position, cut}:  # the wake position at the cut, and the cut's own seq
             delta = team_delta(end, since, caller, offline_statuses(end))
-            assert apply(models[cut].read(caller), delta) == models[-1].read(caller)
+            assert apply_delta(models[cut].read(caller), delta) == models[-1].read(caller)
 
     @settings(max_examples=150, deadline=None)
     @given(OPS)
