@@ -66,8 +66,10 @@ class _Fold:
             self.staged = None
             event = staged[0]
             seq = event.seq
-            if seq <= session.last_seq and session.events[seq - 1] == event:
-                self.state = staged[1]
+            if seq <= session.last_seq:
+                held = session.events[seq - 1]
+                if held is event or held == event:  # identity: the host commits the object it checked
+                    self.state = staged[1]
         return self.state
 
 
@@ -118,7 +120,10 @@ class TeamStreamInvariant:
         This is the :class:`~dsh_team.log.journal.TeamFolds` the plugin provides: the Team
         journal adopts it rather than folding every committed event a second time.
         """
-        return self._fold(session).settle(session)
+        fold = self._folds.get(session.id)
+        if fold is None or fold.session is not session:
+            fold = self._fold(session)
+        return fold.settle(session) if fold.staged is not None else fold.state
 
     def _fold(self, session: Session) -> _Fold:
         fold = self._folds.get(session.id)

@@ -154,6 +154,43 @@ class TestFlush:
         await survivor
         assert backend.batches == [[1]] and session.durable_seq == 1
 
+    @pytest.mark.parametrize("inline", [False, True], ids=["worker", "inline"])
+    async def test_a_cancelled_leader_still_writes_the_batch_others_joined(self, inline: bool) -> None:
+        """The flusher that formed a batch is cancelled before writing it: the batch is written anyway."""
+        backend = InlineBackend().log if inline else memory_log()
+        session = Session(header(), backend=backend)
+        session.append("a/b", {})
+        leader = asyncio.ensure_future(session.flush())
+        await asyncio.sleep(0)  # the leader formed the batch and yields once before writing it
+        session.append("a/b", {})
+        follower = asyncio.ensure_future(session.flush())
+        leader.cancel()
+        await follower
+        assert leader.cancelled()
+        assert backend.batches == [[1, 2]] and session.durable_seq == 2
+
+    async def test_a_lone_flusher_writes_in_its_own_step(self) -> None:
+        """Serial flushes of an inline backend take one loop pass each: the write wakes no one."""
+        backend = InlineBackend()
+        session = Session(header(), backend=backend.log)
+        passes = 0
+
+        async def count_passes() -> None:
+            nonlocal passes
+            while True:
+                await asyncio.sleep(0)
+                passes += 1
+
+        counter = asyncio.ensure_future(count_passes())
+        await asyncio.sleep(0)
+        start = passes
+        for _ in range(10):
+            session.append("a/b", {})
+            await session.flush()
+        counter.cancel()
+        assert backend.log.written == list(range(1, 11))
+        assert passes - start <= 11  # one pass per flush (two before: a scheduled write, then a wake-up)
+
     async def test_in_memory_flush_only_reports(self) -> None:
         """Without a backend, flush marks everything durable and tells the observer once per barrier."""
         observer = Recorder()
