@@ -348,7 +348,7 @@ class TeamService:
         if event.type in TEAM_EVENT_TYPES:
             journal = self.journals.find(session.id)
             if journal is not None and journal.session is session:
-                journal.catch_up()
+                journal.observe(event)
 
     @hookimpl(specname="dsh_session_flushed")
     def session_flushed(self, session: Session, durable_seq: int) -> None:

@@ -102,7 +102,10 @@ class ServiceRegistry:
     def find(self, api: TypeForm[S]) -> S | None:
         """The service provided for ``api``, or ``None``."""
         entry = self._entries.get(self._key(api))
-        return None if entry is None else cast("S", entry[1])
+        if entry is None:
+            return None
+        service: S = entry[1]  # type: ignore[assignment]  # provide() checked it against api (no cast call)
+        return service
 
     def get(self, api: TypeForm[S]) -> S:
         """The service provided for ``api``.
