@@ -394,6 +394,36 @@ class TestInlineWrites:
         assert backend.threads[:2] == ["loop", "worker"]
         assert backend.threads[-1] == "loop" and backend.log.written == list(range(1, 15))
 
+    async def test_an_inline_write_wakes_a_waiter_of_another_loop_on_its_loop(self) -> None:
+        """A flusher of another loop joins an inline write while it runs; both loops see it durable."""
+        log = memory_log()
+        log.threaded = False
+        session = Session(header(), backend=log)
+        joined = threading.Event()
+        outcome: list[int] = []
+
+        def other_thread() -> None:
+            async def wait() -> None:
+                flush = asyncio.ensure_future(session.flush())
+                await ready_work_ran()  # the flush joined the running write
+                joined.set()
+                await flush
+                outcome.append(session.durable_seq)
+
+            asyncio.run(wait())
+
+        thread = threading.Thread(target=other_thread)
+
+        def during_the_write(number: int) -> None:  # on the loop thread: the write is inline
+            thread.start()
+            assert joined.wait(10)
+
+        log.before_write(during_the_write)
+        session.append("a/b", {})
+        await session.flush()
+        await asyncio.to_thread(thread.join, 10)
+        assert outcome == [1] and log.batches == [[1]] and session.durable_seq == 1
+
     async def test_inline_write_failure_reaches_the_waiter_and_keeps_events_pending(self) -> None:
         """A failed inline write raises to its flusher; the next flush retries the same events."""
         backend = InlineBackend()
