@@ -293,6 +293,22 @@ class TestClose:
         assert backend.batches == [[1]] and backend.closed
 
 
+def flusher_on_another_loop(session: Session, joined: threading.Event, outcome: list[int]) -> threading.Thread:
+    """A thread whose own loop flushes ``session``, sets ``joined`` once its flush waits, then notes ``durable_seq``."""
+
+    def run() -> None:
+        async def wait() -> None:
+            flush = asyncio.ensure_future(session.flush())
+            await ready_work_ran()  # the flush joined the running write
+            joined.set()
+            await flush
+            outcome.append(session.durable_seq)
+
+        asyncio.run(wait())
+
+    return threading.Thread(target=run)
+
+
 class TestLoops:
     def test_a_write_outlives_the_loop_that_started_it(self) -> None:
         """If the flushing loop closes mid-write, the write still counts and a later loop flushes only new events."""
@@ -328,21 +344,10 @@ class TestLoops:
         session = Session(header(), backend=backend)
         joined = threading.Event()
         outcome: list[int] = []
-
-        def other_thread() -> None:
-            async def wait() -> None:
-                flush = asyncio.ensure_future(session.flush())
-                await ready_work_ran()  # the flush joined the running write
-                joined.set()
-                await flush
-                outcome.append(session.durable_seq)
-
-            asyncio.run(wait())
-
         session.append("a/b", {})
         first = asyncio.ensure_future(session.flush())
         await until(backend.entered.is_set, what="the write to start")
-        thread = threading.Thread(target=other_thread)
+        thread = flusher_on_another_loop(session, joined, outcome)
         thread.start()
         await until(joined.is_set, what="the other loop to join the write")
         backend.release()
@@ -401,18 +406,7 @@ class TestInlineWrites:
         session = Session(header(), backend=log)
         joined = threading.Event()
         outcome: list[int] = []
-
-        def other_thread() -> None:
-            async def wait() -> None:
-                flush = asyncio.ensure_future(session.flush())
-                await ready_work_ran()  # the flush joined the running write
-                joined.set()
-                await flush
-                outcome.append(session.durable_seq)
-
-            asyncio.run(wait())
-
-        thread = threading.Thread(target=other_thread)
+        thread = flusher_on_another_loop(session, joined, outcome)
 
         def during_the_write(number: int) -> None:  # on the loop thread: the write is inline
             thread.start()
