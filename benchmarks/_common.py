@@ -6,10 +6,11 @@ and directory, so the ratio stays meaningful on slow or noisy machines.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Awaitable, Callable
 
-__all__ = ["Totals", "atimed", "measure", "report", "timed"]
+__all__ = ["Rounds", "Totals", "atimed", "measure", "report", "timed"]
 
 
 def measure(fn: Callable[[], object], *, seconds: float, warmup: float = 0.1) -> float:
@@ -72,3 +73,25 @@ class Totals(dict[str, tuple[int, float]]):
     def rate(self, key: str) -> float:
         ops, elapsed = self[key]
         return ops / elapsed
+
+
+class Rounds(Totals):
+    """:class:`Totals` that also keep each round's rate, for the median of per-round ratios.
+
+    A ratio of totals lets one disturbed segment (another process taking the
+    core or the disk for a moment) move the whole figure; the contenders of one
+    round ran next to each other, so the median of the rounds' ratios is the
+    figure a noisy machine moves least. Every segment still does the full work.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.per_round: dict[str, list[float]] = {}
+
+    def add(self, key: str, result: tuple[int, float]) -> None:
+        super().add(key, result)
+        self.per_round.setdefault(key, []).append(result[0] / result[1])
+
+    def median_ratio(self, key: str, base: str) -> float:
+        """Median over rounds of ``rate(key) / rate(base)`` within the same round."""
+        return statistics.median(a / b for a, b in zip(self.per_round[key], self.per_round[base], strict=True))

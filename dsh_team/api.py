@@ -47,6 +47,10 @@ class TeamServiceAPI(Protocol):
         """The caller's membership, or ``None``; never raises."""
         ...
 
+    def position(self, caller: Agent) -> int:
+        """The Team's last durable change (a Lead log seq): what a read made now reflects."""
+        ...
+
     def list_members(self, caller: Agent) -> list[MemberView]:
         """The Lead row, then every teammate ever provisioned, in creation order."""
         ...

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import msgspec
 import structlog
 
 from host_spec import hookimpl
@@ -35,6 +36,7 @@ from dsh_team.roster.membership import Membership, MembershipResolver, TeammateR
 from dsh_team.mode import ModeControl
 from dsh_team.views.projection import Publisher, TeamView, ViewListener
 from dsh_team.views.brief import team_brief
+from dsh_team.views.cursor import CursorDeltas
 from dsh_team.views.remote import RemoteTeam
 from dsh_team.roster.roster import InterruptResult, MemberView
 from dsh_team.core.state import TeamState, mode_enabled
@@ -85,6 +87,7 @@ class TeamService:
         self.mode = ModeControl(self.members, self.journals, self.config.team_mode_default)
         self.remote = RemoteTeam(self)
         self.coordination = Coordination(host, self.config, self.journals, self.members, self.lifecycle)
+        self.cursors = CursorDeltas(self.journals, self.members, self.coordination.roster)
 
     # ------------------------------------------------------------ internals
 
@@ -126,7 +129,8 @@ class TeamService:
             return Append(TEAM_TASK, TaskRecord(version=VERSION, team_id=membership.team_id, task=snapshot))
 
         def render(state: TeamState) -> TaskView:
-            return task_view(state, state.tasks.tasks[decided[0]])
+            view = task_view(state, state.tasks.tasks[decided[0]])
+            return msgspec.structs.replace(view, position=state.position)
 
         async with self.lifecycle.operation():
             return await journal.transact(record, render, what=what, check=check)
@@ -144,6 +148,14 @@ class TeamService:
     def try_membership(self, agent: Agent) -> Membership | None:
         """The caller's membership or ``None``; never raises."""
         return self.members.try_resolve(agent)
+
+    def position(self, caller: Agent) -> int:
+        """The Team's last durable change (a Lead log seq): what a read made now reflects.
+
+        Raises:
+            TeamError: ``TEAM_NOT_MEMBER``.
+        """
+        return self._lead(self.membership(caller)).position
 
     # ------------------------------------------------------------ roster and mailbox (dsh_team.coordination)
 
@@ -273,6 +285,9 @@ class TeamService:
     ) -> WaitResult:
         """Wait for the caller's Team to change, or return at once after ``since``.
 
+        A wait that ends because of a change carries the delta after ``since`` (or
+        after the position it started from); see :mod:`dsh_team.core.delta`.
+
         Raises:
             TeamError: ``TEAM_NOT_MEMBER``, ``TEAM_INVALID_TIMEOUT``, ``TEAM_INVALID_ARGUMENT``
                 (``since``), ``TEAM_WAIT_ABORTED``; or the signal's own exception reason.
@@ -281,13 +296,17 @@ class TeamService:
         check_timeout(timeout_ms)
         check_since(since)
         team_id = membership.team_id
-        self._lead(membership)  # the Lead's journal exists before the wait reads its position
+        journal = self._lead(membership)  # the Lead's journal exists before the wait reads its position
+        start = self.cursors.opened(journal) if since is None else since
 
         def position() -> int:
             journal = self.journals.find(team_id)
             return journal.position if journal is not None else 0
 
-        return await self.activity.wait(team_id, timeout_ms, position, since=since, signal=signal)
+        result = await self.activity.wait(team_id, timeout_ms, position, since=since, signal=signal)
+        if result.timed_out:
+            return result
+        return msgspec.structs.replace(result, delta=self.cursors.delta(caller, start))
 
     # ------------------------------------------------------------ Team mode
 
@@ -329,7 +348,7 @@ class TeamService:
         if event.type in TEAM_EVENT_TYPES:
             journal = self.journals.find(session.id)
             if journal is not None and journal.session is session:
-                journal.catch_up()
+                journal.observe(event)
 
     @hookimpl(specname="dsh_session_flushed")
     def session_flushed(self, session: Session, durable_seq: int) -> None:
@@ -351,6 +370,7 @@ class TeamService:
         """A member's live status changed: wake its Team's waiters (a live status change is a change)."""
         membership = self.try_membership(agent)
         if membership is not None:
+            self.cursors.status_changed(membership.team_id, agent.id)
             self.activity.notify(membership.team_id)
 
     @hookimpl(specname="dsh_context_brief")

@@ -51,7 +51,7 @@ CATALOG: Final[tuple[ToolEntry, ...]] = (
         "list_agents",
         "List Team members, Lead first, with their targets and status.",
         s.ListAgentsArgs,
-        list[s.MemberRow],
+        s.MemberListResult,
         concurrency_safe=True,
     ),
     ToolEntry(

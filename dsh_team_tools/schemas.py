@@ -20,7 +20,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 # The service's bounds, shown in the schema; the task status is the durable record's.
-from dsh_team import MAX_SAFE_INTEGER, WAIT_MAX_MS, WAIT_MIN_MS, TaskStatus
+from dsh_team import MAX_SAFE_INTEGER, WAIT_MAX_MS, WAIT_MIN_MS, TaskStatus, TeamDelta
 
 __all__ = [
     "WAIT_DEFAULT_MS",
@@ -40,6 +40,7 @@ __all__ = [
     "TeamTaskGetArgs",
     "TeamTaskUpdateArgs",
     "MemberRow",
+    "MemberListResult",
     "SpawnTeammateResult",
     "SendMessageResult",
     "NoProgress",
@@ -96,12 +97,13 @@ class ListAgentsArgs(_Args, frozen=True):
 class WaitAgentArgs(_Args, frozen=True):
     """``wait_agent``: ranges are checked by the service (``TEAM_INVALID_TIMEOUT``, ``TEAM_INVALID_ARGUMENT``).
 
-    ``since`` is a ``position`` from an earlier wait: a change after it ends the
-    wait at once, so a change between that wait and this one is never missed.
+    ``since`` is a ``position`` from an earlier result: a change after it ends the
+    wait at once, so a change between that read and this wait is never missed,
+    and the result's ``changes`` says what changed after it.
     """
 
     timeout_ms: Annotated[int, Meta(extra_json_schema={"minimum": WAIT_MIN_MS, "maximum": WAIT_MAX_MS})] = WAIT_DEFAULT_MS
-    since: Annotated[int, Meta(description="position of your last wait", extra_json_schema={"minimum": 0})] | UnsetType = UNSET
+    since: Annotated[int, Meta(description="position you last saw", extra_json_schema={"minimum": 0})] | UnsetType = UNSET
 
 
 class InterruptAgentArgs(_Args, frozen=True):
@@ -172,15 +174,27 @@ class MemberRow(_Result, frozen=True, kw_only=True):
     unread: int | UnsetType = UNSET
 
 
+class MemberListResult(_Result, frozen=True):
+    """``list_agents``: the rows, and the Team log ``position`` they reflect (a ``wait_agent`` ``since``)."""
+
+    members: list[MemberRow]
+    position: int
+
+
 class SpawnTeammateResult(_Result, frozen=True):
     member: MemberRow
 
 
 class SendMessageResult(_Result, frozen=True):
-    """``queued`` is as durable as ``accepted``: the message must not be resent."""
+    """``queued`` is as durable as ``accepted``: the message must not be resent.
+
+    ``position`` is the Team log position of the queued message; a later
+    ``wait_agent`` delta lists the message under ``sent`` when its status moves.
+    """
 
     message_id: str
     status: Literal["accepted", "queued"]
+    position: int | UnsetType = UNSET
 
 
 class NoProgress(_Result, frozen=True):
@@ -191,11 +205,18 @@ class NoProgress(_Result, frozen=True):
 
 
 class WaitAgentResult(_Result, frozen=True):
-    """``position`` is the Team log position the wait observed (absent for ``no_progress``)."""
+    """``position`` is the Team log position the wait observed (absent for ``no_progress``).
+
+    ``changes`` (present when a change ended the wait) is what changed after
+    ``since`` or after the position the wait started from: members, tasks, mail
+    counts and the caller's sent messages, each row the current value;
+    ``truncated`` names a part too long to list (re-list it).
+    """
 
     timed_out: bool
     no_progress: NoProgress | UnsetType = UNSET
     position: int | UnsetType = UNSET
+    changes: TeamDelta | UnsetType = UNSET
 
 
 class InterruptAgentResult(_Result, frozen=True):
@@ -203,7 +224,10 @@ class InterruptAgentResult(_Result, frozen=True):
 
 
 class TaskRow(_Result, frozen=True, kw_only=True):
-    """A task as the model sees it: owner by name (``owner_name``), never by session id."""
+    """A task as the model sees it: owner by name (``owner_name``), never by session id.
+
+    ``position`` (a single task's result only) is the Team log position it reflects.
+    """
 
     id: str
     revision: int
@@ -215,10 +239,12 @@ class TaskRow(_Result, frozen=True, kw_only=True):
     write_scopes: list[str]
     ready: bool
     write_scope_warnings: list[str]
+    position: int | UnsetType = UNSET
 
 
 class TaskListResult(_Result, frozen=True):
-    """``next_cursor`` is present only when more rows remain."""
+    """``next_cursor`` is present only when more rows remain; ``position`` is the Team log position listed."""
 
     tasks: list[TaskRow]
     next_cursor: int | UnsetType = UNSET
+    position: int | UnsetType = UNSET

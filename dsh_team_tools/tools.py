@@ -73,8 +73,13 @@ def member_row(view: MemberView) -> s.MemberRow:
     )
 
 
-def task_row(view: TaskView) -> s.TaskRow:
-    """A service ``TaskView`` as the model's task row (owner by name; ``owner_id`` dropped)."""
+def task_row(view: TaskView, position: int | None = None) -> s.TaskRow:
+    """A service ``TaskView`` as the model's task row (owner by name; ``owner_id`` dropped).
+
+    ``position`` defaults to the view's own (set on a mutation's result); a listed row has none.
+    """
+    if position is None:
+        position = getattr(view, "position", None)
     return s.TaskRow(
         id=view.id,
         revision=view.revision,
@@ -86,6 +91,7 @@ def task_row(view: TaskView) -> s.TaskRow:
         write_scopes=list(view.write_scopes),
         ready=view.ready,
         write_scope_warnings=list(view.write_scope_warnings),
+        position=_opt(position),
     )
 
 
@@ -101,7 +107,7 @@ def _sent(args: Any, *names: str) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if getattr(args, name) is not UNSET}
 
 
-def _page(rows: Sequence[Any], args: s.TeamTaskListArgs) -> s.TaskListResult:
+def _page(rows: Sequence[Any], args: s.TeamTaskListArgs, position: int) -> s.TaskListResult:
     """Filter, validate the cursor window, and slice one page of task rows."""
     if args.status is not UNSET:
         rows = [row for row in rows if row.status == args.status]
@@ -116,7 +122,7 @@ def _page(rows: Sequence[Any], args: s.TeamTaskListArgs) -> s.TaskListResult:
         raise ToolError(f"limit must be an integer from 1 through {s.LIST_MAX_LIMIT}", code="INVALID_ARGS")
     end = args.cursor + args.limit
     page = [task_row(row) for row in rows[args.cursor : end]]
-    return s.TaskListResult(tasks=page, next_cursor=end if end < len(rows) else UNSET)
+    return s.TaskListResult(tasks=page, next_cursor=end if end < len(rows) else UNSET, position=position)
 
 
 def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[str, Execute]:
@@ -139,10 +145,14 @@ def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[s
         result = await team().send_message(
             _caller(call), target=args.target, content=[text_block(args.message)], signal=call.signal
         )
-        return s.SendMessageResult(message_id=result.message_id, status=result.status)
+        return s.SendMessageResult(
+            message_id=result.message_id, status=result.status, position=_opt(getattr(result, "position", None))
+        )
 
-    async def list_agents(args: s.ListAgentsArgs, call: ToolCall) -> list[s.MemberRow]:
-        return [member_row(view) for view in team().list_members(_caller(call))]
+    async def list_agents(args: s.ListAgentsArgs, call: ToolCall) -> s.MemberListResult:
+        caller, service = _caller(call), team()
+        rows = [member_row(view) for view in service.list_members(caller)]
+        return s.MemberListResult(members=rows, position=service.position(caller))  # same synchronous span
 
     async def wait_agent(args: s.WaitAgentArgs, call: ToolCall) -> s.WaitAgentResult:
         caller = _caller(call)
@@ -157,7 +167,11 @@ def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[s
                 return s.WaitAgentResult(timed_out=False, no_progress=no_progress)
         # An out-of-range timeout goes to the service too: its TEAM_INVALID_TIMEOUT is the answer.
         result = await service.wait_for_change(caller, args.timeout_ms, signal=call.signal, **_sent(args, "since"))
-        return s.WaitAgentResult(timed_out=result.timed_out, position=_opt(getattr(result, "position", None)))
+        return s.WaitAgentResult(
+            timed_out=result.timed_out,
+            position=_opt(getattr(result, "position", None)),
+            changes=_opt(getattr(result, "delta", None)),
+        )
 
     async def interrupt_agent(args: s.InterruptAgentArgs, call: ToolCall) -> s.InterruptAgentResult:
         result = team().interrupt(_caller(call), args.target)
@@ -173,10 +187,12 @@ def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[s
         return task_row(view)
 
     async def team_task_list(args: s.TeamTaskListArgs, call: ToolCall) -> s.TaskListResult:
-        return _page(team().list_tasks(_caller(call)), args)
+        caller, service = _caller(call), team()
+        return _page(service.list_tasks(caller), args, service.position(caller))
 
     async def team_task_get(args: s.TeamTaskGetArgs, call: ToolCall) -> s.TaskRow:
-        return task_row(team().get_task(_caller(call), args.task_id))
+        caller, service = _caller(call), team()
+        return task_row(service.get_task(caller, args.task_id), service.position(caller))
 
     async def team_task_update(args: s.TeamTaskUpdateArgs, call: ToolCall) -> s.TaskRow:
         view = await team().update_task(

@@ -4,6 +4,7 @@ A session's *own* events (a fork's inherited prefix is its parent's work) give::
 
     session <name>                 seq 0; its parent is the parent session's span
       turn <n>                     turn/start .. turn/end
+        compact_context            the summary call of a context compaction (context/compacted)
         chat [<model>]             the step's start (or its last user message) .. assistant/message
         execute_tool <tool>        tool/call .. tool/result (matched by call id)
 
@@ -30,9 +31,9 @@ import msgspec
 
 from host_spec.cli import StoredLog
 from host_spec.events import (
-    Event, EventType, StepMark, SubagentDescriptor, ToolCallRecord, TurnEnd, TurnStart, json_decode, json_encode,
+    ContextCompaction, Event, EventType, StepMark, SubagentDescriptor, ToolCallRecord, TurnEnd, TurnStart, json_decode, json_encode,
 )
-from host_spec.messages import AssistantMessage, ContentBlock, ToolResultMessage, UserMessage, message_text
+from host_spec.messages import AssistantMessage, ContentBlock, ToolResultMessage, Usage, UserMessage, message_text
 from host_spec.otlp import (
     SPAN_KIND_CLIENT, SPAN_KIND_INTERNAL, STATUS_ERROR, AttributeValue, SpanEvent, SpanLink, SpanStatus, attributes,
     nanos, span_id_of,
@@ -74,6 +75,16 @@ def _agent_name(own: Sequence[Event]) -> str | None:
                 continue
             name = descriptor.name or descriptor.label or name
     return name
+
+
+def _usage(usage: Usage | None, model: str | None) -> dict[str, AttributeValue | None]:
+    """A model call's GenAI model and token attributes (absent when the adapter reported none)."""
+    return {
+        "gen_ai.response.model": model,
+        "gen_ai.usage.input_tokens": usage.input_tokens if usage is not None else None,
+        "gen_ai.usage.output_tokens": usage.output_tokens if usage is not None else None,
+        "gen_ai.usage.cache_read.input_tokens": usage.cached_tokens if usage is not None else None,
+    }
 
 
 def _parts(content: Sequence[ContentBlock]) -> list[dict[str, Any]]:
@@ -183,6 +194,8 @@ class _Reader:
             self.tool_call(event)
         elif kind == EventType.TOOL_RESULT:
             self.tool_result(event)
+        elif kind == EventType.CONTEXT_COMPACTED:
+            self.compaction(event)
 
     def child(self, parent: SpanDraft, event: Event, name: str, values: dict[str, AttributeValue | None],
               *, kind: int = SPAN_KIND_INTERNAL, start: int | None = None) -> SpanDraft:
@@ -214,14 +227,9 @@ class _Reader:
 
     def model_call(self, event: Event) -> None:
         message = event.decode(AssistantMessage)
-        usage = message.usage
         values: dict[str, AttributeValue | None] = {
             "gen_ai.operation.name": "chat", "dsh.turn": message.turn, "dsh.step": message.step,
-            "gen_ai.response.model": message.model,
-            "gen_ai.usage.input_tokens": usage.input_tokens if usage is not None else None,
-            "gen_ai.usage.output_tokens": usage.output_tokens if usage is not None else None,
-            "gen_ai.usage.cache_read.input_tokens": usage.cached_tokens if usage is not None else None,
-            "dsh.model.interrupted": True if message.interrupted else None,
+            **_usage(message.usage, message.model), "dsh.model.interrupted": True if message.interrupted else None,
         }
         if self.content:
             values["gen_ai.output.messages"] = json_encode([{"role": "assistant", "parts": _parts(message.content)}]).decode()
@@ -229,6 +237,18 @@ class _Reader:
         self.child(self.turn or self.session, event, name, values, kind=SPAN_KIND_CLIENT,
                    start=self.mark if self.mark is not None else event.time)
         self.mark = None
+
+    def compaction(self, event: Event) -> None:
+        """The summary call that compacted the context: a model call of its own, before the step's."""
+        record = event.decode(ContextCompaction)
+        values: dict[str, AttributeValue | None] = {
+            "gen_ai.operation.name": "chat", "dsh.compaction.summarised": record.summarised,
+            "dsh.compaction.estimated_tokens": record.estimated_tokens, "dsh.compaction.window": record.window,
+            **_usage(record.usage, record.model), "dsh.compaction.summary": record.summary if self.content else None,
+        }
+        self.child(self.turn or self.session, event, "compact_context", values, kind=SPAN_KIND_CLIENT,
+                   start=self.mark if self.mark is not None else event.time)
+        self.mark = event.time  # the step's own model call starts after the summary is recorded
 
     def tool_call(self, event: Event) -> None:
         call = event.decode(ToolCallRecord)

@@ -5,12 +5,14 @@ so the service, the offline view and the invariant can share it and tests can dr
 
 Modules: :mod:`.records` (the six durable record types and their decoders),
 :mod:`.state` (the immutable folded state), :mod:`.fold` (``evolve``/``replay``), :mod:`.upcast` (older record versions),
-:mod:`.dag` (the incremental dependency check), :mod:`.board` (task decisions),
+:mod:`.changes` (where each entity last changed), :mod:`.delta` (the
+delta of a cursor wait), :mod:`.dag` (the incremental dependency check), :mod:`.board` (task decisions),
 :mod:`.task_view` (what a task looks like to readers), :mod:`.validation`
 (argument rules shared by decisions).
 """
 
 from dsh_team.core.board import ACTIONS, Actor, Role, decide_create, decide_update, require_task
+from dsh_team.core.delta import DELTA_CAP, MailChange, MemberChange, SentChange, TaskChange, TeamDelta, team_delta
 from dsh_team.core.dag import DagViolation, check_candidate
 from dsh_team.core.fold import evolve, replay
 from dsh_team.core.records import (
@@ -48,6 +50,13 @@ __all__ = [
     "decide_update",
     "require_task",
     "DagViolation",
+    "DELTA_CAP",
+    "MailChange",
+    "MemberChange",
+    "SentChange",
+    "TaskChange",
+    "TeamDelta",
+    "team_delta",
     "check_candidate",
     "evolve",
     "replay",

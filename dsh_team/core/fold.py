@@ -38,6 +38,7 @@ import msgspec
 from host_spec.events import Event
 
 from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_TASK, VERSION, TaskRecord, decode_payload, decode_selector
+from dsh_team.core.changes import Changes
 from dsh_team.core.rules import RULES, TransitionRule
 from dsh_team.core.state import Board, FoldFailure, FoldRule, Memo, TeamState, initial_state
 from dsh_team.core.upcast import UnsupportedVersion, decode_older
@@ -47,7 +48,7 @@ __all__ = ["evolve", "replay"]
 
 def _failed(state: TeamState, failure: FoldFailure) -> TeamState:
     return TeamState(
-        state.team_id, state.members, state.tasks, state.mail, state.mode, failure, failure.seq
+        state.team_id, state.members, state.tasks, state.mail, state.mode, failure, failure.seq, state.changes
     )
 
 
@@ -129,6 +130,7 @@ def replay(events: Iterable[Event], team_id: str, state: TeamState | None = None
     types = TEAM_EVENT_TYPES
     decode = _TASK.decode
     latest: dict[str, Any] = {}  # task id -> superseding snapshot not yet on the board
+    changed: dict[str, int] = {}  # task id -> seq of that snapshot (the change index)
     tasks = current.tasks.tasks
     position = current.position
     for event in events:
@@ -155,21 +157,23 @@ def replay(events: Iterable[Event], team_id: str, state: TeamState | None = None
                     )
                 ):
                     latest[task_id] = task
-                    position = event.seq
+                    changed[task_id] = position = event.seq
                     continue
         if latest:
-            current = _substituted(current, latest, position)
-            latest = {}
+            current = _substituted(current, latest, changed, position)
+            latest, changed = {}, {}
         current = evolve(current, event)
         if current.failure is not None:
             return current
         tasks = current.tasks.tasks
         position = current.position
-    return _substituted(current, latest, position) if latest else current
+    return _substituted(current, latest, changed, position) if latest else current
 
 
-def _substituted(state: TeamState, latest: dict[str, Any], position: int) -> TeamState:
+def _substituted(state: TeamState, latest: dict[str, Any], changed: dict[str, int], position: int) -> TeamState:
     """``state`` with superseding task snapshots put on the board (their order, links and count unchanged)."""
     board = state.tasks
     board = Board(board.tasks.update(latest), board.order, board.live, board.dependents, board.next_task_number, Memo())
-    return TeamState(state.team_id, state.members, board, state.mail, state.mode, None, position)
+    changes = state.changes
+    changes = Changes(changes.members, changes.tasks.update(changed), changes.mail, changes.sent)
+    return TeamState(state.team_id, state.members, board, state.mail, state.mode, None, position, changes)

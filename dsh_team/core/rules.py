@@ -84,7 +84,8 @@ def _member(state: TeamState, event: Event, record: MemberRecord) -> TeamState |
                 seq,
             )
         roster = Roster(roster.members.set(member_id, member), roster.order, roster.names, Memo())
-    return TeamState(state.team_id, roster, state.tasks, state.mail, state.mode, None, seq)
+    changes = state.changes.member(member_id, seq)
+    return TeamState(state.team_id, roster, state.tasks, state.mail, state.mode, None, seq, changes)
 
 
 def _apply_task(board: Board, task: TeamTaskSnapshot, previous: TeamTaskSnapshot | None) -> Board:
@@ -130,7 +131,8 @@ def _task(state: TeamState, event: Event, record: TaskRecord) -> TeamState | Fol
     if violation is not None:
         return FoldFailure(_DAG_RULES[violation.kind], violation.message, event.seq)
     board = _apply_task(board, task, previous)
-    return TeamState(state.team_id, state.members, board, state.mail, state.mode, None, event.seq)
+    changes = state.changes.task(task.id, event.seq)
+    return TeamState(state.team_id, state.members, board, state.mail, state.mode, None, event.seq, changes)
 
 
 def _queued(state: TeamState, event: Event, record: MessageQueuedRecord) -> TeamState | FoldFailure:
@@ -142,12 +144,15 @@ def _queued(state: TeamState, event: Event, record: MessageQueuedRecord) -> Team
         return FoldFailure(FoldRule.MESSAGE_QUEUED_TWICE, f'team message "{message_id}" was queued twice', event.seq)
     target = message.target_id
     pending = mail.pending
+    index = len(queued)
     mail = Mailbox(
         queued.set(message_id, message),
-        pending.set(target, pending.get(target, EMPTY).set(message_id, len(queued))),
+        pending.set(target, pending.get(target, EMPTY).set(message_id, index)),
         mail.unread,
+        mail.read,
     )
-    return TeamState(state.team_id, state.members, state.tasks, mail, state.mode, None, event.seq)
+    changes = state.changes.message(message.sender_id, message_id, target, index, event.seq)
+    return TeamState(state.team_id, state.members, state.tasks, mail, state.mode, None, event.seq, changes)
 
 
 def _delivered(state: TeamState, event: Event, record: MessageDeliveredRecord) -> TeamState | FoldFailure:
@@ -168,9 +173,9 @@ def _delivered(state: TeamState, event: Event, record: MessageDeliveredRecord) -
     remaining = waiting.delete(message_id)
     pending = mail.pending.set(target, remaining) if len(remaining) else mail.pending.delete(target)
     unread = mail.unread.set(target, mail.unread.get(target, EMPTY).set(message_id, index))
-    mail = Mailbox(mail.queued, pending, unread)
-    return TeamState(state.team_id, state.members, state.tasks, mail, state.mode, None, event.seq)
-
+    mail = Mailbox(mail.queued, pending, unread, mail.read)
+    changes = state.changes.message(queued.sender_id, message_id, target, index, event.seq)
+    return TeamState(state.team_id, state.members, state.tasks, mail, state.mode, None, event.seq, changes)
 
 
 def _read(state: TeamState, event: Event, record: MessageReadRecord) -> TeamState | FoldFailure:
@@ -186,18 +191,21 @@ def _read(state: TeamState, event: Event, record: MessageReadRecord) -> TeamStat
     waiting = mail.unread.get(target)
     if waiting is None or message_id not in waiting:
         return FoldFailure(FoldRule.MESSAGE_READ_TWICE, f'team message "{message_id}" was read twice', event.seq)
+    index = waiting[message_id]
     remaining = waiting.delete(message_id)
     unread = mail.unread.set(target, remaining) if len(remaining) else mail.unread.delete(target)
-    mail = Mailbox(mail.queued, mail.pending, unread)
-    # A receipt keeps ``position``: it must not wake a wait once per message read.
-    return TeamState(state.team_id, state.members, state.tasks, mail, state.mode, None, state.position)
+    mail = Mailbox(mail.queued, mail.pending, unread, mail.read.set(target, mail.read.get(target, 0) + 1))
+    # A receipt keeps ``position``: it must not wake a wait once per message read; the
+    # change index still records it at its own seq (the counts and the status moved).
+    changes = state.changes.message(queued.sender_id, message_id, target, index, event.seq)
+    return TeamState(state.team_id, state.members, state.tasks, mail, state.mode, None, state.position, changes)
 
 
 def _mode(state: TeamState, event: Event, record: ModeRecord) -> TeamState | FoldFailure:
     # A mode selection is not Team activity: it keeps ``position`` so waits (and
     # ``since`` cursors) never fire on it; a mode change ends no wait.
     return TeamState(
-        state.team_id, state.members, state.tasks, state.mail, record.enabled, None, state.position
+        state.team_id, state.members, state.tasks, state.mail, record.enabled, None, state.position, state.changes
     )
 
 

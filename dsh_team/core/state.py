@@ -25,6 +25,7 @@ from typing import Any, Final
 import immutables
 import msgspec
 
+from dsh_team.core.changes import Changes
 from dsh_team.core.records import TeamMemberSnapshot, TeamMessageSnapshot, TeamTaskSnapshot
 
 __all__ = ["EMPTY", "Memo", "Roster", "Board", "Mailbox", "FoldFailure", "FoldRule", "TeamState", "initial_state", "mode_enabled"]
@@ -163,11 +164,13 @@ class Mailbox(msgspec.Struct, frozen=True, gc=False):
         queued: message id -> :class:`TeamMessageSnapshot` (every message ever queued).
         pending: target id -> {undelivered message id -> queue index}.
         unread: target id -> {delivered, not yet read message id -> queue index}.
+        read: target id -> how many of its messages were read (a counter, not a set).
     """
 
     queued: immutables.Map[str, TeamMessageSnapshot] = EMPTY
     pending: immutables.Map[str, immutables.Map[str, int]] = EMPTY
     unread: immutables.Map[str, immutables.Map[str, int]] = EMPTY
+    read: immutables.Map[str, int] = EMPTY
 
     def is_delivered(self, message_id: str) -> bool:
         """Whether ``message_id`` was queued and has been acknowledged by its target."""
@@ -188,6 +191,10 @@ class Mailbox(msgspec.Struct, frozen=True, gc=False):
         """Messages delivered to ``target_id`` that no completed model step of it has seen yet."""
         found = self.unread.get(target_id)
         return 0 if found is None else len(found)
+
+    def read_count(self, target_id: str) -> int:
+        """Messages to ``target_id`` that a completed model step of it has seen."""
+        return self.read.get(target_id, 0)
 
     def unread_for(self, target_id: str) -> tuple[TeamMessageSnapshot, ...]:
         """Delivered, unread messages of one target, in queue order."""
@@ -279,6 +286,8 @@ class TeamState(msgspec.Struct, frozen=True, gc=False):
             ``wait_for_change(since=...)`` compares against. Mode records and read
             receipts do not move it: a mode change is not Team activity, and a
             receipt must not wake the Lead once per message a member reads.
+        changes: Where each entity last changed (:mod:`dsh_team.core.changes`), the
+            index a cursor wait reads its delta from.
     """
 
     team_id: str
@@ -288,6 +297,7 @@ class TeamState(msgspec.Struct, frozen=True, gc=False):
     mode: bool | None = None
     failure: FoldFailure | None = None
     position: int = 0
+    changes: Changes = Changes()
 
 
 def initial_state(team_id: str) -> TeamState:

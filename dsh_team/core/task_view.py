@@ -39,6 +39,8 @@ class TaskView(msgspec.Struct, frozen=True, omit_defaults=True):
         owner_id: The owning member's session id (absent when unowned).
         owner_name: The owner's Team name (``lead`` for the Lead); absent when
             unowned or when the id is not on the roster.
+        position: Set on a mutation's result only: the Team log position the view
+            reflects (the position of the state it was rendered from).
     """
 
     id: str
@@ -52,6 +54,7 @@ class TaskView(msgspec.Struct, frozen=True, omit_defaults=True):
     write_scope_warnings: tuple[str, ...]
     owner_id: str | None = None
     owner_name: str | None = None
+    position: int | None = None
 
 
 def blockers_completed(board: Board, task: TeamTaskSnapshot) -> bool:

@@ -37,6 +37,7 @@ from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_TASK
 from dsh_team.core.state import TeamState, initial_state
 
 if TYPE_CHECKING:
+    from host_spec.events import Event
     from host_spec.protocols import Session
 
 __all__ = ["TeamFolds", "Append", "Journal", "Journals"]
@@ -62,6 +63,15 @@ class TeamFolds(Protocol):
 
     def state(self, session: Session) -> TeamState:
         """The fold of every committed event of exactly this session object (seeded on first use)."""
+        ...
+
+    def committed(self, session: Session, event: Event) -> TeamState:
+        """:meth:`state` right after the host committed ``event`` as ``session``'s newest event.
+
+        The journal says which event just committed, so a provider that staged
+        exactly that event's outcome adopts it without looking the event up in
+        the log; any other provider answers :meth:`state`.
+        """
         ...
 
 
@@ -190,6 +200,36 @@ class Journal:
                     pending.append(folded.position)
                 state = folded
         self._folded = count
+        return self._changed(before, state)
+
+    def observe(self, event: Event) -> TeamState:
+        """:meth:`catch_up` after the host committed ``event`` (the per-append case).
+
+        When ``event`` is the newest event and the only Team event not folded yet
+        (the events before it, if any, are other kinds the fold ignores), it is
+        folded, or the provider's fold of it adopted (:meth:`TeamFolds.committed`),
+        without reading it back from the session's log; otherwise this is
+        :meth:`catch_up`. Each skipped event is looked at once, here.
+        """
+        seq = event.seq
+        start = self._folded
+        if seq <= start or seq != self.session.last_seq or event.type not in TEAM_EVENT_TYPES:
+            return self.catch_up()
+        if seq != start + 1:
+            events = self.session.events
+            for index in range(start, seq - 1):
+                if events[index].type in TEAM_EVENT_TYPES:
+                    return self.catch_up()
+        before = self._state
+        source = self._folds() if self._folds is not None else None
+        state = source.committed(self.session, event) if source is not None else evolve(before, event)
+        if state.position != before.position:
+            self._pending.append(state.position)
+        self._folded = seq
+        return self._changed(before, state)
+
+    def _changed(self, before: TeamState, state: TeamState) -> TeamState:
+        """Keep ``state`` as the folded state; report a new failure once and tell the listener."""
         self._state = state
         failure = state.failure
         if failure is not None and before.failure is None:

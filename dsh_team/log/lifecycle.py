@@ -10,8 +10,7 @@ reports every failure except the cancellation it caused itself.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Iterable
 from typing import Any, TypeVar
 
 import structlog
@@ -21,7 +20,7 @@ from host_spec.records import AbortSignal
 
 from dsh_team.errors import TeamCode, TeamError
 
-__all__ = ["Lifecycle", "disposed_error"]
+__all__ = ["Lifecycle", "Operation", "disposed_error"]
 
 log = structlog.get_logger(__name__)
 
@@ -31,6 +30,34 @@ T = TypeVar("T")
 def disposed_error(message: str = "Agent Teams service disposed") -> TeamError:
     """The ``TEAM_DISPOSED`` error every refused or cancelled operation carries."""
     return TeamError(message, TeamCode.DISPOSED)
+
+
+class Operation:
+    """One admitted block of :meth:`Lifecycle.operation`, tracked by a settlement marker.
+
+    A plain class rather than a generator-based context manager: it runs on every
+    Team mutation, and entering and leaving it must cost a few attribute reads.
+    The marker is a future whose *result* is the block's exception (or ``None``),
+    never its exception, so an unread failure is not reported as never retrieved.
+    """
+
+    __slots__ = ("_lifecycle", "_marker", "_operations")
+
+    def __init__(self, lifecycle: Lifecycle, operations: set[asyncio.Future[Any]]) -> None:
+        self._lifecycle = lifecycle
+        self._operations = operations
+        self._marker: asyncio.Future[Any] | None = None
+
+    async def __aenter__(self) -> None:
+        self._lifecycle.admit()
+        self._marker = marker = asyncio.get_running_loop().create_future()
+        self._operations.add(marker)
+
+    async def __aexit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
+        marker = self._marker
+        assert marker is not None  # entered: __aenter__ raised otherwise
+        marker.set_result(error)
+        self._operations.discard(marker)
 
 
 class Lifecycle:
@@ -78,28 +105,16 @@ class Lifecycle:
         future.add_done_callback(self._operations.discard)
         return future
 
-    @asynccontextmanager
-    async def operation(self) -> AsyncIterator[None]:
-        """Admit the enclosing work and track it until the block exits.
+    def operation(self) -> Operation:
+        """Admit the enclosing ``async with`` block and track it until the block exits.
 
         Cheaper than :meth:`track` on hot paths (no extra task): the block runs in
         the caller's task, and disposal waits for a settlement marker instead.
 
         Raises:
-            TeamError: ``TEAM_DISPOSED`` before the block runs.
+            TeamError: ``TEAM_DISPOSED`` when the block is entered after disposal started.
         """
-        self.admit()
-        marker: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._operations.add(marker)
-        try:
-            yield
-        except BaseException as exc:
-            marker.set_result(exc)  # a result, not an exception: nobody may ever retrieve it
-            raise
-        else:
-            marker.set_result(None)
-        finally:
-            self._operations.discard(marker)
+        return Operation(self, self._operations)
 
     @property
     def in_flight(self) -> int:

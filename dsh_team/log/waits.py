@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from collections.abc import Iterable
 from typing import Any, Final
 
 import msgspec
@@ -20,9 +21,19 @@ import msgspec
 from host_spec.records import AbortSignal
 
 from dsh_team.config import MAX_SAFE_INTEGER
+from dsh_team.core.delta import TeamDelta
 from dsh_team.errors import TeamCode, TeamError, render_reason
 
-__all__ = ["WAIT_MIN_MS", "WAIT_MAX_MS", "WaitResult", "Activity", "check_timeout", "check_since", "abort_error"]
+__all__ = [
+    "WAIT_MIN_MS",
+    "WAIT_MAX_MS",
+    "WaitResult",
+    "Activity",
+    "StatusMarks",
+    "check_timeout",
+    "check_since",
+    "abort_error",
+]
 
 WAIT_MIN_MS: Final = 10_000
 WAIT_MAX_MS: Final = 3_600_000
@@ -31,16 +42,19 @@ WAIT_MAX_MS: Final = 3_600_000
 Timer = Callable[[float, Callable[[], None]], Callable[[], None]]
 
 
-class WaitResult(msgspec.Struct, frozen=True):
-    """How a wait ended.
+class WaitResult(msgspec.Struct, frozen=True, kw_only=True):
+    """How a wait ended. Optional fields default to "absent", so the result grows without breaking readers.
 
     Attributes:
         timed_out: True only when the timeout passed with no change.
         position: The Team's last durable change (a Lead log seq) when the wait ended.
+        delta: What changed after ``since`` (or after the position the wait started
+            from) when the wait ended because of a change; ``None`` on a timeout.
     """
 
     timed_out: bool
     position: int
+    delta: TeamDelta | None = None
 
 
 def check_timeout(timeout_ms: Any) -> int:
@@ -77,6 +91,41 @@ def abort_error(reason: Any) -> BaseException:
 
 def _call_later(delay: float, callback: Callable[[], None]) -> Callable[[], None]:
     return asyncio.get_running_loop().call_later(delay, callback).cancel
+
+
+class StatusMarks:
+    """Where in the log each member's *live* status last changed (memory only).
+
+    Live status (running or not) is not recorded in the Lead log, so a cursor
+    cannot cover it exactly; instead each change is marked with the Team's durable
+    position at that moment, and a delta after ``since`` reports every member
+    marked at or after ``since`` (a change at the same position may have come
+    before or after the caller's read, so it is reported: rows are current values,
+    reporting one again is harmless). A member with no mark in this process is
+    marked at the position the Team had when this process first saw it
+    (``opened``): a cold resume reports every member to a cursor from before it,
+    and so does a Team this process has not opened yet.
+    """
+
+    def __init__(self) -> None:
+        self._marks: dict[str, dict[str, int]] = {}
+        self._opened: dict[str, int] = {}
+
+    def opened(self, team_id: str, position: int) -> None:
+        """The first position this process knows ``team_id`` at (kept once set)."""
+        self._opened.setdefault(team_id, position)
+
+    def changed(self, team_id: str, member_id: str, position: int) -> None:
+        """``member_id``'s live status changed while the Team was at ``position``."""
+        self._marks.setdefault(team_id, {})[member_id] = position
+
+    def after(self, team_id: str, since: int, member_ids: Iterable[str]) -> frozenset[str]:
+        """The ids among ``member_ids`` whose live status may have changed after ``since``."""
+        opened = self._opened.get(team_id)
+        if opened is None:
+            return frozenset(member_ids)
+        marks = self._marks.get(team_id, {})
+        return frozenset(key for key in member_ids if marks.get(key, opened) >= since)
 
 
 class Activity:

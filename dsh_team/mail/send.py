@@ -50,10 +50,15 @@ log = structlog.get_logger(__name__)
 
 
 class SendResult(msgspec.Struct, frozen=True):
-    """``accepted``: the target durably holds it; ``queued``: durable in the Lead log, delivery pending."""
+    """``accepted``: the target durably holds it; ``queued``: durable in the Lead log, delivery pending.
+
+    ``position`` is the Team log position of the queued record (what the sender's
+    view of the Team reflects right after the send; 0 when unknown).
+    """
 
     message_id: str
     status: Literal["accepted", "queued"]
+    position: int = 0
 
 
 def _aborted(reason: Any) -> BaseException:
@@ -106,6 +111,7 @@ class MessageSender:
         journal = self.journals.get(membership.root.session)
         team_id = membership.team_id
         queued: list[TeamMessageSnapshot] = []
+        positions: list[int] = []
 
         def admit(state: TeamState) -> Append:
             target_id, target_name = resolve_target(state, target)
@@ -130,15 +136,20 @@ class MessageSender:
 
         def register(state: TeamState) -> asyncio.Future[bool]:
             # Inside the section: the per-target dispatch order is the durable queue order.
+            positions.append(state.position)
             return self.dispatcher.dispatch(journal, queued[0].id, queued[0].target_id)
 
         def open_(state: TeamState) -> None:
             self.lifecycle.admit()
 
-        work = self._finish(journal.transact(admit, register, what="the team message", check=open_), queued, signal)
+        work = self._finish(
+            journal.transact(admit, register, what="the team message", check=open_), queued, positions, signal
+        )
         return await asyncio.shield(self.lifecycle.track(work))
 
-    async def _finish(self, queueing: Any, queued: list[TeamMessageSnapshot], signal: AbortSignal | None) -> SendResult:
+    async def _finish(
+        self, queueing: Any, queued: list[TeamMessageSnapshot], positions: list[int], signal: AbortSignal | None
+    ) -> SendResult:
         try:
             delivery: asyncio.Future[bool] = await queueing
         except UnconfirmedError as error:
@@ -147,13 +158,13 @@ class MessageSender:
             raise UnconfirmedError(
                 f"team message {message.id} is queued but its persistence is unconfirmed ({error.__cause__}); "
                 "it is delivered once stored: see its target's pending count in list_agents, do not resend it",
-                value=SendResult(message_id=message.id, status="queued"),
+                value=SendResult(message_id=message.id, status="queued", position=positions[0]),
                 team_id=error.details.get("team_id"),
             ) from error.__cause__
         message = queued[0]
         accepted = await _unless_aborted(delivery, signal)
         log.debug("team.message_sent", message=message.id, target=message.target_id, accepted=accepted)
-        return SendResult(message_id=message.id, status="accepted" if accepted else "queued")
+        return SendResult(message_id=message.id, status="accepted" if accepted else "queued", position=positions[0])
 
 
 async def _unless_aborted(delivery: asyncio.Future[bool], signal: AbortSignal | None) -> bool:

@@ -38,10 +38,13 @@ __all__ = [
     "ShowMember",
     "ShowTask",
     "ShowMessage",
+    "ShowMessageStatus",
+    "RECENT_MESSAGES",
     "ShowFailure",
     "TeamShow",
     "offline_status",
     "pending_messages",
+    "recent_messages",
     "build_show",
     "render_json",
 ]
@@ -107,6 +110,20 @@ class ShowMessage(msgspec.Struct, frozen=True):
     content: tuple[dict[str, Any], ...]
 
 
+#: Messages in the "messages" part: the most recently queued ones.
+RECENT_MESSAGES: Final = 20
+
+
+class ShowMessageStatus(msgspec.Struct, frozen=True):
+    """One recently queued message and how far it got: ``queued``, ``delivered`` or ``read``."""
+
+    id: str
+    sender_name: str
+    target_id: str
+    target_name: str | None
+    status: str
+
+
 class ShowFailure(msgspec.Struct, frozen=True):
     """Why the view stops early.
 
@@ -141,6 +158,8 @@ class TeamShow(msgspec.Struct, frozen=True):
         pending_mail: Undelivered messages in queue order.
         writes: Every member's audited file write, oldest first
             (:mod:`dsh_team.views.writes`).
+        messages: The :data:`RECENT_MESSAGES` most recently queued messages with
+            their status, in queue order.
     """
 
     version: int
@@ -156,6 +175,7 @@ class TeamShow(msgspec.Struct, frozen=True):
     tasks: tuple[ShowTask, ...]
     pending_mail: tuple[ShowMessage, ...]
     writes: tuple[ShowWrite, ...] = ()
+    messages: tuple[ShowMessageStatus, ...] = ()
 
 
 def offline_status(phase: str) -> OfflineStatus:
@@ -184,6 +204,23 @@ def pending_messages(state: TeamState) -> tuple[ShowMessage, ...]:
         )
         for m in state.mail.all_pending()
     )
+
+
+def recent_messages(state: TeamState, limit: int = RECENT_MESSAGES) -> tuple[ShowMessageStatus, ...]:
+    """The ``limit`` most recently queued messages of ``state`` with their status, in queue order."""
+    mail = state.mail
+    rows = []
+    for message_id in state.changes.recent_messages(limit):
+        message = mail.queued[message_id]
+        status = mail.status(message_id)
+        assert status is not None  # the change index names queued messages only
+        rows.append(
+            ShowMessageStatus(
+                id=message_id, sender_name=message.sender_name, target_id=message.target_id,
+                target_name=owner_name(state, message.target_id), status=status,
+            )
+        )
+    return tuple(rows)
 
 
 def build_show(
@@ -242,7 +279,7 @@ def build_show(
     return TeamShow(
         version=SHOW_VERSION, team_id=state.team_id, session_id=session_id, log_length=log_length, at=at,
         position=state.position, offline=True, enabled=_enabled(state), failure=failure,
-        members=tuple(members), tasks=tasks, pending_mail=pending, writes=writes,
+        members=tuple(members), tasks=tasks, pending_mail=pending, writes=writes, messages=recent_messages(state),
     )
 
 

@@ -1,6 +1,6 @@
 """The human-readable rendering of a :class:`~dsh_team.views.show.TeamShow` (``dsh team show``).
 
-Five blocks -- header, roster, board, pending mail, writes -- in fixed-width tables, so a
+Six blocks -- header, roster, board, pending mail, message statuses, writes -- in fixed-width tables, so a
 person can scan a Team at a glance and a failure is the first thing they read.
 Nothing here decides anything: every value comes from the view.
 """
@@ -100,6 +100,14 @@ def _mail(show: TeamShow) -> list[str]:
     return lines
 
 
+def _messages(show: TeamShow) -> list[str]:
+    lines = [f"Messages ({len(show.messages)} most recent: queued, delivered or read)"]
+    if not show.messages:
+        return [*lines, "  (none)"]
+    rows = [(m.sender_name, m.target_name or m.target_id, m.status, m.id) for m in show.messages]
+    return lines + _table(("FROM", "TO", "STATUS", "ID"), rows)
+
+
 def _writes(show: TeamShow) -> list[str]:
     outside = sum(1 for write in show.writes if write.in_scope is False)
     lines = [f"Writes ({len(show.writes)}; {outside} outside the writer's task scopes)"]
@@ -116,6 +124,6 @@ def _writes(show: TeamShow) -> list[str]:
 
 
 def render_text(show: TeamShow) -> str:
-    """The human-readable view: header, roster, board, pending mail, writes."""
-    blocks = [_header(show), _members(show), _tasks(show), _mail(show), _writes(show)]
+    """The human-readable view: header, roster, board, pending mail, message statuses, writes."""
+    blocks = [_header(show), _members(show), _tasks(show), _mail(show), _messages(show), _writes(show)]
     return "\n\n".join("\n".join(block) for block in blocks)

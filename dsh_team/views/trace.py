@@ -46,6 +46,7 @@ __all__ = ["LEAD_NAME", "contribute"]
 #: The Team name of the Lead.
 LEAD_NAME: Final = "lead"
 
+
 def contribute(trace: TraceContext) -> None:
     """Add the Team events and receipt links of every Team led by a session of the run."""
     for session_id in trace.session_ids:
@@ -70,6 +71,8 @@ class _TeamTrace:
         self.trace = trace
         self.team_id = team_id
         self.state = initial_state(team_id)
+        #: Whether a record of this Team was applied (its session is then labelled the Lead's).
+        self.led = False
         #: Team message id -> the span of its send.
         self.sends: dict[str, SpanRef] = {}
         #: target session id -> {Team message id -> (reading turn, time of the reading step)}.
@@ -82,8 +85,6 @@ class _TeamTrace:
 
     def add(self, records: Sequence[Event]) -> None:
         trace = self.trace
-        trace.add_attributes(trace.session_span(self.team_id),
-                             {"dsh.team.id": self.team_id, "dsh.team.role": "lead", "dsh.team.member.name": LEAD_NAME})
         for event in records:
             after = evolve(self.state, event)
             if after.failure is not None:
@@ -92,6 +93,11 @@ class _TeamTrace:
                                 {"dsh.team.fold.rule": failure.rule, "dsh.team.fold.seq": failure.seq})
                 return
             if after is not self.state:
+                if not self.led:  # the first record of this Team: its session is the Lead's
+                    self.led = True
+                    trace.add_attributes(trace.session_span(self.team_id), {
+                        "dsh.team.id": self.team_id, "dsh.team.role": "lead", "dsh.team.member.name": LEAD_NAME,
+                    })
                 self.applied(event, _record(event), after)
                 self.state = after
 

@@ -391,10 +391,10 @@ class Host:
         self.plugins.pre_append(session, event)
 
     def committed(self, session: Any, event: Any) -> None:
-        self.plugins.notify("dsh_session_event", host=self, session=session, event=event)
+        self.plugins.notify_session("dsh_session_event", session, "event", event)
 
     def flushed(self, session: Any, durable_seq: int) -> None:
-        self.plugins.notify("dsh_session_flushed", host=self, session=session, durable_seq=durable_seq)
+        self.plugins.notify_session("dsh_session_flushed", session, "durable_seq", durable_seq)
 
     # ------------------------------------------------------------ AgentHooks
 

@@ -254,7 +254,7 @@ class TestMakeDemo:
             "task-1": (3, "completed", "builder", False),
             "task-2": (3, "completed", "reviewer", False),
         }
-        live_roster = _tool_results(stored, stored.root, "list_agents")[-1]
+        live_roster = _tool_results(stored, stored.root, "list_agents")[-1]["members"]
         assert [(m["target"], m["role"]) for m in live_roster] == [(m["name"], m["role"]) for m in show["members"]]
         delivered = {e.value()["message_id"]: e.value()["target_id"] for e in stored.team_events()
                      if e.type == "team/message/delivered"}

@@ -95,3 +95,32 @@ def first_step_seq(agent: Any, after: Any) -> int:
     """Seq of the resume notice (the first message the resumed run added)."""
     return next(e.seq for e in agent.session.events if e.seq > after.seq and e.type == EventType.USER_MESSAGE
                 and message_text(e.value()["content"]) == RESUME_NOTICE)
+
+
+class TestThroughTheCli:
+    def test_a_profile_window_compacts_a_dsh_run(self, tmp_path: Path) -> None:
+        """``[compaction.windows]`` in a profile reaches the run: the Lead's long session compacts, the
+        transcript says so, and ``dsh team show --json`` counts it."""
+        import json
+
+        profile = tmp_path / "long.toml"
+        profile.write_text('extends = "agent-teams"\n[compaction]\nthreshold = 0.8\n'
+                           '[compaction.windows]\n"scripted:*" = 4000\n')
+        creates = [{"tool_calls": [{"name": "team_task_create", "arguments": {
+            "subject": f"[t{i}] part {i}", "description": "details " * 50}}]} for i in range(12)]
+        script = tmp_path / "script.json"
+        script.write_text(json.dumps({"lead": [*creates, {"text": "planned"}]}))
+        data = tmp_path / "data"
+        run = subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "run", "--data-dir", str(data),
+                              "--profile", str(profile), "--model", f"scripted:{script}", "[lead] plan the work"],
+                             capture_output=True, text=True, timeout=180)
+        assert run.returncode == 0, run.stderr
+        assert "[lead] (context compacted: " in run.stdout and "[lead] assistant: planned" in run.stdout
+        store = JsonlStore(data)
+        (lead,) = store.list_ids()
+        records = [e.decode(ContextCompaction) for e in store.read(lead)[1] if e.type == EventType.CONTEXT_COMPACTED]
+        assert records and all(r.window == 4000 and r.estimated_tokens >= 3200 for r in records)
+        show = subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "team", "show", "--json",
+                               "--data-dir", str(data)], capture_output=True, text=True, timeout=180)
+        assert show.returncode == 0, show.stderr
+        assert json.loads(show.stdout)["members"][0]["usage"]["compactions"] == len(records)

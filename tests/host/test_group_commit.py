@@ -154,6 +154,43 @@ class TestFlush:
         await survivor
         assert backend.batches == [[1]] and session.durable_seq == 1
 
+    @pytest.mark.parametrize("inline", [False, True], ids=["worker", "inline"])
+    async def test_a_cancelled_leader_still_writes_the_batch_others_joined(self, inline: bool) -> None:
+        """The flusher that formed a batch is cancelled before writing it: the batch is written anyway."""
+        backend = InlineBackend().log if inline else memory_log()
+        session = Session(header(), backend=backend)
+        session.append("a/b", {})
+        leader = asyncio.ensure_future(session.flush())
+        await asyncio.sleep(0)  # the leader formed the batch and yields once before writing it
+        session.append("a/b", {})
+        follower = asyncio.ensure_future(session.flush())
+        leader.cancel()
+        await follower
+        assert leader.cancelled()
+        assert backend.batches == [[1, 2]] and session.durable_seq == 2
+
+    async def test_a_lone_flusher_writes_in_its_own_step(self) -> None:
+        """Serial flushes of an inline backend take one loop pass each: the write wakes no one."""
+        backend = InlineBackend()
+        session = Session(header(), backend=backend.log)
+        passes = 0
+
+        async def count_passes() -> None:
+            nonlocal passes
+            while True:
+                await asyncio.sleep(0)
+                passes += 1
+
+        counter = asyncio.ensure_future(count_passes())
+        await asyncio.sleep(0)
+        start = passes
+        for _ in range(10):
+            session.append("a/b", {})
+            await session.flush()
+        counter.cancel()
+        assert backend.log.written == list(range(1, 11))
+        assert passes - start <= 11  # one pass per flush (two before: a scheduled write, then a wake-up)
+
     async def test_in_memory_flush_only_reports(self) -> None:
         """Without a backend, flush marks everything durable and tells the observer once per barrier."""
         observer = Recorder()
@@ -256,6 +293,22 @@ class TestClose:
         assert backend.batches == [[1]] and backend.closed
 
 
+def flusher_on_another_loop(session: Session, joined: threading.Event, outcome: list[int]) -> threading.Thread:
+    """A thread whose own loop flushes ``session``, sets ``joined`` once its flush waits, then notes ``durable_seq``."""
+
+    def run() -> None:
+        async def wait() -> None:
+            flush = asyncio.ensure_future(session.flush())
+            await ready_work_ran()  # the flush joined the running write
+            joined.set()
+            await flush
+            outcome.append(session.durable_seq)
+
+        asyncio.run(wait())
+
+    return threading.Thread(target=run)
+
+
 class TestLoops:
     def test_a_write_outlives_the_loop_that_started_it(self) -> None:
         """If the flushing loop closes mid-write, the write still counts and a later loop flushes only new events."""
@@ -291,21 +344,10 @@ class TestLoops:
         session = Session(header(), backend=backend)
         joined = threading.Event()
         outcome: list[int] = []
-
-        def other_thread() -> None:
-            async def wait() -> None:
-                flush = asyncio.ensure_future(session.flush())
-                await ready_work_ran()  # the flush joined the running write
-                joined.set()
-                await flush
-                outcome.append(session.durable_seq)
-
-            asyncio.run(wait())
-
         session.append("a/b", {})
         first = asyncio.ensure_future(session.flush())
         await until(backend.entered.is_set, what="the write to start")
-        thread = threading.Thread(target=other_thread)
+        thread = flusher_on_another_loop(session, joined, outcome)
         thread.start()
         await until(joined.is_set, what="the other loop to join the write")
         backend.release()
@@ -356,6 +398,25 @@ class TestInlineWrites:
             await write_one()
         assert backend.threads[:2] == ["loop", "worker"]
         assert backend.threads[-1] == "loop" and backend.log.written == list(range(1, 15))
+
+    async def test_an_inline_write_wakes_a_waiter_of_another_loop_on_its_loop(self) -> None:
+        """A flusher of another loop joins an inline write while it runs; both loops see it durable."""
+        log = memory_log()
+        log.threaded = False
+        session = Session(header(), backend=log)
+        joined = threading.Event()
+        outcome: list[int] = []
+        thread = flusher_on_another_loop(session, joined, outcome)
+
+        def during_the_write(number: int) -> None:  # on the loop thread: the write is inline
+            thread.start()
+            assert joined.wait(10)
+
+        log.before_write(during_the_write)
+        session.append("a/b", {})
+        await session.flush()
+        await asyncio.to_thread(thread.join, 10)
+        assert outcome == [1] and log.batches == [[1]] and session.durable_seq == 1
 
     async def test_inline_write_failure_reaches_the_waiter_and_keeps_events_pending(self) -> None:
         """A failed inline write raises to its flusher; the next flush retries the same events."""

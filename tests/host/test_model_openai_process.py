@@ -78,7 +78,8 @@ def test_a_two_teammate_team_runs_end_to_end(tmp_path: Path) -> None:
     received = " ".join(texts(store.read(lead)[1], EventType.USER_MESSAGE))
     assert "alice reports: intro written" in received and "bob reports: outro written" in received
     assert "[alice] assistant: alice done" in result.stdout and "[bob] assistant: bob done" in result.stdout
-    rows = {line.split()[0]: line for line in show.stdout.splitlines() if line.startswith("  ")}
+    members = show.stdout.split("\n\n")[1]  # the roster block (later blocks name members too)
+    rows = {line.split()[0]: line for line in members.splitlines() if line.startswith("  ")}
     assert set(rows) >= {"lead", "alice", "bob"}
     for name in ("alice", "bob"):  # one tool step (20/7) and one text step (11/3) each
         assert "openai:stub-model" in rows[name] and "31/10" in rows[name], show.stdout

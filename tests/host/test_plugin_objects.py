@@ -269,6 +269,17 @@ class TestServicesByType:
             assert info.value.code == "SERVICE_MISMATCH"
         with pytest.raises(RegistrationError):
             registry.find("agent_teams")
+        with pytest.raises(RegistrationError):
+            registry.find([])  # type: ignore[arg-type]  # unhashable: refused the same way
+
+    def test_lookups_stay_right_past_the_key_cache(self) -> None:
+        """Many API classes (a long watch session reloads them) are all found; the key cache starts over."""
+        registry = ServiceRegistry()
+        apis = [type(f"Api{index}", (), {"__module__": __name__}) for index in range(600)]
+        for index, api in enumerate(apis):
+            registry.provide("p", api, api())
+            assert isinstance(registry.find(api), api) and service_key(api) == f"{__name__}.Api{index}"
+        assert all(isinstance(registry.get(api), api) for api in apis)
 
     def test_a_type_is_provided_once(self) -> None:
         """The second provider of one API is refused and named with the first."""

@@ -384,6 +384,46 @@ class TestHookCalling:
             pm.pre_append(session="s", event="bad")
         assert seen == ["good", "bad"] and info.value.plugin == "event-only"
 
+    def test_session_observers_get_exactly_their_arguments(self) -> None:
+        """notify_session passes each shape of (host, session, value) impl what it names; failures are contained."""
+        seen: list[tuple[str, tuple[Any, ...]]] = []
+        host = make_host()
+
+        class Full:
+            @hookimpl
+            def dsh_session_flushed(self, host: Any, session: Any, durable_seq: int) -> None:
+                seen.append(("full", (host, session, durable_seq)))
+
+        class Pair:
+            @hookimpl
+            def dsh_session_flushed(self, session: Any, durable_seq: int) -> None:
+                seen.append(("pair", (session, durable_seq)))
+
+        class SessionOnly:
+            @hookimpl
+            def dsh_session_flushed(self, session: Any) -> None:
+                seen.append(("session", (session,)))
+                raise RuntimeError("observer broke")
+
+        class Reordered:
+            @hookimpl
+            def dsh_session_flushed(self, durable_seq: int, host: Any) -> None:
+                seen.append(("reordered", (durable_seq, host)))
+
+        pm = manager(host)
+        pm.notify_session("dsh_session_flushed", "s", "durable_seq", 0)  # nobody listens yet
+        for name, plugin in (("full", Full()), ("pair", Pair()), ("session", SessionOnly()), ("reordered", Reordered())):
+            pm.load(name, plugin=plugin)
+        with structlog.testing.capture_logs() as logs:
+            pm.notify_session("dsh_session_flushed", "s", "durable_seq", 7)
+        assert sorted(seen, key=lambda entry: entry[0]) == [
+            ("full", (host, "s", 7)),
+            ("pair", ("s", 7)),
+            ("reordered", (7, host)),
+            ("session", ("s",)),
+        ]
+        assert [(e["event"], e["plugin"]) for e in logs] == [("plugin.hook_failed", "session")]
+
     def test_call_for_reaches_one_plugin(self) -> None:
         """Lifecycle calls go to the named plugin only."""
         events: list[str] = []

@@ -180,7 +180,12 @@ class TestStaging:
                     self.vetoes -= 1
                     raise InvariantError("other", "not this one")
 
-        session = Session(SessionHeader(id=LEAD, created_at=0), observer=LaterVeto(invariant))
+        observer = LaterVeto(invariant)
+        session = Session(SessionHeader(id=LEAD, created_at=0), observer=observer)
+        with pytest.raises(InvariantError):
+            session.append("team/task", task("task-1"))
+        assert len(invariant.state(session).tasks.tasks) == 0  # read before anything holds its seq: dropped
+        observer.vetoes = 1
         with pytest.raises(InvariantError):
             session.append("team/task", task("task-1"))
         session.append("team/task", task("task-1", team_id="another-team"))  # same seq, other Team: commits
@@ -218,6 +223,22 @@ class TestStaging:
         state = invariant.state(lead)
         assert (state.tasks.tasks["task-1"].revision, state.position) == (2, 4)
         assert invariant.state(lead) is state  # settled once; the next read changes nothing
+
+    def test_a_committed_stage_is_adopted_when_the_journal_names_its_event(
+        self, lead: Session, invariant: TeamStreamInvariant
+    ) -> None:
+        """committed(session, event) takes the stage of that very event; an equal copy or a fresh session settles."""
+        import msgspec
+
+        event = lead.append("team/task", task("task-1"))
+        state = invariant.committed(lead, event)
+        assert state.tasks.tasks["task-1"].revision == 1 and invariant.committed(lead, event) is state
+        later = lead.append("team/task", task("task-1", revision=2, status="completed"))
+        copy = msgspec.structs.replace(later)  # another host may commit an equal object
+        assert copy is not later and invariant.committed(lead, copy).tasks.tasks["task-1"].revision == 2
+        other = Session(SessionHeader(id=LEAD, created_at=0))  # same id, another log: seeded from its events
+        first = other.append("team/task", task("task-9"))
+        assert list(invariant.committed(other, first).tasks.tasks) == ["task-9"]
 
     def test_unknown_session_is_seeded_lazily(self, invariant: TeamStreamInvariant) -> None:
         """An unseeded session is seeded from its log on the next check, including committed events."""

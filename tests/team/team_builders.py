@@ -6,6 +6,8 @@ malformed records a real log might contain.
 
 from __future__ import annotations
 
+import copy
+
 from collections.abc import Iterable
 from typing import Any
 
@@ -189,3 +191,26 @@ class BoardHarness:
 
     def view(self, task_id: str) -> Any:
         return task_view(self.state, self.state.tasks.tasks[task_id])
+
+
+def apply_delta(seen: dict[str, Any], delta: Any) -> dict[str, Any]:
+    """A reader's picture (``members``/``tasks``/``mail``/``sent`` dicts) after a wait's delta.
+
+    Every delta row is a current value: a member's status, a task (``deleted``:
+    drop it), a target's ``(queued, unread, read)`` counts, a message's
+    ``(sender, target, status)``.
+    """
+    after = copy.deepcopy(seen)
+    assert delta.truncated == ()
+    for row in delta.members:
+        after["members"][row.target] = row.status
+    for row in delta.tasks:
+        if row.status == "deleted":
+            after["tasks"].pop(row.id, None)
+        else:
+            after["tasks"][row.id] = (row.status, row.revision, row.owner_name)
+    for row in delta.mail:
+        after["mail"][row.target] = (row.queued, row.unread, row.read)
+    for row in delta.sent:
+        after["sent"][row.message_id] = (row.sender, row.target, row.status)
+    return after

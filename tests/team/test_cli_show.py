@@ -176,7 +176,16 @@ class TestTextView:
         assert lines[start + 1].startswith("  beta -> lead  [m-2]  Intro done. Please review xxx")
         assert lines[start + 1].endswith("...") and len(lines[start + 1]) < 110
         assert lines[start + 2] == "  lead -> beta  [m-3]  hi"
-        assert "m-1" not in out
+        assert "[m-1]" not in out
+
+    def test_messages_list_each_recent_message_with_its_status(self, capsys: pytest.CaptureFixture[str], data: Path) -> None:
+        """The messages part lists every message in queue order with where it got: delivered m-1, queued m-2 and m-3."""
+        _, out, _ = show(capsys, data)
+        lines = out.splitlines()
+        start = lines.index("Messages (3 most recent: queued, delivered or read)")
+        assert [line.split() for line in lines[start + 1 : start + 5]] == [
+            ["FROM", "TO", "STATUS", "ID"], ["lead", "alpha", "delivered", "m-1"],
+            ["beta", "lead", "queued", "m-2"], ["lead", "beta", "queued", "m-3"]]
 
     def test_team_without_records_says_so(self, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         """A root with no Team records shows the Lead alone, no tasks, no mail, mode left to the profile."""
@@ -269,7 +278,9 @@ class TestJson:
         code, doc = show_json(capsys, data)
         assert code == 0
         assert list(doc) == ["version", "team_id", "session_id", "log_length", "at", "position", "offline",
-                             "enabled", "failure", "members", "tasks", "pending_mail", "writes"]
+                             "enabled", "failure", "members", "tasks", "pending_mail", "writes", "messages"]
+        assert [(m["id"], m["status"]) for m in doc["messages"]] == [("m-1", "delivered"), ("m-2", "queued"),
+                                                                     ("m-3", "queued")]
         assert (doc["version"], doc["team_id"], doc["offline"], doc["enabled"], doc["failure"]) == (1, LEAD, True, True, None)
         assert doc["members"][0] == {
             "id": LEAD, "name": "lead", "role": "lead", "status": "inactive", "phase": "active",

@@ -82,10 +82,53 @@ class TestJournal:
         lead.append("team/task", task("task-3"))
         assert journal.state == replay(lead.events, "lead") and provided == [1]  # a stretch: folded here
         assert Journal(lead, folds=lambda: provider).state.position == 4 and provided == [1, 4]  # a first fold
+        quiet = session("quiet")
+        quiet.append("team/mode", {"version": 2, "team_id": "quiet", "enabled": True})
+        assert Journal(quiet, folds=lambda: provider).position == 0  # adopted: a mode choice is no change
         journal.flushed(3)
         assert announced == [3]  # task-2's change was queued on its own, not only task-3's
         journal.flushed(4)
         assert announced == [3, 4]
+
+    def test_an_observed_event_is_folded_without_reading_the_log_back(self) -> None:
+        """observe(event) folds the newest Team event (other kinds before it skipped); else it catches up."""
+        from dsh_team import replay
+
+        lead = session()
+        committed: list[Any] = []
+
+        class Provider:
+            def state(self, folded: Any) -> Any:
+                committed.append(("state", folded.last_seq))
+                return replay(folded.events, folded.id)
+
+            def committed(self, folded: Any, event: Any) -> Any:
+                committed.append(("committed", event.seq))
+                return replay(folded.events, folded.id)
+
+        provider: Provider | None = None
+        announced: list[int] = []
+        journal = Journal(lead, on_durable=lambda j: announced.append(j.position), folds=lambda: provider)
+        first = lead.append("team/task", task("task-1"))
+        assert journal.observe(first).tasks.tasks["task-1"].revision == 1  # folded here: no provider yet
+        lead.append("turn/start", {"turn": 1})
+        lead.append("turn/end", {"turn": 1})
+        provider = Provider()
+        second = lead.append("team/task", task("task-2"))
+        assert journal.observe(second) == replay(lead.events, "lead")
+        assert committed == [("committed", 4)]  # the skipped events were no Team events: adopted
+        assert journal.observe(second) is journal.state and committed == [("committed", 4)]  # already folded
+        third = lead.append("team/task", task("task-3"))
+        fourth = lead.append("team/task", task("task-4"))
+        assert journal.observe(third) == replay(lead.events, "lead")  # not the newest: a catch-up stretch
+        assert journal.observe(fourth) is journal.state and committed == [("committed", 4)]
+        lead.append("team/task", task("task-5"))
+        sixth = lead.append("team/task", task("task-6"))
+        assert journal.observe(sixth) == replay(lead.events, "lead")  # an unfolded Team event before it
+        assert committed == [("committed", 4)]
+        journal.flushed(8)
+        assert announced == [8]
+        assert journal.observe(lead.append("turn/start", {"turn": 2})).position == 8  # not a Team event
 
     def test_registry_identity(self) -> None:
         """A new session object for the same id gets a new journal; dropping a stale one is a no-op."""

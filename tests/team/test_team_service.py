@@ -6,6 +6,7 @@ import asyncio
 import copy
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from dsh_team.errors import TeamError
@@ -94,7 +95,8 @@ class TestTasks:
         claimed = await teams.update_task(beta, task_id="task-1", expected_revision=1, action="claim")
         assert (claimed.owner_name, claimed.owner_id, claimed.status) == ("beta", beta.id, "in_progress")
         assert [v.id for v in teams.list_tasks(root)] == ["task-1"]
-        assert teams.get_task(alpha, "task-1") == claimed
+        assert claimed.position == root.session.last_seq  # a mutation's view names the position it reflects
+        assert teams.get_task(alpha, "task-1") == msgspec.structs.replace(claimed, position=None)
         stored = [e for e in root.session.events if e.type == "team/task"]
         assert [e.value()["task"]["revision"] for e in stored] == [1, 2]
         assert root.session.durable_seq == root.session.last_seq

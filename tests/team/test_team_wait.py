@@ -73,7 +73,8 @@ class TestWaking:
         assert teams.get_task(alpha, "task-1").revision == 1  # visible, not yet durable
         gate.release()
         result = await waiting
-        assert result == WaitResult(timed_out=False, position=root.session.last_seq)
+        assert (result.timed_out, result.position) == (False, root.session.last_seq)
+        assert result.delta is not None and [t.id for t in result.delta.tasks] == ["task-1"]
         await creating
         await host.close()
 

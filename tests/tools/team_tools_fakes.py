@@ -45,6 +45,9 @@ class FakeService:
         self.tasks: list[Any] = []
         self.wait_result = SimpleNamespace(timed_out=False, position=7)
 
+    def position(self, caller: Any) -> int:
+        return 7
+
     def list_members(self, caller: Any) -> list[Any]:
         self.calls.append(("list_members", caller, {}))
         return list(self.members)

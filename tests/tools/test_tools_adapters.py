@@ -141,9 +141,10 @@ class TestMessagingAndRoster:
     async def test_list_agents_maps_every_row(self, service: FakeService, lead: StubAgent) -> None:
         """list_agents returns the roster rows in service order, Lead first."""
         service.members.append(member("reviewer", status="failed", diagnostics=["boom"]))
-        rows = await call(service, lead, "list_agents", s.ListAgentsArgs())
-        assert [(row.target, row.status, row.diagnostics) for row in rows] == [
+        result = await call(service, lead, "list_agents", s.ListAgentsArgs())
+        assert [(row.target, row.status, row.diagnostics) for row in result.members] == [
             ("lead", "running", []), ("reviewer", "failed", ["boom"])]
+        assert result.position == 7  # the service's position, read in the same synchronous span
 
     async def test_interrupt_agent(self, service: FakeService, lead: StubAgent) -> None:
         """interrupt_agent forwards the target and returns the previous status."""

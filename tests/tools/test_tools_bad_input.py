@@ -103,8 +103,8 @@ class TestOutOfRange:
         """An empty argument string is the empty object: list_agents succeeds with compact JSON."""
         result = await execute(service, "list_agents", "")
         assert not result.is_error
-        assert result.content == [{"type": "text", "text": '[{"target":"lead","role":"lead","status":"running",'
-                                                            '"diagnostics":[]}]'}]
+        assert result.content == [{"type": "text", "text": '{"members":[{"target":"lead","role":"lead","status":"running",'
+                                                            '"diagnostics":[]}],"position":7}'}]
 
     @pytest.mark.parametrize("prompt", ["", "   ", "\n\t"])
     async def test_a_blank_spawn_prompt_is_refused_before_the_service(self, service: FakeService, prompt: str) -> None:

@@ -174,7 +174,7 @@ class TestLifecycle:
             assert all(spec is not before[spec.name] for spec in after if spec.name in TOOL_NAMES)
             assert host.prompts.render(lead).count("# Agent Team") == 1
             result = await host.tools.execute(lead, "c1", "team_task_list", "{}", AbortSignal())
-            assert result.content[0]["text"] == '{"tasks":[]}'
+            assert result.content[0]["text"] == '{"tasks":[],"position":0}'
 
     async def test_team_service_unloaded(self, tmp_path: Path) -> None:
         """Without a loaded Team service the tools hide, new agents get none, and calls fail TEAM_DISPOSED."""
@@ -215,7 +215,7 @@ class TestTaskToolsEndToEnd:
                                                       "write_scopes": ["./src/"]})
             assert created.content[0]["text"] == (
                 '{"id":"task-1","revision":1,"subject":"Parse","description":"Write the parser",'
-                '"status":"pending","blocked_by":[],"write_scopes":["src"],"ready":true,"write_scope_warnings":[]}')
+                '"status":"pending","blocked_by":[],"write_scopes":["src"],"ready":true,"write_scope_warnings":[],"position":1}')
             claimed = await call("team_task_update", {"task_id": "task-1", "expected_revision": 1,
                                                       "action": "claim"})
             assert '"owner_name":"lead"' in claimed.content[0]["text"]

@@ -25,7 +25,8 @@ TOPICS = {
     "check before waiting": "Before wait_agent, check list_agents",
     "waits are edge-triggered": "A wait sees only later changes and wakes nobody",
     "no_progress": "returns no_progress at once",
-    "re-list after waiting": "Re-list after waiting",
+    "cursor waits": "Pass since=<the last position you saw>: changes then lists what changed after it",
+    "re-list a truncated delta": "re-list a truncated part",
     "Lead waits before answering": "Lead: before your final answer, wait until every teammate you need has finished",
 }
 

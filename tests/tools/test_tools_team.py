@@ -47,7 +47,7 @@ class TestRoster:
             await settle(host)
             await spawn(host, lead, name="busy", description="Stays busy")
             await model.entered["busy"].wait()
-            rows, _ = await call(host, lead, "list_agents")
+            rows = (await call(host, lead, "list_agents"))[0]["members"]
             assert [(r["target"], r["role"], r["status"]) for r in rows] == [
                 ("lead", "lead", "inactive"), ("reviewer", "teammate", "inactive"),
                 ("busy", "teammate", "running")]
@@ -62,7 +62,7 @@ class TestRoster:
             lead = await start_root(host)
             _, error = await call(host, lead, "spawn_teammate", FIRST)
             assert error is not None and error["code"] == "NO_PROVIDER" and "team-fresh" in error["message"]
-            rows, _ = await call(host, lead, "list_agents")
+            rows = (await call(host, lead, "list_agents"))[0]["members"]
             failed = rows[1]
             assert (failed["target"], failed["status"], failed["provider"]) == ("reviewer", "failed", "team-fresh")
             assert failed["diagnostics"] and failed["diagnostics"][0]
@@ -90,7 +90,7 @@ class TestRoster:
             result, _ = await call(host, lead, "interrupt_agent", {"target": "reviewer"})
             assert result == {"previous_status": "running" if busy else "inactive"}
             await settle(host)
-            rows, _ = await call(host, lead, "list_agents")
+            rows = (await call(host, lead, "list_agents"))[0]["members"]
             assert rows[1]["status"] == "inactive"
 
     async def test_targets_drive_messages_interrupts_and_owners(self, tmp_path: Path) -> None:
@@ -100,7 +100,7 @@ class TestRoster:
             lead = await start_root(host)
             row = await spawn(host, lead)
             await settle(host)
-            rows, _ = await call(host, lead, "list_agents")
+            rows = (await call(host, lead, "list_agents"))[0]["members"]
             assert [r["target"] for r in rows] == ["lead", row["target"]]
             task, _ = await call(host, lead, "team_task_create", {"subject": "Review", "description": "Review it"})
             moved, _ = await call(host, lead, "team_task_update", {
@@ -247,6 +247,32 @@ class TestWaiting:
             assert error is None and second["timed_out"] is False and second["position"] > first["position"]
             _, bad = await call(host, lead, "wait_agent", {"since": -1})
             assert bad["code"] == "TEAM_INVALID_ARGUMENT" and "since" in bad["message"]
+            model.gates["reviewer"].set()
+            await settle(host)
+
+    async def test_every_read_names_its_position_and_a_cursor_wait_returns_the_changes(self, tmp_path: Path) -> None:
+        """list_agents, task results and send_message carry positions; wait_agent(since) lists what changed after one."""
+        model = GatedModel({"reviewer": [{"text": "done"}]}, gated=["reviewer"])
+        async with open_team(tmp_path, model) as host:
+            lead = await start_root(host)
+            await spawn(host, lead)
+            await model.entered["reviewer"].wait()
+            listed, _ = await call(host, lead, "list_agents")
+            created, _ = await call(host, lead, "team_task_create", {"subject": "s", "description": "d"})
+            assert created["position"] > listed["position"]
+            board, _ = await call(host, lead, "team_task_list")
+            got, _ = await call(host, lead, "team_task_get", {"task_id": "task-1"})
+            assert board["position"] == got["position"] == created["position"]
+            assert "position" not in board["tasks"][0]  # a listed row: the list carries it
+            sent, _ = await call(host, lead, "send_message", {"target": "reviewer", "message": "look"})
+            assert sent["position"] > created["position"]
+            result, _ = await call(host, lead, "wait_agent", {"since": listed["position"]})
+            changes = result["changes"]
+            assert changes["since"] == listed["position"]
+            assert changes["tasks"] == [{"id": "task-1", "status": "pending", "revision": 1}]
+            assert changes["sent"] == [{"message_id": sent["message_id"], "sender": "lead", "target": "reviewer",
+                                        "status": "delivered"}]
+            assert changes["mail"] == [{"target": "reviewer", "queued": 0, "unread": 1, "read": 0}]
             model.gates["reviewer"].set()
             await settle(host)
 

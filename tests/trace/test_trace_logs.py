@@ -341,3 +341,32 @@ def test_content_gives_a_model_call_its_output_as_genai_message_parts(tmp_path: 
         {"type": "tool_call", "id": "b", "name": "grep", "arguments": "{not json"},
         {"type": "image"},
     ]}]
+
+
+def test_a_compaction_is_a_model_call_of_its_own(tmp_path: Path) -> None:
+    def body(store: SessionStore) -> list[Any]:
+        lead = store.create("lead")
+        turn(lead, 1)  # step/start at 1020
+        lead.append("context/compacted", {
+            "version": 1, "summary": "the secret summary", "first_seq": 1, "kept_from_seq": 2, "summarised": 6,
+            "estimated_tokens": 7000, "window": 8192, "usage": {"input_tokens": 6000, "output_tokens": 90},
+            "model": "openai:small",
+        })
+        lead.append("assistant/message", reply(1))
+        lead.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+        return [lead]
+
+    write(tmp_path / "d", body)
+    by_name = named(document(tmp_path / "d", tmp_path))
+    summary, chat = by_name["compact_context"], by_name["chat"]
+    assert values(summary) == {
+        "gen_ai.operation.name": "chat", "dsh.compaction.summarised": 6, "dsh.compaction.estimated_tokens": 7000,
+        "dsh.compaction.window": 8192, "gen_ai.response.model": "openai:small", "gen_ai.usage.input_tokens": 6000,
+        "gen_ai.usage.output_tokens": 90,
+    }
+    assert summary["parentSpanId"] == chat["parentSpanId"] == by_name["turn 1"]["spanId"]
+    assert (summary["startTimeUnixNano"], summary["endTimeUnixNano"]) == ("1020000000", "1030000000")
+    assert (chat["startTimeUnixNano"], chat["endTimeUnixNano"]) == ("1030000000", "1040000000")
+    assert b"secret" not in (tmp_path / "out.json").read_bytes()
+    with_content = named(document(tmp_path / "d", tmp_path, "--content"))["compact_context"]
+    assert values(with_content)["dsh.compaction.summary"] == "the secret summary"

@@ -156,3 +156,15 @@ def test_content_shows_the_records_text(tmp_path: Path) -> None:
     for secret in ("the secret parser", "secret provisioning failure", "secret subject", "secret description",
                    "the secret text"):
         assert secret in text
+
+
+def test_a_session_holding_only_another_teams_records_is_no_lead(tmp_path: Path) -> None:
+    async def run() -> None:
+        store = SessionStore(JsonlStore(tmp_path / "data"), NullObserver(), clock=lambda: 1000)
+        lead = store.create(LEAD)
+        lead.append("team/mode", {"version": 2, "team_id": "another-team", "enabled": True})
+        await store.dispose(lead)
+
+    asyncio.run(run())
+    (session,) = spans(exported(tmp_path))
+    assert values(session) == {"gen_ai.agent.id": LEAD} and "events" not in session

@@ -285,6 +285,30 @@ class PluginManager:
                 answers.append(answer)
         return answers
 
+    def notify_session(self, hook: str, session: Any, name: str, value: Any) -> None:
+        """:meth:`notify` for the per-append session observers ``(host, session, <name>)``.
+
+        Hot path (every append and every flush of every session): implementations
+        taking ``(session, <name>)`` or ``(host, session, <name>)`` are called
+        positionally, so no keyword dictionary is built per call.
+        """
+        impls = self.impls(hook)
+        if not impls:
+            return
+        host = self.host
+        for impl in impls:
+            argnames = impl.argnames
+            try:
+                if len(argnames) == 2 and argnames[0] == "session" and argnames[1] == name:
+                    impl.function(session, value)
+                elif len(argnames) == 3 and argnames[0] == "host" and argnames[1] == "session" and argnames[2] == name:
+                    impl.function(host, session, value)
+                else:
+                    kwargs = {"host": host, "session": session, name: value}
+                    impl.function(**{arg: kwargs[arg] for arg in argnames})
+            except Exception:
+                log.exception("plugin.hook_failed", hook=hook, plugin=impl.plugin_name)
+
     def veto(self, hook: str, **kwargs: Any) -> None:
         """Call a veto hook; the first exception propagates (later impls do not run)."""
         for impl in self.impls(hook):

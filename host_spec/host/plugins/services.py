@@ -24,6 +24,9 @@ __all__ = ["ServiceRegistry", "service_key"]
 
 S = TypeVar("S")
 
+#: Cached API keys kept before the cache starts over.
+_KEY_CACHE_SIZE = 256
+
 
 def service_key(api: object) -> str:
     """The registry key of ``api``: ``module.QualifiedName``.
@@ -55,6 +58,20 @@ class ServiceRegistry:
     """Provided services by API key, each with the plugin that provided it."""
 
     _entries: dict[str, tuple[str, object]] = attrs.Factory(dict)
+    #: ``service_key`` per API class already looked up: ``find`` runs on hot paths
+    #: (once per folded Team event), and the key of a class never changes.
+    _keys: dict[type, str] = attrs.Factory(dict)
+
+    def _key(self, api: object) -> str:
+        try:
+            return self._keys[api]  # type: ignore[index]  # a miss (or an unhashable api) is computed below
+        except (KeyError, TypeError):
+            pass
+        key = service_key(api)
+        if len(self._keys) >= _KEY_CACHE_SIZE:  # reloads mint new classes: keep the cache bounded
+            self._keys.clear()
+        self._keys[api] = key  # type: ignore[index]  # service_key accepted it: a class
+        return key
 
     def provide(self, owner: str, api: TypeForm[S], service: S) -> Handle:
         """Publish ``service`` for ``api`` on behalf of plugin ``owner``.
@@ -84,8 +101,11 @@ class ServiceRegistry:
 
     def find(self, api: TypeForm[S]) -> S | None:
         """The service provided for ``api``, or ``None``."""
-        entry = self._entries.get(service_key(api))
-        return None if entry is None else cast("S", entry[1])
+        entry = self._entries.get(self._key(api))
+        if entry is None:
+            return None
+        service: S = entry[1]  # type: ignore[assignment]  # provide() checked it against api (no cast call)
+        return service
 
     def get(self, api: TypeForm[S]) -> S:
         """The service provided for ``api``.
@@ -93,7 +113,7 @@ class ServiceRegistry:
         Raises:
             ServiceNotFoundError: nothing provides it (``SERVICE_NOT_FOUND``).
         """
-        entry = self._entries.get(service_key(api))
+        entry = self._entries.get(self._key(api))
         if entry is None:
             raise ServiceNotFoundError(f'no loaded plugin provides service "{service_key(api)}"')
         return cast("S", entry[1])

@@ -2,11 +2,14 @@
 
 A flusher joins the *forming* batch; the forming batch is submitted once the
 tasks already scheduled had their turn (so flushers woken together share it) and
-no write is running. A backend that declares ``inline = True`` (a local file) is
-written on the loop thread while its writes stay fast: handing a 300 µs fsync to a
-thread and waking the loop afterwards costs a third of the fsync again, and no
-flusher could join the batch during the write anyway. While the moving average of
-recent write times exceeds :data:`INLINE_MAX_SECONDS`, writes go to the worker
+no write is running. The flusher that formed a batch while no write ran (its
+*leader*) submits it itself after one yield to the loop, so a lone flusher pays
+one loop iteration, not a scheduled callback plus a wake-up; a cancelled leader
+still submits (other flushers may have joined). A backend that declares
+``inline = True`` (a local file) is written on the loop thread while its writes
+stay fast: handing a 300 µs fsync to a thread and waking the loop afterwards
+costs a third of the fsync again, and no flusher could join the batch during the
+write anyway. While the moving average of recent write times exceeds :data:`INLINE_MAX_SECONDS`, writes go to the worker
 thread (:mod:`.iothread`) instead, so a slow or stalled disk does not stall the
 loop; they come back inline once writes are fast again. The worker does the
 bookkeeping (``durable_seq``, next batch) under a lock, so a write's outcome is
@@ -64,17 +67,16 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 class _Batch:
     """One write: the events up to ``end`` and the flushers waiting for it."""
 
-    __slots__ = ("end", "loop", "waiters")
+    __slots__ = ("end", "foreign", "loop", "waiters")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.end = 0  # set on submission
         self.loop = loop  # where the flushed notification goes
         self.waiters: list[asyncio.Future[None]] = []
+        self.foreign = False  # a waiter from another loop joined
 
 
-def _wake(waiters: list[asyncio.Future[None]], error: BaseException | None, notify: Callable[[], None] | None) -> None:
-    if notify is not None:
-        notify()
+def _wake(waiters: list[asyncio.Future[None]], error: BaseException | None) -> None:
     for waiter in waiters:
         if not waiter.done():
             if error is None:
@@ -139,6 +141,7 @@ class GroupCommit:
             return
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()
+        lead = False
         with self._lock:
             batch = self._forming
             if batch is None:
@@ -151,10 +154,18 @@ class GroupCommit:
                     return
                 else:
                     batch = self._forming = _Batch(loop)
-                    if inflight is None:
-                        # Submit after the tasks already scheduled ran: they join this batch.
-                        loop.call_soon(self._submit)
+                    lead = inflight is None  # else the running write's bookkeeping submits it
+            if batch.loop is not loop:
+                batch.foreign = True  # woken through its own loop (read once the batch is unreachable)
             batch.waiters.append(waiter)
+        if lead:
+            try:
+                await asyncio.sleep(0)  # the tasks already scheduled run first: they join this batch
+            except BaseException:
+                waiter.cancel()  # nobody will read its outcome
+                self._submit()  # still written: others may have joined the batch
+                raise
+            self._submit()  # inline, this write wakes us before the await below
         await waiter  # raises the batch's write error; cancelling us leaves the write alone
 
     def _submit(self) -> None:
@@ -229,20 +240,32 @@ class GroupCommit:
 
     def _deliver(self, batch: _Batch, error: BaseException | None) -> None:
         """Wake each waiter on its own loop; notify the observer on the batch's loop."""
+        end = batch.end
+        current = _running_loop()
+        if not batch.foreign and batch.loop is current:  # an inline write, every waiter on this loop
+            if error is None:
+                self._on_flushed(end)
+            _wake(batch.waiters, error)
+            return
         by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {batch.loop: []}
         for waiter in batch.waiters:
             by_loop.setdefault(waiter.get_loop(), []).append(waiter)
-        end = batch.end
-        current = _running_loop()
         for loop, waiters in by_loop.items():
-            notify = (lambda: self._on_flushed(end)) if error is None and loop is batch.loop else None
-            if loop is current:  # an inline write, on its loop between steps: wake at once
-                _wake(waiters, error, notify)
+            notify = error is None and loop is batch.loop
+            if loop is current:  # on its loop between steps: wake at once
+                self._notify_then_wake(end if notify else None, waiters, error)
                 continue
             try:
-                loop.call_soon_threadsafe(_wake, waiters, error, notify)
+                loop.call_soon_threadsafe(self._notify_then_wake, end if notify else None, waiters, error)
             except RuntimeError:  # that loop closed: nobody there waits any more
                 pass
+
+    def _notify_then_wake(
+        self, end: int | None, waiters: list[asyncio.Future[None]], error: BaseException | None
+    ) -> None:
+        if end is not None:
+            self._on_flushed(end)
+        _wake(waiters, error)
 
     def close(self) -> None:
         """Refuse new batches; release the backend once no write is running. Idempotent."""
