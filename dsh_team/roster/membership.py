@@ -102,13 +102,14 @@ class DescriptorScan:
             start, found = entry[1], entry[2]
         else:
             start, found = session.header.seed_length, False
-        events = session.events
-        count = len(events)
-        index = start
-        while not found and index < count:
-            found = events[index].type == EventType.SUBAGENT_DESCRIPTOR
-            index += 1
-        self._scanned[session.id] = (session, count, found)
+        count = session.last_seq  # membership runs per Team call: nothing new costs no view access
+        if not found and start < count:
+            events = session.events
+            index = start
+            while not found and index < count:
+                found = events[index].type == EventType.SUBAGENT_DESCRIPTOR
+                index += 1
+            self._scanned[session.id] = (session, index, found)
         return found
 
     def forget(self, session: Session) -> None:
