@@ -1,0 +1,300 @@
+"""Cost per member and per task, live, and the budgets that refuse model calls.
+
+How a charge is made (the durable, exact attribution rule):
+
+1. The service observes every committed model call of a Team member (its
+   ``assistant/message``, or a compaction's ``context/compacted``; O(1): only the
+   ``usage`` is decoded). The task the call is charged to is read
+   *then*, from the Lead's folded state (:func:`~dsh_team.cost.attribution.charged_task`).
+2. On the next loop iteration the charge is appended to the Lead log as one
+   ``team/cost`` record (member, own-log seq, spend, task) and the Lead log is
+   flushed. The ledger folds it (:mod:`dsh_team.cost.ledger`); ``dsh team show``
+   folds the same records, so a live Team and its logs agree.
+3. A crash can lose charges that were not durable yet. When a member starts
+   again, what its own log holds beyond its last charge is charged once (one
+   record, to the task it owns at that moment): rebuilt from the logs, never
+   counted twice (a charge must advance its member's seq).
+
+Budgets (:class:`~dsh_team.config.BudgetConfig`) are checked before every model
+call (the host's ``dsh_agent_pre_step`` seam) against the ledger plus the charges
+not yet appended, so a refusal is exact. A reached limit refuses with
+``TEAM_BUDGET_EXCEEDED``; nothing is claimed, so queued mail stays queued. It is
+recorded once per limit value (``team/budget``) and the Lead is told once: a
+user message whose id derives from the record, re-delivered at the Lead's start
+only when its log does not hold it (a crash between record and notice).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+import structlog
+
+from dsh_team.config import BudgetConfig
+from dsh_team.core.task_view import LEAD_NAME
+from dsh_team.cost.attribution import call_spend, charged_task, spend_after
+from dsh_team.cost.budget import (
+    budget_error,
+    budget_record,
+    first_reached,
+    limited,
+    member_limit,
+    notice,
+    notice_id,
+    team_limit,
+)
+from dsh_team.cost.ledger import NOTHING, CostLedger, fold_cost, limit_key
+from dsh_team.cost.records import COST_VERSION, TEAM_BUDGET, TEAM_COST, BudgetRecord, ChargeRecord, Spend, added
+from dsh_team.cost.report import MemberCost
+from dsh_team.errors import render_reason
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from host_spec.events import Event
+    from host_spec.protocols import Agent, Host, Session
+
+    from dsh_team.core.state import TeamState
+    from dsh_team.log.journal import Journal, Journals
+    from dsh_team.mail.holdings import SessionMessages
+    from dsh_team.roster.membership import Membership, MembershipResolver
+
+__all__ = ["TeamCosts"]
+
+log = structlog.get_logger(__name__)
+
+class _Charge(NamedTuple):
+    seq: int
+    spend: Spend
+    task_id: str | None
+
+
+def _tail(session: Session, after: int) -> Sequence[Event]:
+    """The own events with seq > ``after``: seqs run 1, 2, ... so they start at index ``after``."""
+    return session.events[max(session.header.seed_length, after) :]
+
+
+class TeamCosts:
+    """The live cost ledgers, charges and budget checks of one service (see the module docstring).
+
+    Args:
+        host: The service's host.
+        budget: The configured limits.
+        journals, members: The service's journals and membership.
+        messages: Which messages a session holds (the notice's de-duplication).
+    """
+
+    def __init__(
+        self,
+        host: Host,
+        budget: BudgetConfig,
+        journals: Journals,
+        members: MembershipResolver,
+        messages: SessionMessages,
+    ) -> None:
+        self.host = host
+        self.budget = budget
+        self.journals = journals
+        self.members = members
+        self.messages = messages
+        self._limited = limited(budget)
+        #: Lead session id -> (session object, events folded, ledger).
+        self._ledgers: dict[str, tuple[Session, int, CostLedger]] = {}
+        #: Team id -> member id -> charges observed and not yet appended.
+        self._pending: dict[str, dict[str, list[_Charge]]] = {}
+        self._scheduled: set[str] = set()
+
+    # ------------------------------------------------------------ the ledger
+
+    def ledger(self, journal: Journal) -> CostLedger:
+        """The ledger of ``journal``'s Lead log, folded up to its last event (each event once)."""
+        session = journal.session
+        entry = self._ledgers.get(session.id)
+        start, ledger = (entry[1], entry[2]) if entry is not None and entry[0] is session else (0, CostLedger(session.id))
+        count = session.last_seq
+        if start < count:
+            before = ledger.failure
+            events = session.events
+            for index in range(start, count):
+                ledger = fold_cost(ledger, events[index])
+            self._ledgers[session.id] = (session, count, ledger)
+            if ledger.failure is not None and before is None:
+                log.error("team.cost_ledger_failed", team=session.id, error=ledger.failure)
+        return ledger
+
+    def _unwritten(self, team_id: str, ledger: CostLedger, member_id: str | None = None) -> Spend:
+        """Charges observed but not appended yet (of one member, or of the whole Team)."""
+        total = NOTHING
+        for pending_member, charges in self._pending.get(team_id, {}).items():
+            if member_id is not None and pending_member != member_id:
+                continue
+            last = ledger.last_charged(pending_member)
+            for charge in charges:
+                if charge.seq > last:
+                    total = added(total, charge.spend)
+        return total
+
+    def costs(self, journal: Journal) -> dict[str, MemberCost]:
+        """Every charged member's spend (pending charges included) and whether a limit refuses it."""
+        ledger = self.ledger(journal)
+        team = added(ledger.team, self._unwritten(journal.team_id, ledger))
+        ids = set(ledger.members) | set(self._pending.get(journal.team_id, {}))
+        rows = {}
+        for member_id in ids:
+            spend = added(ledger.member(member_id), self._unwritten(journal.team_id, ledger, member_id))
+            exceeded = self._limited and first_reached(self.budget, member_id, spend, team) is not None
+            rows[member_id] = MemberCost(spend, exceeded)
+        return rows
+
+    # ------------------------------------------------------------ host feed (delegated by the service's hooks)
+
+    def session_event(self, session: Session, event: Event) -> None:
+        """Note the spend of a member's model call and the task it is charged to (appended soon)."""
+        spend = call_spend(event)  # O(1): anything but a model call's event is refused by its type
+        if spend is None:
+            return
+        found = self._member_of(session)
+        if found is not None:
+            membership, journal = found
+            member_id = membership.member_id
+            self._queue(journal, member_id, _Charge(event.seq, spend, charged_task(journal.state, member_id)))
+
+    def agent_session_start(self, agent: Agent) -> None:
+        """Charge what the member's log holds beyond its last charge; re-tell the Lead a lost notice."""
+        found = self._member_of(agent.session)
+        if found is None:
+            return
+        membership, journal = found
+        member_id = membership.member_id
+        ledger = self.ledger(journal)
+        queued = [charge.seq for charge in self._pending.get(journal.team_id, {}).get(member_id, ())]
+        after = max([ledger.last_charged(member_id), *queued])
+        spend, last = spend_after(_tail(agent.session, after), after)
+        if last:
+            self._queue(journal, member_id, _Charge(last, spend, charged_task(journal.state, member_id)))
+        if membership.is_lead:
+            for seq, record in ledger.reached:
+                if not self.messages.holds(journal.session, notice_id(journal.team_id, seq)):
+                    self._notify(journal, journal.state, seq, record)
+
+    def agent_pre_step(self, agent: Agent) -> None:
+        """Refuse a member's model call once a limit is reached (``TEAM_BUDGET_EXCEEDED``).
+
+        Raises:
+            TeamError: ``TEAM_BUDGET_EXCEEDED``.
+        """
+        if not self._limited:
+            return
+        found = self._member_of(agent.session)
+        if found is None:
+            return
+        membership, journal = found
+        ledger = self.ledger(journal)
+        member_id = membership.member_id
+        member, team = ledger.member(member_id), ledger.team
+        if journal.team_id in self._pending:  # charges observed, not appended yet
+            member = added(member, self._unwritten(journal.team_id, ledger, member_id))
+            team = added(team, self._unwritten(journal.team_id, ledger))
+        limit = first_reached(self.budget, member_id, member, team)
+        if limit is not None:
+            self.write(journal)  # the record and the Lead's notice, once
+            raise budget_error(limit, membership.name)
+
+    def session_disposed(self, session: Session) -> None:
+        """Forget a Lead session's ledger when it leaves the live store."""
+        entry = self._ledgers.get(session.id)
+        if entry is not None and entry[0] is session:
+            del self._ledgers[session.id]
+
+    # ------------------------------------------------------------ spawns
+
+    def require_spawn(self, membership: Membership) -> None:
+        """Refuse a spawn once a Team limit is reached.
+
+        Raises:
+            TeamError: ``TEAM_BUDGET_EXCEEDED``.
+        """
+        if not self._limited:
+            return
+        journal = self.journals.get(membership.root.session)
+        ledger = self.ledger(journal)
+        limit = team_limit(self.budget, added(ledger.team, self._unwritten(journal.team_id, ledger)))
+        if limit is not None:
+            self.write(journal)
+            raise budget_error(limit, LEAD_NAME)
+
+    # ------------------------------------------------------------ charges and notices
+
+    def _member_of(self, session: Session) -> tuple[Membership, Journal] | None:
+        agent = self.host.agents.get(session.id)
+        if agent is None or agent.session is not session:
+            return None
+        membership = self.members.try_resolve(agent)
+        if membership is None:
+            return None
+        journal = self.journals.get(membership.root.session)
+        return membership, journal
+
+    def _queue(self, journal: Journal, member_id: str, charge: _Charge) -> None:
+        self._pending.setdefault(journal.team_id, {}).setdefault(member_id, []).append(charge)
+        if journal.team_id not in self._scheduled:
+            self._scheduled.add(journal.team_id)
+            self.host.call_soon(lambda: self._write_soon(journal))
+
+    def _write_soon(self, journal: Journal) -> object:
+        self._scheduled.discard(journal.team_id)
+        # Written even while the service is disposed: the Lead's final flush stores them.
+        return self._flush(journal) if self.write(journal) else None
+
+    async def _flush(self, journal: Journal) -> None:
+        try:
+            await journal.session.flush()
+        except Exception as exc:  # the records stay appended; the next flush retries them
+            log.warning("team.cost_flush_failed", team=journal.team_id, error=render_reason(exc))
+
+    def write(self, journal: Journal) -> bool:
+        """Append the pending charges, then record and tell each newly reached limit; whether anything was appended."""
+        members = self._pending.pop(journal.team_id, None)
+        wrote = False
+        try:
+            ledger = self.ledger(journal)
+            for member_id, charges in (members or {}).items():
+                last = ledger.last_charged(member_id)
+                for charge in sorted(charges, key=lambda item: item.seq):
+                    if charge.seq > last:
+                        record = ChargeRecord(
+                            version=COST_VERSION, team_id=journal.team_id, member_id=member_id,
+                            seq=charge.seq, spend=charge.spend, task_id=charge.task_id,
+                        )  # fmt: skip
+                        journal.session.append(TEAM_COST, record)
+                        last, wrote = charge.seq, True
+            return self._settle(journal) or wrote
+        except Exception as exc:  # a closed Lead log: the next start charges from the logs
+            log.warning("team.cost_write_failed", team=journal.team_id, error=render_reason(exc))
+            return wrote
+
+    def _settle(self, journal: Journal) -> bool:
+        """Record each limit reached for the first time (at its value) and tell the Lead."""
+        if not self._limited:
+            return False
+        ledger = self.ledger(journal)
+        state = journal.state
+        ids = [journal.team_id, *(m.id for m in state.members.listed())]
+        reached = [member_limit(self.budget, member_id, ledger.member(member_id)) for member_id in ids]
+        reached.append(team_limit(self.budget, ledger.team))
+        wrote = False
+        for limit in reached:
+            if limit is not None and limit_key(limit.member_id, limit.kind, limit.value) not in ledger.keys:
+                journal.session.append(TEAM_BUDGET, budget_record(journal.team_id, limit))
+                ledger = self.ledger(journal)
+                self._notify(journal, state, ledger.reached[-1][0], ledger.reached[-1][1])
+                wrote = True
+        return wrote
+
+    def _notify(self, journal: Journal, state: TeamState, seq: int, record: BudgetRecord) -> None:
+        """Steer the Lead's notice of the budget record at ``seq`` (when the Lead is live)."""
+        lead = self.host.agents.get(journal.team_id)
+        if lead is None or lead.session is not journal.session:
+            return  # re-told when the Lead starts
+        member = state.members.members.get(record.member_id) if record.member_id is not None else None
+        lead.steer(notice(journal.team_id, seq, record, member.name if member is not None else LEAD_NAME))
