@@ -374,6 +374,7 @@ class TeamService:
         journal = self.journals.find(session.id)
         if journal is not None and journal.session is session:
             journal.flushed(durable_seq)
+        self.costs.session_flushed(session, durable_seq)
 
     @hookimpl(specname="dsh_session_disposed")
     def session_disposed(self, session: Session) -> None:

@@ -13,8 +13,8 @@ calls, which the Lead already paid for.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Final
 
 import msgspec
 
@@ -23,7 +23,10 @@ from host_spec.events import Event, EventType
 from dsh_team.core.state import TeamState
 from dsh_team.cost.records import Spend, added
 
-__all__ = ["call_spend", "charged_task", "spend_after"]
+if TYPE_CHECKING:
+    from host_spec.protocols import Session
+
+__all__ = ["call_spend", "charged_task", "own_tail", "spend_after"]
 
 
 class _Usage(msgspec.Struct):
@@ -67,6 +70,11 @@ def spend_after(own_events: Iterable[Event], after_seq: int) -> tuple[Spend, int
             total = added(total, spend)
             last = event.seq
     return total, last
+
+
+def own_tail(session: Session, after: int) -> Sequence[Event]:
+    """A live session's own events with seq > ``after`` (seqs run 1, 2, ...: they start at index ``after``)."""
+    return session.events[max(session.header.seed_length, after) :]
 
 
 def charged_task(state: TeamState, member_id: str) -> str | None:

@@ -6,10 +6,12 @@ How a charge is made (the durable, exact attribution rule):
    ``assistant/message``, or a compaction's ``context/compacted``; O(1): only the
    ``usage`` is decoded). The task the call is charged to is read
    *then*, from the Lead's folded state (:func:`~dsh_team.cost.attribution.charged_task`).
-2. On the next loop iteration the charge is appended to the Lead log as one
-   ``team/cost`` record (member, own-log seq, spend, task) and the Lead log is
-   flushed. The ledger folds it (:mod:`dsh_team.cost.ledger`); ``dsh team show``
-   folds the same records, so a live Team and its logs agree.
+2. Once the member's own log holds that event durably (its flush), the charge is
+   appended to the Lead log as one ``team/cost`` record (member, own-log seq,
+   spend, task) and the Lead log is flushed: a charge never names a call that a
+   crash could still take back (the call would be replayed and charged then).
+   The ledger folds it (:mod:`dsh_team.cost.ledger`); ``dsh team show`` folds the
+   same records, so a live Team and its logs agree.
 3. A crash can lose charges that were not durable yet. When a member starts
    again, what its own log holds beyond its last charge is charged once (one
    record, to the task it owns at that moment): rebuilt from the logs, never
@@ -17,7 +19,8 @@ How a charge is made (the durable, exact attribution rule):
 
 Budgets (:class:`~dsh_team.config.BudgetConfig`) are checked before every model
 call (the host's ``dsh_agent_pre_step`` seam) against the ledger plus the charges
-not yet appended, so a refusal is exact. A reached limit refuses with
+not yet appended, so a refusal is exact; its ``team/budget`` record follows once
+the charges that reach the limit are written. A reached limit refuses with
 ``TEAM_BUDGET_EXCEEDED``; nothing is claimed, so queued mail stays queued. It is
 recorded once per limit value (``team/budget``) and the Lead is told once: a
 user message whose id derives from the record, re-delivered at the Lead's start
@@ -32,7 +35,7 @@ import structlog
 
 from dsh_team.config import BudgetConfig
 from dsh_team.core.task_view import LEAD_NAME
-from dsh_team.cost.attribution import call_spend, charged_task, spend_after
+from dsh_team.cost.attribution import call_spend, charged_task, own_tail, spend_after
 from dsh_team.cost.budget import (
     budget_error,
     budget_record,
@@ -43,14 +46,12 @@ from dsh_team.cost.budget import (
     notice_id,
     team_limit,
 )
-from dsh_team.cost.ledger import NOTHING, CostLedger, fold_cost, limit_key
+from dsh_team.cost.ledger import NOTHING, CostLedger, LiveLedgers, limit_key
 from dsh_team.cost.records import COST_VERSION, TEAM_BUDGET, TEAM_COST, BudgetRecord, ChargeRecord, Spend, added
 from dsh_team.cost.report import MemberCost
 from dsh_team.errors import render_reason
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from host_spec.events import Event
     from host_spec.protocols import Agent, Host, Session
 
@@ -63,15 +64,11 @@ __all__ = ["TeamCosts"]
 
 log = structlog.get_logger(__name__)
 
+
 class _Charge(NamedTuple):
     seq: int
     spend: Spend
     task_id: str | None
-
-
-def _tail(session: Session, after: int) -> Sequence[Event]:
-    """The own events with seq > ``after``: seqs run 1, 2, ... so they start at index ``after``."""
-    return session.events[max(session.header.seed_length, after) :]
 
 
 class TeamCosts:
@@ -98,29 +95,18 @@ class TeamCosts:
         self.members = members
         self.messages = messages
         self._limited = limited(budget)
-        #: Lead session id -> (session object, events folded, ledger).
-        self._ledgers: dict[str, tuple[Session, int, CostLedger]] = {}
+        self._ledgers = LiveLedgers()
         #: Team id -> member id -> charges observed and not yet appended.
         self._pending: dict[str, dict[str, list[_Charge]]] = {}
+        #: Member session id -> (its Team id, the last seq its own log holds durably), while it has pending charges.
+        self._durable: dict[str, tuple[str, int]] = {}
         self._scheduled: set[str] = set()
 
     # ------------------------------------------------------------ the ledger
 
     def ledger(self, journal: Journal) -> CostLedger:
         """The ledger of ``journal``'s Lead log, folded up to its last event (each event once)."""
-        session = journal.session
-        entry = self._ledgers.get(session.id)
-        start, ledger = (entry[1], entry[2]) if entry is not None and entry[0] is session else (0, CostLedger(session.id))
-        count = session.last_seq
-        if start < count:
-            before = ledger.failure
-            events = session.events
-            for index in range(start, count):
-                ledger = fold_cost(ledger, events[index])
-            self._ledgers[session.id] = (session, count, ledger)
-            if ledger.failure is not None and before is None:
-                log.error("team.cost_ledger_failed", team=session.id, error=ledger.failure)
-        return ledger
+        return self._ledgers.ledger(journal.session)
 
     def _unwritten(self, team_id: str, ledger: CostLedger, member_id: str | None = None) -> Spend:
         """Charges observed but not appended yet (of one member, or of the whole Team)."""
@@ -157,7 +143,20 @@ class TeamCosts:
         if found is not None:
             membership, journal = found
             member_id = membership.member_id
-            self._queue(journal, member_id, _Charge(event.seq, spend, charged_task(journal.state, member_id)))
+            charge = _Charge(event.seq, spend, charged_task(journal.state, member_id))
+            self._queue(journal, member_id, charge, session.durable_seq)
+
+    def session_flushed(self, session: Session, durable_seq: int) -> None:
+        """A member's log became durable up to ``durable_seq``: append the charges it now backs."""
+        known = self._durable.get(session.id)
+        if known is None:
+            return
+        team_id, _ = known
+        self._durable[session.id] = (team_id, durable_seq)
+        charges = self._pending.get(team_id, {}).get(session.id, ())
+        journal = self.journals.find(team_id)
+        if journal is not None and any(charge.seq <= durable_seq for charge in charges) and self.write(journal):
+            self.host.call_soon(lambda: self._flush(journal))
 
     def agent_session_start(self, agent: Agent) -> None:
         """Charge what the member's log holds beyond its last charge; re-tell the Lead a lost notice."""
@@ -169,9 +168,9 @@ class TeamCosts:
         ledger = self.ledger(journal)
         queued = [charge.seq for charge in self._pending.get(journal.team_id, {}).get(member_id, ())]
         after = max([ledger.last_charged(member_id), *queued])
-        spend, last = spend_after(_tail(agent.session, after), after)
-        if last:
-            self._queue(journal, member_id, _Charge(last, spend, charged_task(journal.state, member_id)))
+        spend, last = spend_after(own_tail(agent.session, after), after)
+        if last:  # read from the loaded log: durable
+            self._queue(journal, member_id, _Charge(last, spend, charged_task(journal.state, member_id)), last)
         if membership.is_lead:
             for seq, record in ledger.reached:
                 if not self.messages.holds(journal.session, notice_id(journal.team_id, seq)):
@@ -201,10 +200,16 @@ class TeamCosts:
             raise budget_error(limit, membership.name)
 
     def session_disposed(self, session: Session) -> None:
-        """Forget a Lead session's ledger when it leaves the live store."""
-        entry = self._ledgers.get(session.id)
-        if entry is not None and entry[0] is session:
-            del self._ledgers[session.id]
+        """Forget a Lead session's ledger, and a member's charges its log never stored, when it leaves."""
+        self._ledgers.forget(session)
+        known = self._durable.pop(session.id, None)
+        if known is not None:
+            team_id, durable = known
+            members = self._pending.get(team_id, {})
+            kept = [charge for charge in members.pop(session.id, ()) if charge.seq <= durable]
+            if kept:  # durable, waiting for their write
+                members[session.id] = kept
+                self._durable[session.id] = known
 
     # ------------------------------------------------------------ spawns
 
@@ -235,9 +240,12 @@ class TeamCosts:
         journal = self.journals.get(membership.root.session)
         return membership, journal
 
-    def _queue(self, journal: Journal, member_id: str, charge: _Charge) -> None:
+    def _queue(self, journal: Journal, member_id: str, charge: _Charge, durable: int) -> None:
+        """Hold ``charge`` until the member's log holds it (``durable``: what it holds now)."""
         self._pending.setdefault(journal.team_id, {}).setdefault(member_id, []).append(charge)
-        if journal.team_id not in self._scheduled:
+        known = self._durable.get(member_id, (journal.team_id, 0))[1]
+        self._durable[member_id] = (journal.team_id, max(known, durable))
+        if charge.seq <= max(known, durable) and journal.team_id not in self._scheduled:
             self._scheduled.add(journal.team_id)
             self.host.call_soon(lambda: self._write_soon(journal))
 
@@ -253,15 +261,25 @@ class TeamCosts:
             log.warning("team.cost_flush_failed", team=journal.team_id, error=render_reason(exc))
 
     def write(self, journal: Journal) -> bool:
-        """Append the pending charges, then record and tell each newly reached limit; whether anything was appended."""
+        """Append the pending charges the members' logs hold, then record and tell each newly reached limit.
+
+        Returns:
+            Whether anything was appended.
+        """
         members = self._pending.pop(journal.team_id, None)
         wrote = False
         try:
             ledger = self.ledger(journal)
             for member_id, charges in (members or {}).items():
                 last = ledger.last_charged(member_id)
+                durable = self._durable.get(member_id, ("", 0))[1]
+                waiting = [charge for charge in charges if charge.seq > durable]
+                if waiting:  # not stored by the member's log yet: kept for its flush
+                    self._pending.setdefault(journal.team_id, {})[member_id] = waiting
+                else:
+                    self._durable.pop(member_id, None)
                 for charge in sorted(charges, key=lambda item: item.seq):
-                    if charge.seq > last:
+                    if last < charge.seq <= durable:
                         record = ChargeRecord(
                             version=COST_VERSION, team_id=journal.team_id, member_id=member_id,
                             seq=charge.seq, spend=charge.spend, task_id=charge.task_id,

@@ -16,10 +16,11 @@ is a failure too (the writer decides each once).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import immutables
 import msgspec
+import structlog
 
 from host_spec.events import Event
 
@@ -35,7 +36,12 @@ from dsh_team.cost.records import (
     decode_cost,
 )
 
-__all__ = ["NOTHING", "CostLedger", "LimitKey", "limit_key", "fold_cost", "replay_costs"]
+__all__ = ["NOTHING", "CostLedger", "LimitKey", "LiveLedgers", "limit_key", "fold_cost", "replay_costs"]
+
+if TYPE_CHECKING:
+    from host_spec.protocols import Session
+
+log = structlog.get_logger(__name__)
 
 #: No spend at all.
 NOTHING: Final = Spend()
@@ -145,3 +151,32 @@ def replay_costs(events: Iterable[Event], team_id: str) -> CostLedger:
     for event in events:
         ledger = fold_cost(ledger, event)
     return ledger
+
+
+class LiveLedgers:
+    """The ledger of each live Lead session, folded incrementally (each event once, never a re-scan)."""
+
+    def __init__(self) -> None:
+        #: Lead session id -> (session object, events folded, ledger).
+        self._by_id: dict[str, tuple[Session, int, CostLedger]] = {}
+
+    def ledger(self, session: Session) -> CostLedger:
+        """``session``'s ledger up to its last event; a new session object (a resume) is folded afresh."""
+        entry = self._by_id.get(session.id)
+        start, ledger = (entry[1], entry[2]) if entry is not None and entry[0] is session else (0, CostLedger(session.id))
+        count = session.last_seq
+        if start < count:
+            before = ledger.failure
+            events = session.events
+            for index in range(start, count):
+                ledger = fold_cost(ledger, events[index])
+            self._by_id[session.id] = (session, count, ledger)
+            if ledger.failure is not None and before is None:
+                log.error("team.cost_ledger_failed", team=session.id, error=ledger.failure)
+        return ledger
+
+    def forget(self, session: Session) -> None:
+        """Drop ``session``'s ledger (it left the live store)."""
+        entry = self._by_id.get(session.id)
+        if entry is not None and entry[0] is session:
+            del self._by_id[session.id]

@@ -342,6 +342,8 @@ class TestLiveEdges:
             rows = teams.member_costs(root)
             assert (rows[alpha.id].spend.tokens, rows[beta.id].spend.tokens) == (30, 40)
             teams.costs.agent_pre_step(alpha)  # 70 of 100 for the Team
+            for member in (alpha, beta):
+                await member.session.flush()  # the members' logs hold the calls: now they are charged
             await host.dispose_agent(root)  # the Lead leaves: its ledger is forgotten with its session
         finally:
             await host.close()
@@ -391,6 +393,7 @@ class TestLiveEdges:
             faulty_log(root.session, fail_at=[1])
             with capture_logs() as logs:
                 worker.session.append(EventType.ASSISTANT_MESSAGE, reply(13))
+                await worker.session.flush()  # durable in the worker's log: charged, and the Lead log flushed
                 await host.quiesce()
             assert "team.cost_flush_failed" in [entry["event"] for entry in logs]
         finally:
@@ -414,7 +417,7 @@ class TestLiveEdges:
             await host.close()
 
     async def test_the_check_counts_charges_not_appended_yet(self, tmp_path: Path) -> None:
-        """Right after a reply (its charge still pending) the next call is already refused: the check is exact."""
+        """Right after a reply (its charge waits for the member's flush) the next call is already refused."""
         host = await open_host(tmp_path / "data", {"budget": {"member_tokens": 10}})
         try:
             root, (worker,) = await team(host, "worker")
@@ -424,12 +427,14 @@ class TestLiveEdges:
             worker.session.append(EventType.ASSISTANT_MESSAGE, reply(6))
             assert teams.member_costs(root)[worker.id] == MemberCost(Spend(2, 12, 0), exceeded=True)
             with pytest.raises(TeamError) as caught:
-                teams.costs.agent_pre_step(worker)  # nothing appended yet: the refusal writes both charges
+                teams.costs.agent_pre_step(worker)  # nothing appended yet, and still refused
             assert caught.value.code == "TEAM_BUDGET_EXCEEDED" and caught.value.details["used"] == 12
+            assert TEAM_COST not in [e.type for e in root.session.events]  # the worker's log does not hold them yet
+            await worker.session.flush()
             types = [e.type for e in root.session.events]
             assert types.count(TEAM_COST) == 2 and types.count(TEAM_BUDGET) == 1
             await host.quiesce()
-            assert [e.type for e in root.session.events].count(TEAM_COST) == 2  # the scheduled write finds nothing
+            assert [e.type for e in root.session.events].count(TEAM_COST) == 2
         finally:
             await host.close()
 
@@ -494,3 +499,23 @@ class TestShowText:
         assert "    budget reached at seq 2: lead tokens 51 of 50" in text
         assert "    budget reached at seq 3: the Team tokens 71 of 70" in text
         assert "Cost:" not in render_text(build_show(state, session_id=TEAM, log_length=4, at=4))
+
+
+async def test_a_call_is_charged_only_once_its_members_log_holds_it(tmp_path: Path) -> None:
+    """No charge names a call a crash could take back: it waits for the member's flush; a lost call is never charged."""
+    host = await open_host(tmp_path / "data")
+    try:
+        root, (kept, lost) = await team(host, "kept", "lost")
+        teams = service(host)
+        for member in (kept, lost):
+            member.session.append(EventType.ASSISTANT_MESSAGE, reply(5))
+        await asyncio.sleep(0)
+        assert TEAM_COST not in [e.type for e in root.session.events]  # neither log holds its call yet
+        await kept.session.flush()
+        await host.discard_session(lost.session)  # gone without its final flush: its call never happened
+        await root.session.flush()
+        ledger = teams.costs.ledger(teams.journals.get(root.session))
+        assert ledger.member(kept.id) == Spend(1, 5, 0) and ledger.member(lost.id) == Spend()
+        assert teams.member_costs(root).keys() == {kept.id}
+    finally:
+        await host.close()

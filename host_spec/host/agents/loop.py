@@ -3,8 +3,9 @@
 One driver task runs per active agent (started by :meth:`Agent.wake`)::
 
     while there is pending work (and the activity is not cancelled):
+        refused (dsh_agent_pre_step)? stop, nothing claimed
         turn/start; claim next-step items + the first next-turn prompt
-        loop steps:
+        loop steps (each one after the first admitted again, else turn/end {error}):
             step/start; user/message per claimed item; checkpoint (flush)
             context near the model's window? summary call -> context/compacted (flush)
             model call -> assistant/message; tool calls -> tool/call, tool/result
