@@ -519,3 +519,30 @@ async def test_a_call_is_charged_only_once_its_members_log_holds_it(tmp_path: Pa
         assert teams.member_costs(root).keys() == {kept.id}
     finally:
         await host.close()
+
+
+async def test_a_rebuilt_charge_outlives_its_members_departure(tmp_path: Path) -> None:
+    """Durable spend rebuilt at a member's start is still charged when the member leaves before the write."""
+    host = await open_host(tmp_path / "data")
+    root, (worker,) = await team(host, "worker")
+    worker.session.append(EventType.ASSISTANT_MESSAGE, reply(8))
+    await worker.session.flush()
+    await host.close()
+    from host_spec.host.store.session import NullObserver
+    from host_spec.host.store.sessions import SessionStore
+
+    sessions = SessionStore(JsonlStore(tmp_path / "data"), NullObserver())
+    stored_worker = sessions.resume("child-1")  # a call whose charge a crash lost
+    stored_worker.append(EventType.ASSISTANT_MESSAGE, reply(21))
+    await sessions.dispose(stored_worker)
+    host = await open_host(tmp_path / "data")
+    try:
+        await resume_lead(host)
+        session = await host.resume_session("child-1")
+        host.start_agent(session, name="worker", source="resume")  # the rebuild is queued, its write scheduled
+        await host.discard_session(session)  # the member leaves first
+        await host.quiesce()
+    finally:
+        await host.close()
+    ledger = replay_costs(stored(tmp_path, "lead"), "lead")
+    assert ledger.member("child-1") == Spend(2, 29, 0) and ledger.failure is None
