@@ -16,7 +16,8 @@ This module is the public surface; import from here (or from a room package:
 """
 
 from dsh_team.api import TeamServiceAPI
-from dsh_team.config import MAX_SAFE_INTEGER, TeamConfig
+from dsh_team.config import MAX_SAFE_INTEGER, BudgetConfig, TeamConfig
+from dsh_team.cost import MemberCost, Spend
 from dsh_team.core import (
     LEAD_NAME,
     TEAM_EVENT_TYPES,
@@ -66,6 +67,9 @@ __all__ = [
     "FoldRule",
     "TeamService",
     "TeamConfig",
+    "BudgetConfig",
+    "MemberCost",
+    "Spend",
     "MAX_SAFE_INTEGER",
     "TeamCode",
     "TeamError",

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from host_spec.records import AbortSignal, Handle
 
     from dsh_team.core.task_view import TaskView
+    from dsh_team.cost.report import MemberCost
     from dsh_team.log.waits import WaitResult
     from dsh_team.mail.send import SendResult
     from dsh_team.roster.membership import Membership
@@ -53,6 +54,10 @@ class TeamServiceAPI(Protocol):
 
     def list_members(self, caller: Agent) -> list[MemberView]:
         """The Lead row, then every teammate ever provisioned, in creation order."""
+        ...
+
+    def member_costs(self, caller: Agent) -> dict[str, MemberCost]:
+        """Spend per member id of the caller's Team, and whether a budget refuses each member."""
         ...
 
     async def spawn_teammate(

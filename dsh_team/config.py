@@ -9,6 +9,10 @@ TOML ``true`` or ``1.5`` is a typo, never a limit.
 record yet. It defaults to ``True`` because the Agent Teams profile (the only
 profile that loads the plugin) should work out of the box; a profile that wants
 Teams strictly opt-in per root sets ``team_mode_default = false``.
+
+``budget`` is a nested table of spending limits (:class:`BudgetConfig`); every
+limit is off unless set. It is structured with cattrs, so an unknown key or a
+wrong type names its path (``budget.member_tokens``).
 """
 
 from __future__ import annotations
@@ -18,9 +22,12 @@ from typing import Any, Final
 
 import attrs
 
+from host_spec.config import structure_config
+from host_spec.errors import ConfigError
+
 from dsh_team.errors import TeamConfigError
 
-__all__ = ["LIMIT_FIELDS", "MAX_SAFE_INTEGER", "TeamConfig", "is_safe_positive_int"]
+__all__ = ["LIMIT_FIELDS", "MAX_SAFE_INTEGER", "BudgetConfig", "TeamConfig", "is_safe_positive_int"]
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
 
@@ -49,6 +56,47 @@ def _flag(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         raise TeamConfigError(f"{attribute.name} must be a boolean", path=attribute.name)
 
 
+def _budget_limit(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not is_safe_positive_int(value):
+        raise ValueError(f"{attribute.name} must be a positive safe integer or absent")
+
+
+@attrs.frozen(kw_only=True)
+class BudgetConfig:
+    """Spending limits of a Team (the ``budget`` table); ``None`` (absent) is no limit.
+
+    Tokens are a model call's input plus output tokens as its server reported them;
+    a call counts once its reply reported usage. Reaching a member limit refuses that
+    member's next model call; reaching a Team limit refuses every member's and new
+    spawns (``TEAM_BUDGET_EXCEEDED``). Raising a limit and resuming lifts it.
+
+    Attributes:
+        member_tokens: Tokens per member (the Lead included).
+        member_calls: Model calls per member.
+        team_tokens: Tokens of the whole Team.
+        team_calls: Model calls of the whole Team.
+    """
+
+    member_tokens: int | None = attrs.field(default=None, validator=_budget_limit)
+    member_calls: int | None = attrs.field(default=None, validator=_budget_limit)
+    team_tokens: int | None = attrs.field(default=None, validator=_budget_limit)
+    team_calls: int | None = attrs.field(default=None, validator=_budget_limit)
+
+
+def _structure_budget(raw: Any) -> BudgetConfig:
+    """The ``budget`` table as :class:`BudgetConfig`; errors name ``budget.<field>``."""
+    if isinstance(raw, BudgetConfig):
+        return raw
+    try:
+        return structure_config(BudgetConfig, raw, "budget")
+    except ConfigError as exc:
+        path = exc.path
+        if path == "budget":  # a failed validator names its field first in the message
+            named = [f.name for f in attrs.fields(BudgetConfig) if exc.message.startswith(f.name + " ")]
+            path = f"budget.{named[0]}" if named else path
+        raise TeamConfigError(exc.message, path=path) from None
+
+
 @attrs.frozen(kw_only=True)
 class TeamConfig:
     """Validated Team service configuration.
@@ -64,6 +112,7 @@ class TeamConfig:
         allow_volatile_store: For tests only: run on a host whose sessions live in
             memory. Off by default because no Team guarantee (nothing accepted is
             lost, delivery exactly once) holds when a flush persists nothing.
+        budget: Spending limits (:class:`BudgetConfig`; a raw table is structured).
 
     Raises:
         TeamConfigError: any field is invalid (``TEAM_INVALID_CONFIG``, ``path`` = field).
@@ -76,6 +125,7 @@ class TeamConfig:
     disposal_timeout_ms: int = attrs.field(default=5000, validator=_limit)
     team_mode_default: bool = attrs.field(default=True, validator=_flag)
     allow_volatile_store: bool = attrs.field(default=False, validator=_flag)
+    budget: BudgetConfig = attrs.field(factory=BudgetConfig, converter=_structure_budget)
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None) -> TeamConfig:

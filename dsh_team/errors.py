@@ -55,6 +55,7 @@ class TeamCode:
     MODE_DISABLED: Final = "TEAM_MODE_DISABLED"
     STREAM_FAILED: Final = "TEAM_STREAM_FAILED"
     STORAGE_NOT_DURABLE: Final = "TEAM_STORAGE_NOT_DURABLE"
+    BUDGET_EXCEEDED: Final = "TEAM_BUDGET_EXCEEDED"
 
     #: Every code above, for exhaustiveness checks.
     ALL: Final = frozenset(

@@ -28,6 +28,8 @@ from host_spec.records import AbortSignal, Handle
 from dsh_team.log.waits import Activity, Timer, WaitResult, check_since, check_timeout
 from dsh_team.config import TeamConfig
 from dsh_team.coordination import Coordination
+from dsh_team.cost.costs import TeamCosts
+from dsh_team.cost.report import MemberCost
 from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_TASK, VERSION, TaskRecord, TeamTaskSnapshot
 from dsh_team.log.journal import Append, Journal, Journals, TeamFolds
 from dsh_team.mail.send import SendResult
@@ -88,6 +90,7 @@ class TeamService:
         self.remote = RemoteTeam(self)
         self.coordination = Coordination(host, self.config, self.journals, self.members, self.lifecycle)
         self.cursors = CursorDeltas(self.journals, self.members, self.coordination.roster)
+        self.costs = TeamCosts(host, self.config.budget, self.journals, self.members, self.coordination.messages)
 
     # ------------------------------------------------------------ internals
 
@@ -178,7 +181,13 @@ class TeamService:
         provider: Any,
         signal: AbortSignal | None = None,
     ) -> MemberView:
-        """Create a named continuable teammate (Lead only); see :mod:`dsh_team.roster.provisioning`."""
+        """Create a named continuable teammate (Lead only); see :mod:`dsh_team.roster.provisioning`.
+
+        A reached Team budget refuses it (``TEAM_BUDGET_EXCEEDED``, see :mod:`dsh_team.cost`).
+        """
+        membership = self.try_membership(caller)
+        if membership is not None and membership.is_lead:
+            self.costs.require_spawn(membership)
         return await self.coordination.provisioner.spawn(
             caller, name=name, description=description, prompt=prompt, context=context, provider=provider, signal=signal
         )
@@ -192,6 +201,14 @@ class TeamService:
     def interrupt(self, caller: Agent, target: Any) -> InterruptResult:
         """Cancel an active teammate's current turn, keeping its inbox (Lead only)."""
         return self.coordination.roster.interrupt(caller, target)
+
+    def member_costs(self, caller: Agent) -> dict[str, MemberCost]:
+        """Spend per member id of the caller's Team (charged so far) and whether a budget refuses it.
+
+        Raises:
+            TeamError: ``TEAM_NOT_MEMBER``.
+        """
+        return self.costs.costs(self._lead(self.membership(caller)))
 
     # ------------------------------------------------------------ tasks
 
@@ -345,6 +362,7 @@ class TeamService:
     def session_event(self, session: Session, event: Event) -> None:
         """Fold a committed Team event into its session's journal (O(1) per event)."""
         self.coordination.session_event(session, event)
+        self.costs.session_event(session, event)
         if event.type in TEAM_EVENT_TYPES:
             journal = self.journals.find(session.id)
             if journal is not None and journal.session is session:
@@ -356,6 +374,7 @@ class TeamService:
         journal = self.journals.find(session.id)
         if journal is not None and journal.session is session:
             journal.flushed(durable_seq)
+        self.costs.session_flushed(session, durable_seq)
 
     @hookimpl(specname="dsh_session_disposed")
     def session_disposed(self, session: Session) -> None:
@@ -364,6 +383,7 @@ class TeamService:
         self.members.descriptors.forget(session)
         self.publisher.forget(session.id)
         self.coordination.session_disposed(session)
+        self.costs.session_disposed(session)
 
     @hookimpl(specname="dsh_agent_status")
     def agent_status(self, agent: Agent, status: str) -> None:
@@ -391,8 +411,14 @@ class TeamService:
 
     @hookimpl(specname="dsh_agent_session_start")
     def agent_session_start(self, agent: Agent, source: str) -> None:
-        """An agent was published: schedule its recovery (reconcile, retry queued mail)."""
+        """An agent was published: schedule its recovery (reconcile, retry queued mail, lost charges)."""
+        self.costs.agent_session_start(agent)
         self.coordination.agent_started(agent)
+
+    @hookimpl(specname="dsh_agent_pre_step")
+    def agent_pre_step(self, agent: Agent) -> None:
+        """Refuse a member's model call once a budget is used up (``TEAM_BUDGET_EXCEEDED``)."""
+        self.costs.agent_pre_step(agent)
 
     # ------------------------------------------------------------ disposal
 

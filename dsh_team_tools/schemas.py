@@ -159,7 +159,10 @@ class MemberRow(_Result, frozen=True, kw_only=True):
     ``pending`` (present only when non-zero) counts Team messages queued for the
     member and not yet delivered, so a sender can see its message is on its way;
     ``unread`` (likewise) counts delivered messages no completed model step of the
-    member has seen yet (zero: everything delivered was read).
+    member has seen yet (zero: everything delivered was read). ``tokens`` (when
+    non-zero) sums the input and output tokens of the member's model calls so far;
+    ``over_budget`` (present only when true) says a spending limit refuses its
+    next model call (``TEAM_BUDGET_EXCEEDED``) until the limit is raised.
     """
 
     target: str
@@ -172,6 +175,8 @@ class MemberRow(_Result, frozen=True, kw_only=True):
     diagnostics: list[str]
     pending: int | UnsetType = UNSET
     unread: int | UnsetType = UNSET
+    tokens: int | UnsetType = UNSET
+    over_budget: bool | UnsetType = UNSET
 
 
 class MemberListResult(_Result, frozen=True):

@@ -30,7 +30,7 @@ from dsh_team_tools.reminder import reminder_block
 if TYPE_CHECKING:
     from host_spec.protocols import Agent
 
-    from dsh_team import MemberView, TaskView, TeamServiceAPI
+    from dsh_team import MemberCost, MemberView, TaskView, TeamServiceAPI
 
     from dsh_team_tools.config import ToolsConfig
 
@@ -57,8 +57,8 @@ def _opt(value: Any) -> Any:
     return UNSET if value is None else value
 
 
-def member_row(view: MemberView) -> s.MemberRow:
-    """A service ``MemberView`` as the model's roster row (``target`` = member name)."""
+def member_row(view: MemberView, cost: MemberCost | None = None) -> s.MemberRow:
+    """A service ``MemberView`` as the model's roster row (``target`` = member name), with its spend."""
     return s.MemberRow(
         target=view.name,
         role=view.role,
@@ -70,6 +70,8 @@ def member_row(view: MemberView) -> s.MemberRow:
         diagnostics=list(view.diagnostics),
         pending=getattr(view, "pending", 0) or UNSET,
         unread=getattr(view, "unread", 0) or UNSET,
+        tokens=(cost.spend.tokens or UNSET) if cost is not None else UNSET,
+        over_budget=True if cost is not None and cost.exceeded else UNSET,
     )
 
 
@@ -151,7 +153,8 @@ def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[s
 
     async def list_agents(args: s.ListAgentsArgs, call: ToolCall) -> s.MemberListResult:
         caller, service = _caller(call), team()
-        rows = [member_row(view) for view in service.list_members(caller)]
+        costs = service.member_costs(caller)
+        rows = [member_row(view, costs.get(view.id)) for view in service.list_members(caller)]
         return s.MemberListResult(members=rows, position=service.position(caller))  # same synchronous span
 
     async def wait_agent(args: s.WaitAgentArgs, call: ToolCall) -> s.WaitAgentResult:

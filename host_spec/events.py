@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import math
+from collections.abc import Sequence
 from typing import Any, Final, Literal, TypeVar
 
 import msgspec
@@ -35,6 +36,7 @@ __all__ = [
     "encode_data",
     "decode_data",
     "encode_event",
+    "encode_event_lines",
     "decode_event",
     "decode_header",
     "encode_header",
@@ -287,6 +289,11 @@ def decode_data(data: msgspec.Raw | bytes, typ: type[T]) -> T:
 def encode_event(event: Event) -> bytes:
     """One JSONL line (without the newline) for ``event``."""
     return _encoder.encode(event)
+
+
+def encode_event_lines(events: Sequence[Event]) -> bytes:
+    """JSONL lines for ``events``, each ending in a newline, in one encoder call."""
+    return _encoder.encode_lines(events)
 
 
 def decode_event(line: bytes | str) -> Event:

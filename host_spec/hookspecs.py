@@ -183,6 +183,26 @@ def dsh_agent_status(host: Host, agent: Agent, status: str) -> None:
 
 
 @hookspec
+def dsh_agent_pre_step(host: Host, agent: Agent, turn: int, step: int) -> None:
+    """The driver is about to start model call ``step`` of turn ``turn`` of ``agent``.
+
+    Step 1 is a new turn: the check runs before ``turn/start`` is appended and
+    before any pending inbox item is claimed, so a refusal writes nothing to the
+    agent's log and every pending item stays pending. A later step is checked
+    before its items are claimed; a refusal there closes the running turn with
+    ``turn/end {kind: "error", error: {code, message}}`` (the refusal's). Either
+    way the driver stops and the agent goes idle with its inbox intact: a later
+    send wakes it (and is checked again), and a resume continues the kept work.
+
+    Called once per model call, so implementations must be fast; they run between
+    appends (they may append to other sessions, and to this one).
+
+    May veto: yes. Raise a ``DshError`` to refuse the call (its ``code`` and
+    message say why, e.g. a spending limit); the first refusal wins.
+    """
+
+
+@hookspec
 def dsh_agent_disposed(host: Host, agent: Agent) -> None:
     """The agent is quiescent and its scope was unwound; its session detaches next.
 

@@ -106,12 +106,11 @@ class DescriptorScan:
             start, found = entry[1], entry[2]
         else:
             start, found = session.header.seed_length, False
-        events = session.events
-        count = len(events)
+        count = session.last_seq  # membership runs per Team call: nothing new costs no view access
         if not found and start < count:
             # ``in`` over the mapped types runs in C: a Lead's long log costs no Python step per event.
-            found = EventType.SUBAGENT_DESCRIPTOR in map(_TYPE, events[start:count])
-        self._scanned[session.id] = (session, count, found)
+            found = EventType.SUBAGENT_DESCRIPTOR in map(_TYPE, session.events[start:count])
+            self._scanned[session.id] = (session, count, found)
         return found
 
     def forget(self, session: Session) -> None:

@@ -33,10 +33,12 @@ from host_spec.cli import HANDLER_KEY, CliEnv, SessionReader
 from host_spec.errors import DshError, SessionError
 
 from dsh_team.core.fold import replay
+from dsh_team.cost.ledger import replay_costs
+from dsh_team.cost.report import build_report
 from dsh_team.views.show import build_show, render_json
 from dsh_team.views.writes import collect_writes
 from dsh_team.views.show_text import render_text
-from dsh_team.views.usage import member_usage
+from dsh_team.views.usage import member_usage, uncharged_spend
 
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_FAILED", "ShowError", "register", "show_command", "serve_command", "lead_of"]
 
@@ -156,7 +158,9 @@ def show_command(args: argparse.Namespace, env: CliEnv) -> int:
     until = None if at == length else stored.events[at - 1].time if at else -1
     writes = collect_writes(reader, state, until=until)
     ids = [team_id, *(member.id for member in state.members.listed())]
+    ledger = replay_costs(stored.events[:at], team_id)
+    costs = build_report(state, ledger, uncharged_spend(reader, ids, ledger) if until is None else None)
     show = build_show(state, session_id=asked, log_length=length, at=at, damage=damage, writes=writes,
-                      usage=member_usage(reader, ids, until=until))
+                      usage=member_usage(reader, ids, until=until), costs=costs)
     print(render_json(show) if args.json else render_text(show))
     return EXIT_FAILED if show.failure is not None else EXIT_OK

@@ -29,6 +29,7 @@ from host_spec.messages import message_text
 from dsh_team.core.records import MemberPhase, TaskStatus
 from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import LEAD_NAME, list_views, owner_name
+from dsh_team.cost.report import CostReport
 from dsh_team.views.writes import ShowWrite
 from dsh_team.views.usage import MemberUsage
 
@@ -160,6 +161,8 @@ class TeamShow(msgspec.Struct, frozen=True):
             (:mod:`dsh_team.views.writes`).
         messages: The :data:`RECENT_MESSAGES` most recently queued messages with
             their status, in queue order.
+        costs: Spend per member and per task and the budgets reached, from the
+            Lead log's charges (:mod:`dsh_team.cost.report`).
     """
 
     version: int
@@ -176,6 +179,7 @@ class TeamShow(msgspec.Struct, frozen=True):
     pending_mail: tuple[ShowMessage, ...]
     writes: tuple[ShowWrite, ...] = ()
     messages: tuple[ShowMessageStatus, ...] = ()
+    costs: CostReport | None = None
 
 
 def offline_status(phase: str) -> OfflineStatus:
@@ -232,6 +236,7 @@ def build_show(
     damage: tuple[str, int] | None = None,
     writes: tuple[ShowWrite, ...] = (),
     usage: Mapping[str, MemberUsage] | None = None,
+    costs: CostReport | None = None,
 ) -> TeamShow:
     """The view of ``state`` (the Lead log folded up to ``at``).
 
@@ -244,6 +249,7 @@ def build_show(
             reported as a ``log`` failure unless the fold failed first.
         writes: The members' audited writes (:func:`~dsh_team.views.writes.collect_writes`).
         usage: Member id -> usage folded from its own log (missing ids show ``null``).
+        costs: The cost section (:func:`~dsh_team.cost.report.build_report`).
     """
     spent = usage or {}
     mail = state.mail
@@ -280,6 +286,7 @@ def build_show(
         version=SHOW_VERSION, team_id=state.team_id, session_id=session_id, log_length=log_length, at=at,
         position=state.position, offline=True, enabled=_enabled(state), failure=failure,
         members=tuple(members), tasks=tasks, pending_mail=pending, writes=writes, messages=recent_messages(state),
+        costs=costs,
     )
 
 

@@ -1,6 +1,6 @@
 """The human-readable rendering of a :class:`~dsh_team.views.show.TeamShow` (``dsh team show``).
 
-Six blocks -- header, roster, board, pending mail, message statuses, writes -- in fixed-width tables, so a
+Seven blocks -- header, roster, board, pending mail, message statuses, writes, cost -- in fixed-width tables, so a
 person can scan a Team at a glance and a failure is the first thing they read.
 Nothing here decides anything: every value comes from the view.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from dsh_team.cost.report import CostReport
 from dsh_team.views.show import ShowMember, TeamShow
 
 __all__ = ["render_text"]
@@ -62,11 +63,12 @@ def _tokens(member: ShowMember) -> str:
 def _members(show: TeamShow) -> list[str]:
     rows = [
         (m.name, m.role, m.status, m.context or "-", m.provider or "-", str(m.pending_mail), str(m.unread_mail),
-         (m.usage.model if m.usage is not None else None) or "-", _tokens(m), m.description or "")
+         (m.usage.model if m.usage is not None else None) or "-", _tokens(m), _charged(show, m.id), m.description or "")
         for m in show.members
     ]
     lines = [f"Members ({len(show.members)})"]
-    lines += _table(("NAME", "ROLE", "STATUS", "CONTEXT", "PROVIDER", "MAIL", "UNREAD", "MODEL", "TOKENS IN/OUT", "DESCRIPTION"), rows)
+    headers = ("NAME", "ROLE", "STATUS", "CONTEXT", "PROVIDER", "MAIL", "UNREAD", "MODEL", "TOKENS IN/OUT", "ON TASKS", "DESCRIPTION")
+    lines += _table(headers, rows)
     lines += [f"    {m.name}: error: {m.error}" for m in show.members if m.error]
     return lines
 
@@ -78,11 +80,11 @@ def _tasks(show: TeamShow) -> list[str]:
     summary = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
     rows = [
         (t.id, str(t.revision), t.status, t.owner_name or t.owner_id or "-", "yes" if t.ready else "no",
-         ", ".join(t.blocked_by) or "-", t.subject)
+         ", ".join(t.blocked_by) or "-", _charged(show, t.id, by_task=True), t.subject)
         for t in show.tasks
     ]
     lines = [f"Tasks ({len(show.tasks)}: {summary})"]
-    lines += _table(("ID", "REV", "STATUS", "OWNER", "READY", "BLOCKED BY", "SUBJECT"), rows)
+    lines += _table(("ID", "REV", "STATUS", "OWNER", "READY", "BLOCKED BY", "TOKENS", "SUBJECT"), rows)
     for task in show.tasks:
         if task.write_scopes:
             lines.append(f"    {task.id}: write scopes: {', '.join(task.write_scopes)}")
@@ -123,7 +125,39 @@ def _writes(show: TeamShow) -> list[str]:
     return lines
 
 
+def _charged(show: TeamShow, key: str, by_task: bool = False) -> str:
+    """Tokens the Lead log charged to a member's tasks (or to a task); ``-`` when none or no cost section."""
+    costs = show.costs
+    if costs is None:
+        return "-"
+    if by_task:
+        spend = next((t.spend for t in costs.tasks if t.task_id == key), None)
+    else:
+        spend = next((m.on_tasks for m in costs.members if m.member_id == key), None)
+    return str(spend.tokens) if spend is not None and spend.calls else "-"
+
+
+def _costs(show: TeamShow, costs: CostReport) -> list[str]:
+    team = costs.team
+    on_tasks = sum(t.spend.tokens for t in costs.tasks)
+    lines = [f"Cost: {team.tokens} tokens in {team.calls} model calls ({on_tasks} charged to tasks, the rest to members)"]
+    if costs.failure is not None:
+        lines.append(f"  FAILURE (cost ledger): {costs.failure}")
+    lines += [
+        f"    {m.name}: {m.uncharged.tokens} tokens in {m.uncharged.calls} calls not charged yet (charged at its next start)"
+        for m in costs.members if m.uncharged is not None and m.uncharged.calls
+    ]
+    listed = {task.id for task in show.tasks}
+    lines += [f"    {t.task_id} (deleted): {t.spend.tokens} tokens" for t in costs.tasks if t.task_id not in listed]
+    for limit in costs.reached:
+        who = limit.name or limit.member_id or "the Team"
+        lines.append(f"    budget reached at seq {limit.seq}: {who} {limit.kind} {limit.used} of {limit.value}")
+    return lines
+
+
 def render_text(show: TeamShow) -> str:
-    """The human-readable view: header, roster, board, pending mail, message statuses, writes."""
+    """The human-readable view: header, roster, board, pending mail, message statuses, writes, cost."""
     blocks = [_header(show), _members(show), _tasks(show), _mail(show), _messages(show), _writes(show)]
+    if show.costs is not None:
+        blocks.append(_costs(show, show.costs))
     return "\n\n".join("\n".join(block) for block in blocks)

@@ -9,7 +9,7 @@ Lead's conversation, whose calls the Lead already paid for.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import msgspec
 
@@ -17,7 +17,11 @@ from host_spec.cli import SessionReader
 from host_spec.errors import SessionError
 from host_spec.events import Event, EventType
 
-__all__ = ["MemberUsage", "fold_usage", "added", "member_usage"]
+from dsh_team.cost.attribution import spend_after
+from dsh_team.cost.ledger import CostLedger
+from dsh_team.cost.records import Spend
+
+__all__ = ["MemberUsage", "fold_usage", "added", "member_usage", "uncharged_spend"]
 
 
 class MemberUsage(msgspec.Struct, frozen=True):
@@ -78,12 +82,25 @@ def member_usage(reader: SessionReader, session_ids: list[str], *, until: int | 
 
     An unreadable log is left out (shown ``null``).
     """
-    usage = {}
+    return {
+        session_id: fold_usage(own if until is None else [e for e in own if e.time <= until])
+        for session_id, own in _own_logs(reader, session_ids)
+    }
+
+
+def uncharged_spend(reader: SessionReader, session_ids: list[str], ledger: CostLedger) -> dict[str, Spend]:
+    """Each member's own spend after its last charge in ``ledger`` (a crash lost those charges).
+
+    An unreadable log is left out (shown ``null``).
+    """
+    return {session_id: spend_after(own, ledger.last_charged(session_id))[0] for session_id, own in _own_logs(reader, session_ids)}
+
+
+def _own_logs(reader: SessionReader, session_ids: list[str]) -> Iterator[tuple[str, Sequence[Event]]]:
+    """``(session id, own events)`` of every readable session of ``session_ids``."""
     for session_id in session_ids:
         try:
             stored = reader.read(session_id, salvage=True)
         except SessionError:
             continue
-        own = stored.events[stored.header.seed_length:]
-        usage[session_id] = fold_usage(own if until is None else [e for e in own if e.time <= until])
-    return usage
+        yield session_id, stored.events[stored.header.seed_length :]

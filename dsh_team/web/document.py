@@ -13,6 +13,9 @@ what only a panel needs:
 * ``queued_at`` on each pending message and ``as_of`` (time of the last folded
   event), so the page can show a message's age, live or at any past position.
 
+``costs`` is ``dsh team show``'s cost section, folded from the same Lead log (a
+new charge is a ``team`` change, so a live panel shows spend as it happens).
+
 :class:`PanelFold` folds incrementally: it keeps the state and the timeline and
 only ever reads events after its position, so a watcher costs one ``evolve`` per
 new event, never a re-scan.
@@ -30,6 +33,8 @@ from host_spec.events import Event
 from dsh_team.core.fold import evolve
 from dsh_team.core.state import TeamState, initial_state
 from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_QUEUED, TEAM_MESSAGE_READ
+from dsh_team.cost.ledger import CostLedger, fold_cost
+from dsh_team.cost.report import build_report
 from dsh_team.views.show import ShowTask, build_show, offline_status, pending_messages
 from dsh_team.views.usage import MemberUsage
 from dsh_team.views.writes import ShowWrite
@@ -93,6 +98,7 @@ class PanelFold:
         self.time = 0
         self.timeline: list[TimelineEntry] = []
         self.queued_at: dict[str, int] = {}
+        self.ledger = CostLedger(team_id)
 
     def advance(self, events: Sequence[Event], upto: int) -> Change:
         """Fold ``events[seq:upto]``; says whether the roster/board/mode changed, only the mailbox, or nothing.
@@ -103,7 +109,11 @@ class PanelFold:
         """
         change: Change = "none"
         state = self.state
+        ledger = self.ledger
         for event in events[self.seq : upto]:
+            charged = fold_cost(ledger, event)
+            if charged is not ledger:
+                ledger, change = charged, "team"
             after = evolve(state, event)
             entry = timeline_entry(state, after, event)
             if entry is not None:
@@ -118,6 +128,7 @@ class PanelFold:
             self.time = event.time
         self.seq = max(self.seq, upto)
         self.state = state
+        self.ledger = ledger
         return change
 
     def entries_after(self, seq: int) -> list[TimelineEntry]:
@@ -167,7 +178,7 @@ def document(
         usage: Token usage by member id (``members[].usage``).
     """
     show = build_show(fold.state, session_id=fold.team_id, log_length=log_length, at=fold.seq, damage=damage,
-                      writes=writes, usage=usage)
+                      writes=writes, usage=usage, costs=build_report(fold.state, fold.ledger))
     doc: dict[str, Any] = _to_builtins(show)
     if live is not None:
         doc["offline"] = False

@@ -412,6 +412,9 @@ class Host:
     def turn_end(self, agent: Any, turn: int, reason: dict[str, Any]) -> None:
         self.plugins.notify("dsh_agent_turn_end", host=self, agent=agent, turn=turn, reason=reason)
 
+    def admit_step(self, agent: Any, turn: int, step: int) -> None:
+        self.plugins.veto("dsh_agent_pre_step", host=self, agent=agent, turn=turn, step=step)
+
     def disposed(self, agent: Any) -> None:
         self.plugins.notify("dsh_agent_disposed", host=self, agent=agent)
 

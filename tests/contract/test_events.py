@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from host_spec.errors import InvalidEventError
-from host_spec.events import Cause, Event, StepMark, decode_event, encode_data, encode_event
+from host_spec.events import Cause, Event, StepMark, decode_event, encode_data, encode_event, encode_event_lines
 
 
 class TestEncodeData:
@@ -56,3 +56,11 @@ class TestEnvelope:
         again = decode_event(encode_event(event))
         assert again == event and again.decode(StepMark) == StepMark(turn=1, step=1)
         assert again.value() == {"turn": 1, "step": 1}
+
+    def test_a_batch_is_its_events_lines(self) -> None:
+        """encode_event_lines is each event's line plus a newline, in order; nothing for no events."""
+        events = [Event(seq, seq * 10, "x/y", encode_data({"n": seq})) for seq in (1, 2, 3)]
+        data = encode_event_lines(events)
+        assert data == b"".join(encode_event(event) + b"\n" for event in events)
+        assert [decode_event(line) for line in data.splitlines()] == events
+        assert encode_event_lines([]) == b""

@@ -30,6 +30,8 @@ class RecordingHooks:
     fail: set[str] = attrs.Factory(set)  # observer hooks that raise after recording
     on_created: Callable[[Agent], None] | None = None
     brief_text: str = ""  # what brief() answers (not recorded in calls)
+    #: ``(turn, step) -> error or None``: admit_step raises what it returns (a refused model call).
+    refuse: Callable[[int, int], DshError | None] | None = None
 
     def created(self, agent: Agent) -> None:
         self.calls.append(("created", agent.id))
@@ -50,6 +52,11 @@ class RecordingHooks:
     def turn_end(self, agent: Agent, turn: int, reason: dict) -> None:
         self.calls.append(("turn_end", agent.id, turn, reason))
         self._maybe_fail("turn_end")
+
+    def admit_step(self, agent: Agent, turn: int, step: int) -> None:
+        refusal = self.refuse(turn, step) if self.refuse is not None else None
+        if refusal is not None:
+            raise refusal
 
     def disposed(self, agent: Agent) -> None:
         self.calls.append(("disposed", agent.id))

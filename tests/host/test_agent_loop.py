@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from _agent_kit import EchoArgs, EchoOut, NoArgs, echo_tool, find, gate_tool, make_kit, memory_session, types
-from host_spec.errors import InvariantError, ModelError
+from host_spec.errors import DshError, InvariantError, ModelError
 from host_spec.events import Cause, EventType, SessionHeader
 from host_spec.host.agents.inbox import NEXT_TURN, Inbox
 from host_spec.host.store.session import Session
@@ -36,6 +36,45 @@ class GatedModel:
             self.entered.set()
             await self.gate.wait()
         return await self.inner.complete(request)
+
+
+class TestRefusal:
+    async def test_a_refused_turn_writes_nothing_and_keeps_the_inbox(self) -> None:
+        """Refused before its first step, a turn never starts: the prompt stays pending, the agent idles."""
+        kit = make_kit({"lead": [{"text": "never"}]})
+        kit.hooks.refuse = lambda turn, step: DshError("no budget", code="TEST_BUDGET")
+        agent = kit.registry.create(memory_session("a"), name="lead")
+        message_id = agent.followup(user_message("go"))
+        await agent.when_idle()
+        assert types(agent.session) == ["agent/inbox/spliced"] and kit.model.requests == []
+        assert [item.id for item in agent.inbox.pending()] == [message_id]
+        assert kit.hooks.statuses("a") == ["running", "idle"] and kit.hooks.turn_ends("a") == []
+        kit.hooks.refuse = None
+        agent.steer(user_message("again"))  # a later wake is asked again, and now allowed
+        await agent.when_idle()
+        assert sorted(_texts(agent.session)) == ["again", "go"] and len(kit.model.requests) == 1
+
+    async def test_a_refused_step_ends_the_running_turn_with_its_code(self) -> None:
+        """Refused before step 2, the turn closes as an error naming the refusal; the step's items wait."""
+        kit = make_kit({"lead": [{"tool_calls": [{"name": "echo", "arguments": {"text": "hi"}}]}, {"text": "done"}]})
+        kit.tools.register(echo_tool())
+        kit.hooks.refuse = lambda turn, step: DshError("spent", code="TEST_BUDGET") if step > 1 else None
+        agent = kit.registry.create(memory_session("a"), name="lead")
+        agent.followup(user_message("go"))
+        await agent.when_idle()
+        assert types(agent.session, 1)[-3:] == ["tool/result", "step/end", "turn/end"]
+        assert kit.hooks.turn_ends("a") == [(1, {"kind": "error", "error": {"message": "spent", "code": "TEST_BUDGET"}})]
+        assert len(kit.model.requests) == 1
+
+    async def test_a_refusal_that_is_no_dsh_error_is_unknown(self) -> None:
+        """A plugin bug refuses too (a veto hook's exception propagates), coded ``UNKNOWN``."""
+        kit = make_kit({"lead": [{"tool_calls": [{"name": "echo", "arguments": {"text": "hi"}}]}]})
+        kit.tools.register(echo_tool())
+        kit.hooks.refuse = lambda turn, step: RuntimeError("bug") if step > 1 else None  # type: ignore[return-value]
+        agent = kit.registry.create(memory_session("a"), name="lead")
+        agent.followup(user_message("go"))
+        await agent.when_idle()
+        assert kit.hooks.turn_ends("a")[0][1]["error"]["code"] == "UNKNOWN"
 
 
 class TestTurns:

@@ -55,6 +55,12 @@ class TestSteps:
         assert (await _answer(model, worker)) == {"text": "w1", "tool_calls": []}
         assert (await _answer(model, lead)) == {"text": "second", "tool_calls": []}
 
+    async def test_a_step_reports_its_usage(self) -> None:
+        """``usage`` is answered as the step's token usage, as a server would report it."""
+        model = ScriptedModel.from_mapping({"lead": [{"text": "paid", "usage": {"input_tokens": 9, "output_tokens": 2}}]})
+        assert (await _answer(model, _agent("lead"))) == {
+            "text": "paid", "tool_calls": [], "usage": {"input_tokens": 9, "output_tokens": 2}}
+
     async def test_exhausted_script_answers_plain_text(self) -> None:
         """After the last step (or for an unscripted name) the model ends turns with plain text."""
         model = ScriptedModel.from_mapping(SCRIPT)
@@ -154,6 +160,11 @@ class TestScriptErrors:
             ({"lead": [{"tool_calls": [{"name": ""}]}]}, "lead[0].tool_calls[0].name"),
             ({"lead": [{"tool_calls": [{"name": "t", "arguments": []}]}]}, "lead[0].tool_calls[0].arguments"),
             ({"lead": [{"tool_calls": [{"name": "t", "id": "x"}]}]}, "lead[0].tool_calls[0].id"),
+            ({"lead": [{"usage": []}]}, "lead[0].usage"),
+            ({"lead": [{"usage": {}}]}, "lead[0].usage"),
+            ({"lead": [{"usage": {"input": 3}}]}, "lead[0].usage.input"),
+            ({"lead": [{"usage": {"output_tokens": -1}}]}, "lead[0].usage.output_tokens"),
+            ({"lead": [{"usage": {"input_tokens": True}}]}, "lead[0].usage.input_tokens"),
         ],
     )
     def test_malformed_script_names_the_path(self, script: Any, path: str) -> None:

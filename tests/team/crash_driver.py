@@ -1,6 +1,6 @@
 """Crash driver: ``dsh run`` with the Agent Teams profile, SIGKILLed at a chosen durable point.
 
-Usage: ``python crash_driver.py DATA_DIR SCRIPT POINT PROMPT``
+Usage: ``python crash_driver.py DATA_DIR SCRIPT POINT PROMPT [PROFILE]``
 
 It does what ``dsh run --profile agent-teams --model scripted:SCRIPT`` does, plus one
 observer plugin that kills this very process with SIGKILL right after the first
@@ -14,6 +14,9 @@ lock release beyond what the kernel does. Points:
 ``after-accepted-lead``        the Lead's inbox durably holds Team mail, no ``delivered`` yet
 ``after-recorded``             a teammate's history durably holds Team mail (no reply to it yet)
 ``after-reply``                a teammate's reply to Team mail in its history is durable
+``after-budget``               the Lead durably holds a ``team/budget`` record (a limit was reached)
+
+``PROFILE`` (default ``agent-teams``) is a profile name or file, e.g. one that sets a budget.
 
 Any other point never kills. Exit status 3 means the run finished without being killed.
 """
@@ -63,6 +66,7 @@ POINTS = {
     "after-accepted-lead": (False, _team_mail),
     "after-recorded": (True, _AfterMail(reply=False)),
     "after-reply": (True, _AfterMail(reply=True)),
+    "after-budget": (False, lambda event: event.type == "team/budget"),
 }
 
 
@@ -83,8 +87,8 @@ class Killer:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-async def main(data_dir: str, script: str, point: str, prompt: str) -> int:
-    host = await Host.open(data_dir, "agent-teams", f"scripted:{script}", extra_plugins=[("crash-killer", Killer(point))])
+async def main(data_dir: str, script: str, point: str, prompt: str, profile: str = "agent-teams") -> int:
+    host = await Host.open(data_dir, profile, f"scripted:{script}", extra_plugins=[("crash-killer", Killer(point))])
     try:
         await host.run(prompt)
     finally:
@@ -93,4 +97,4 @@ async def main(data_dir: str, script: str, point: str, prompt: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(*sys.argv[1:5])))
+    sys.exit(asyncio.run(main(*sys.argv[1:6])))

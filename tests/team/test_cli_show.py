@@ -153,17 +153,17 @@ class TestTextView:
         _, out, _ = show(capsys, data, "--at", "16")
         lines = out.splitlines()
         start = lines.index("Tasks (3: 1 pending, 2 in_progress)")
-        rows = [line.split(None, 6) for line in lines[start + 2 : start + 5]]
-        assert rows == [
-            ["task-1", "2", "in_progress", "alpha", "no", "-", "Collect sources"],
-            ["task-2", "1", "pending", "-", "no", "task-1", "Write draft"],
-            ["task-3", "2", "in_progress", "beta", "no", "-", "Edit intro"],
+        rows = [line.split(None, 7) for line in lines[start + 2 : start + 5]]
+        assert rows == [  # TOKENS: nothing was charged to any task
+            ["task-1", "2", "in_progress", "alpha", "no", "-", "-", "Collect sources"],
+            ["task-2", "1", "pending", "-", "no", "task-1", "-", "Write draft"],
+            ["task-3", "2", "in_progress", "beta", "no", "-", "-", "Edit intro"],
         ]
         assert "    task-1: warning: write scopes overlap with task-3" in lines
         assert "    task-3: warning: write scopes overlap with task-1" in lines
         assert "    task-3: write scopes: docs/intro.md" in lines
         _, out, _ = show(capsys, data)
-        assert "task-2  1    pending      -      yes    task-1      Write draft" in out
+        assert "task-2  1    pending      -      yes    task-1      -       Write draft" in out
         # The viewed task's own status does not matter; only the *other* task must be in progress.
         assert "    task-1: warning: write scopes overlap with task-3" in out
         assert "task-3: warning" not in out
@@ -278,7 +278,7 @@ class TestJson:
         code, doc = show_json(capsys, data)
         assert code == 0
         assert list(doc) == ["version", "team_id", "session_id", "log_length", "at", "position", "offline",
-                             "enabled", "failure", "members", "tasks", "pending_mail", "writes", "messages"]
+                             "enabled", "failure", "members", "tasks", "pending_mail", "writes", "messages", "costs"]
         assert [(m["id"], m["status"]) for m in doc["messages"]] == [("m-1", "delivered"), ("m-2", "queued"),
                                                                      ("m-3", "queued")]
         assert (doc["version"], doc["team_id"], doc["offline"], doc["enabled"], doc["failure"]) == (1, LEAD, True, True, None)

@@ -20,8 +20,9 @@ APPENDIX_B = {
 
 class TestCodes:
     def test_every_reference_code_exists(self) -> None:
-        """Appendix B's codes plus the two persistence-unconfirmed codes, mode-disabled and stream-failed."""
+        """Appendix B's codes plus the two persistence-unconfirmed codes, mode-disabled, stream-failed and budgets."""
         assert TeamCode.ALL == APPENDIX_B | {
+            "TEAM_BUDGET_EXCEEDED",
             "TEAM_TASK_PERSISTENCE_UNCONFIRMED",
             "TEAM_PERSISTENCE_UNCONFIRMED",
             "TEAM_MODE_DISABLED",

@@ -44,6 +44,7 @@ class FakeService:
         self.members: list[Any] = [member("lead", id="lead-session", role="lead", status="running")]
         self.tasks: list[Any] = []
         self.wait_result = SimpleNamespace(timed_out=False, position=7)
+        self.costs: dict[str, Any] = {}
 
     def position(self, caller: Any) -> int:
         return 7
@@ -51,6 +52,9 @@ class FakeService:
     def list_members(self, caller: Any) -> list[Any]:
         self.calls.append(("list_members", caller, {}))
         return list(self.members)
+
+    def member_costs(self, caller: Any) -> dict[str, Any]:
+        return dict(self.costs)
 
     async def spawn_teammate(self, caller: Any, **kwargs: Any) -> Any:
         self.calls.append(("spawn_teammate", caller, kwargs))

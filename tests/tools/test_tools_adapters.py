@@ -11,6 +11,7 @@ import pytest
 from msgspec import UNSET
 from team_tools_fakes import FakeService, StubAgent, member, task, tool_call
 
+from dsh_team import MemberCost, Spend
 from dsh_team_tools import schemas as s
 from dsh_team_tools.catalog import CATALOG, TOOL_NAMES
 from dsh_team_tools.config import ToolsConfig
@@ -145,6 +146,19 @@ class TestMessagingAndRoster:
         assert [(row.target, row.status, row.diagnostics) for row in result.members] == [
             ("lead", "running", []), ("reviewer", "failed", ["boom"])]
         assert result.position == 7  # the service's position, read in the same synchronous span
+
+    async def test_list_agents_shows_spend_and_a_refusing_budget(self, service: FakeService, lead: StubAgent) -> None:
+        """A member's tokens (input + output) and ``over_budget`` appear only when there is something to say."""
+        service.members.append(member("reviewer", id="r-1", status="inactive"))
+        service.members.append(member("idle", id="i-1", status="inactive"))
+        service.costs = {
+            "lead-session": MemberCost(Spend(2, 100, 7), exceeded=False),
+            "r-1": MemberCost(Spend(1, 40, 2), exceeded=True),
+            "i-1": MemberCost(),
+        }
+        rows = (await call(service, lead, "list_agents", s.ListAgentsArgs())).members
+        shown = [msgspec.json.decode(compact_json(row)) for row in rows]
+        assert [(row.get("tokens"), row.get("over_budget")) for row in shown] == [(107, None), (42, True), (None, None)]
 
     async def test_interrupt_agent(self, service: FakeService, lead: StubAgent) -> None:
         """interrupt_agent forwards the target and returns the previous status."""

@@ -15,6 +15,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from dsh_team.core.fold import replay
+from dsh_team.cost import replay_costs
+from dsh_team.cost.report import build_report
 from dsh_team.views.show import build_show, render_json
 from dsh_team.views.usage import fold_usage
 from kit_gates import faulty_log
@@ -88,8 +90,10 @@ def test_the_document_is_team_show_plus_live_status_layers_and_timeline(api: tup
     doc = client.get("/api/team", headers=AUTH).json()
     session = team.lead.session
     usage = {team.lead.id: fold_usage(session.own_events())}  # the builder was released: its log is not loaded
-    show = json.loads(render_json(build_show(replay(session.events, team.lead.id), session_id=team.lead.id,
-                                             log_length=len(session.events), at=session.durable_seq, usage=usage)))
+    state = replay(session.events, team.lead.id)
+    costs = build_report(state, replay_costs(session.events[: session.durable_seq], team.lead.id))
+    show = json.loads(render_json(build_show(state, session_id=team.lead.id, log_length=len(session.events),
+                                             at=session.durable_seq, usage=usage, costs=costs)))
     for key in set(show) - {"members", "offline"}:
         assert doc[key] == show[key], key
     assert doc["offline"] is False and doc["live"] is True and doc["read_only"] is False

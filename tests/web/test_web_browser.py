@@ -88,6 +88,23 @@ def test_the_board_updates_live_when_a_teammate_completes_a_task(live: tuple[Loo
     page.screenshot(path=str(ARTIFACTS / "team-panel-live.png"), full_page=True)
 
 
+def test_the_cost_card_charges_a_model_call_to_the_task_in_progress(live: tuple[LoopThread, Team], page: Any) -> None:
+    """The builder's next model call is charged to task-1 (in progress by it) and the card shows it live."""
+    thread, team = live
+    _open(page, team)
+    page.wait_for_selector("#costs-card:not([hidden])", timeout=WAIT_MS)
+    before = team.service.member_costs(team.lead)[team.agent_id("builder")].spend
+    assert page.inner_text('[data-cost-member="builder"] td:nth-child(2)') == str(before.calls)
+    calls = int(page.inner_text('[data-cost-task="task-1"] td:nth-child(3)'))  # the builder's waits since its claim
+
+    thread.call(team.tell("builder", "finish now"))
+
+    _until(page, "(calls) => document.querySelector('[data-cost-task=\"task-1\"]').children[2].textContent"
+                 " === String(calls + 1)", calls)
+    assert page.inner_text('[data-cost-task="task-1"] td:nth-child(4)') == f"{150 * (calls + 1):,}"  # 120 in + 30 out
+    assert "tokens in" in page.inner_text("#costs-total")
+
+
 def test_a_stale_claim_from_the_page_shows_the_conflict_with_the_current_task(
     live: tuple[LoopThread, Team], page: Any
 ) -> None:

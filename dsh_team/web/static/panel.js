@@ -90,7 +90,29 @@ function render() {
   renderDetail(doc);
   renderMail(doc);
   renderWrites(doc);
+  renderCosts(doc);
   renderTimeline(doc);
+}
+
+function spent(spend) {
+  return spend && spend.calls ? (spend.input_tokens + spend.output_tokens).toLocaleString() : "—";
+}
+
+function renderCosts(doc) {
+  const costs = doc.costs;
+  const shown = !!costs && (costs.team.calls > 0 || costs.reached.length > 0 || !!costs.failure);
+  $("costs-card").hidden = !shown;
+  if (!shown) return;
+  $("costs-total").textContent = `${spent(costs.team)} tokens in ${costs.team.calls} model calls`;
+  $("costs-members").tBodies[0].replaceChildren(...costs.members.map((m) => el("tr", { "data-cost-member": m.name },
+    el("td", {}, m.name), el("td", { class: "mono" }, String(m.total.calls)), el("td", { class: "mono" }, spent(m.total)),
+    el("td", { class: "mono" }, spent(m.on_tasks)), el("td", { class: "mono" }, spent(m.own)))));
+  $("costs-tasks").tBodies[0].replaceChildren(...costs.tasks.map((t) => el("tr", { "data-cost-task": t.task_id },
+    el("td", { class: "mono" }, t.task_id), el("td", {}, t.subject || "(deleted)"),
+    el("td", { class: "mono" }, String(t.spend.calls)), el("td", { class: "mono" }, spent(t.spend)))));
+  $("costs-reached").replaceChildren(...costs.reached.map((r) => el("li", { class: "error" },
+    `${r.name || "the Team"} reached its ${r.kind} limit: ${r.used} of ${r.value} (seq ${r.seq})`)),
+    ...(costs.failure ? [el("li", { class: "error" }, `cost ledger failed: ${costs.failure}`)] : []));
 }
 
 function renderWrites(doc) {

@@ -3,8 +3,9 @@
 One driver task runs per active agent (started by :meth:`Agent.wake`)::
 
     while there is pending work (and the activity is not cancelled):
+        refused (dsh_agent_pre_step)? stop, nothing claimed
         turn/start; claim next-step items + the first next-turn prompt
-        loop steps:
+        loop steps (each one after the first admitted again, else turn/end {error}):
             step/start; user/message per claimed item; checkpoint (flush)
             context near the model's window? summary call -> context/compacted (flush)
             model call -> assistant/message; tool calls -> tool/call, tool/result
@@ -74,6 +75,8 @@ async def drive(agent: DrivenAgent) -> None:
                 break
             if not agent.inbox.has_pending():
                 break
+            if _refused(agent, agent.turn + 1, 1) is not None:
+                break  # nothing claimed, nothing written: the pending items wait
             await run_turn(agent)
     except Exception:
         # Only a failure to record the turn itself lands here (e.g. the session closed).
@@ -86,6 +89,17 @@ def _error_reason(exc: BaseException) -> dict[str, Any]:
     code = exc.code if isinstance(exc, DshError) else "UNKNOWN"
     message = exc.message if isinstance(exc, DshError) else f"{type(exc).__name__}: {exc}"
     return {"kind": "error", "error": {"message": message, "code": code}}
+
+
+def _refused(agent: DrivenAgent, turn: int, step: int) -> BaseException | None:
+    """Ask the plugins whether model call ``step`` of ``turn`` may start; the refusal, if any."""
+    try:
+        agent.runtime.hooks.admit_step(agent, turn, step)
+    except Exception as exc:
+        code = exc.code if isinstance(exc, DshError) else "UNKNOWN"
+        log.warning("model call refused", agent=agent.id, turn=turn, step=step, code=code, error=str(exc))
+        return exc
+    return None
 
 
 def _aborted_reason(agent: DrivenAgent) -> dict[str, Any]:
@@ -106,6 +120,10 @@ async def run_turn(agent: DrivenAgent) -> None:
     step = 0
     try:
         while True:
+            refusal = _refused(agent, turn, step + 1) if step else None
+            if refusal is not None:
+                reason = _error_reason(refusal)  # the next step's items stay pending
+                break
             claimed = agent.inbox.claim_step()
             if step == 0:
                 prompt = agent.inbox.claim_turn()

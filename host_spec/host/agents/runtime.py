@@ -39,6 +39,9 @@ class AgentHooks(Protocol):
     def turn_end(self, agent: Agent, turn: int, reason: dict[str, Any]) -> None:
         """A turn was closed with ``reason``."""
 
+    def admit_step(self, agent: Agent, turn: int, step: int) -> None:
+        """Model call ``step`` of turn ``turn`` is about to start; raise to refuse it."""
+
     def disposed(self, agent: Agent) -> None:
         """The agent is quiescent and its scope unwound."""
 
@@ -60,6 +63,9 @@ class NullHooks:
         pass
 
     def turn_end(self, agent: Agent, turn: int, reason: dict[str, Any]) -> None:
+        pass
+
+    def admit_step(self, agent: Agent, turn: int, step: int) -> None:
         pass
 
     def disposed(self, agent: Agent) -> None:

@@ -3,14 +3,15 @@
 Script format (architecture.md §5)::
 
     {"<agent name>": [{"text": "...", "tool_calls": [{"name": "...", "arguments": {...}}],
-                       "when": "<substring>"}, ...]}
+                       "when": "<substring>", "usage": {"input_tokens": 9, "output_tokens": 1}}, ...]}
 
 Each model call of an agent consumes that agent name's next step; an exhausted
 script answers plain text with no tool calls (the turn ends). A step with
 ``when`` waits until the substring appears in the agent's conversation (any
 message, tool results included); until then the adapter answers a short plain text
 that ends the turn *without* consuming the step, so scripts do not depend on
-scheduling.
+scheduling. ``usage`` (optional) is reported as the step's token usage, the way a
+real server reports it, so spending and budgets can be exercised without one.
 
 The position in the script is derived from the agent's own log (the number of
 assistant messages this script produced for it), counted incrementally. A
@@ -51,7 +52,8 @@ SUMMARY_PREFIX: Final = "(scripted summary)"
 _SUMMARY_LINE: Final = 80
 #: How the transcript of a compaction request opens each summarised message.
 _SUMMARISED_ROLES: Final = ("user: ", "assistant: ", "tool result ", "earlier summary: ")
-_STEP_KEYS: Final = frozenset({"text", "tool_calls", "when"})
+_STEP_KEYS: Final = frozenset({"text", "tool_calls", "when", "usage"})
+_USAGE_KEYS: Final = frozenset({"input_tokens", "output_tokens", "cached_tokens"})
 _CALL_KEYS: Final = frozenset({"name", "arguments"})
 
 
@@ -62,6 +64,7 @@ class ScriptStep:
     text: str = ""
     calls: tuple[tuple[str, str], ...] = ()
     when: str | None = None
+    usage: Mapping[str, int] | None = None
 
 
 @attrs.frozen
@@ -108,7 +111,20 @@ def _parse_step(step: Any, path: str) -> ScriptStep:
     if not isinstance(calls, list):
         raise ScriptError("tool_calls must be a list", path=f"{path}.tool_calls")
     parsed = tuple(_parse_call(call, f"{path}.tool_calls[{i}]") for i, call in enumerate(calls))
-    return ScriptStep(text=text, calls=parsed, when=when)
+    return ScriptStep(text=text, calls=parsed, when=when, usage=_parse_usage(step.get("usage"), f"{path}.usage"))
+
+
+def _parse_usage(usage: Any, path: str) -> Mapping[str, int] | None:
+    if usage is None:
+        return None
+    if not isinstance(usage, Mapping) or not usage:
+        raise ScriptError("step usage must be a non-empty object", path=path)
+    for key, value in usage.items():
+        if key not in _USAGE_KEYS:
+            raise ScriptError(f"unknown usage key {key!r}", path=f"{path}.{key}")
+        if type(value) is not int or value < 0:
+            raise ScriptError("usage counts must be non-negative integers", path=f"{path}.{key}")
+    return dict(usage)
 
 
 def parse_script(script: Any) -> dict[str, tuple[ScriptStep, ...]]:
@@ -199,6 +215,8 @@ class ScriptedModel:
                     for i, (name, arguments) in enumerate(step.calls)
                 ]
                 reply = {"text": step.text, "tool_calls": calls}
+                if step.usage is not None:
+                    reply["usage"] = dict(step.usage)
         if self.record:
             self.requests.append(
                 RecordedRequest(

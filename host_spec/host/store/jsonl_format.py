@@ -20,7 +20,7 @@ from host_spec.events import (
     SessionHeader,
     decode_event,
     decode_header,
-    encode_event,
+    encode_event_lines,
     json_decode,
     json_encode,
 )
@@ -95,9 +95,7 @@ def header_line(header: SessionHeader) -> bytes:
 
 
 def encode_batch(events: Sequence[Event]) -> bytes:
-    if len(events) == 1:
-        return encode_event(events[0]) + b"\n"
-    return b"\n".join([encode_event(event) for event in events]) + b"\n"
+    return encode_event_lines(events)
 
 
 class Scan:
