@@ -130,7 +130,8 @@ class Journal:
         if carried is not None and self._state is carried[1] and on_change is not None:
             if carried[1] != initial_state(session.id):
                 on_change(self)  # a fresh fold of this log would have announced its state too
-        self._advance(session.durable_seq)  # what the log already holds durably is no news
+        self._durable_seen = session.durable_seq  # the newest durable_seq flushed() was told
+        self._advance(self._durable_seen)  # what the log already holds durably is no news
 
     def __repr__(self) -> str:
         return f"<Journal {self.team_id} folded={self._folded} position={self._announced}>"
@@ -253,6 +254,9 @@ class Journal:
         (appended while this flush ran) is still pending: its waiters must not wait
         for, or depend on, the next flush.
         """
+        if durable_seq <= self._durable_seen:  # told already (the host feed, then the flusher)
+            return
+        self._durable_seen = durable_seq
         self.catch_up()
         if self._advance(durable_seq) and self._on_durable is not None:
             self._on_durable(self)

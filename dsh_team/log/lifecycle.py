@@ -33,31 +33,37 @@ def disposed_error(message: str = "Agent Teams service disposed") -> TeamError:
 
 
 class Operation:
-    """One admitted block of :meth:`Lifecycle.operation`, tracked by a settlement marker.
+    """One admitted block of :meth:`Lifecycle.operation`.
 
     A plain class rather than a generator-based context manager: it runs on every
-    Team mutation, and entering and leaving it must cost a few attribute reads.
-    The marker is a future whose *result* is the block's exception (or ``None``),
-    never its exception, so an unread failure is not reported as never retrieved.
+    Team mutation, so entering and leaving it costs two set updates. Only a
+    settlement that starts while the block runs gives it a marker (:meth:`watch`):
+    a future whose *result* is the block's exception (or ``None``), never its
+    exception, so an unread failure is not reported as never retrieved.
     """
 
-    __slots__ = ("_lifecycle", "_marker", "_operations")
+    __slots__ = ("_blocks", "_lifecycle", "_marker")
 
-    def __init__(self, lifecycle: Lifecycle, operations: set[asyncio.Future[Any]]) -> None:
+    def __init__(self, lifecycle: Lifecycle, blocks: set[Operation]) -> None:
         self._lifecycle = lifecycle
-        self._operations = operations
+        self._blocks = blocks
         self._marker: asyncio.Future[Any] | None = None
 
     async def __aenter__(self) -> None:
         self._lifecycle.admit()
-        self._marker = marker = asyncio.get_running_loop().create_future()
-        self._operations.add(marker)
+        self._blocks.add(self)
 
     async def __aexit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
+        self._blocks.discard(self)
         marker = self._marker
-        assert marker is not None  # entered: __aenter__ raised otherwise
-        marker.set_result(error)
-        self._operations.discard(marker)
+        if marker is not None:
+            marker.set_result(error)
+
+    def watch(self) -> asyncio.Future[Any]:
+        """The marker a settlement waits on (the block is still running)."""
+        if self._marker is None:
+            self._marker = asyncio.get_running_loop().create_future()
+        return self._marker
 
 
 class Lifecycle:
@@ -75,6 +81,7 @@ class Lifecycle:
         self.timeout_ms = timeout_ms
         self.signal = AbortSignal()
         self._operations: set[asyncio.Future[Any]] = set()
+        self._blocks: set[Operation] = set()  # running operation() blocks
 
     @property
     def disposed(self) -> bool:
@@ -114,12 +121,12 @@ class Lifecycle:
         Raises:
             TeamError: ``TEAM_DISPOSED`` when the block is entered after disposal started.
         """
-        return Operation(self, self._operations)
+        return Operation(self, self._blocks)
 
     @property
     def in_flight(self) -> int:
         """Admitted operations that have not settled yet."""
-        return len(self._operations)
+        return len(self._operations) + len(self._blocks)
 
     def close(self) -> None:
         """Close admission (idempotent); in-flight operations keep running."""
@@ -169,7 +176,10 @@ class Lifecycle:
             ``TEAM_DISPOSAL_TIMEOUT`` error when the bound passed first. Operations
             still running after the bound are left running (never cancelled here).
         """
-        pending = list(self._operations if operations is None else operations)
+        if operations is None:
+            pending = [*self._operations, *(block.watch() for block in list(self._blocks))]
+        else:
+            pending = list(operations)
         if not pending:
             return []
         done, still = await asyncio.wait(pending, timeout=self.timeout_ms / 1000)

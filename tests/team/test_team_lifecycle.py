@@ -105,6 +105,27 @@ class TestLifecycle:
         with pytest.raises(TeamError):
             await op(False)
 
+    async def test_a_block_outliving_two_settlements_is_watched_by_both(self) -> None:
+        """Every bounded settlement of a still-running block times out on the same marker; once it ended, nothing is pending."""
+        life = Lifecycle(20)
+        release = asyncio.Event()
+
+        async def op() -> None:
+            async with life.operation():
+                await release.wait()
+                raise RuntimeError("late failure")
+
+        task = asyncio.ensure_future(op())
+        await asyncio.sleep(0)
+        for _ in range(2):
+            failures = await life.settle()
+            assert [f.code for f in failures] == ["TEAM_DISPOSAL_TIMEOUT"]  # type: ignore[attr-defined]
+        assert life.in_flight == 1
+        release.set()
+        with pytest.raises(RuntimeError):
+            await task
+        assert life.in_flight == 0 and await life.settle() == []
+
     async def test_with_timeout(self) -> None:
         """Work inside the bound returns its value; slower work is TEAM_DISPOSAL_TIMEOUT."""
         life = Lifecycle(20)

@@ -26,7 +26,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Sequence
+import types
+from collections.abc import Callable, Generator, Sequence
 
 import structlog
 
@@ -54,6 +55,12 @@ def _store(job: _Job) -> None:
     target, tail, events = job
     target.append(events, expected_seq=tail)
     target.sync()
+
+
+@types.coroutine
+def _yield() -> Generator[None, None, None]:
+    """One pass of the event loop (what ``asyncio.sleep(0)`` does, without its call)."""
+    yield
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -160,7 +167,7 @@ class GroupCommit:
             batch.waiters.append(waiter)
         if lead:
             try:
-                await asyncio.sleep(0)  # the tasks already scheduled run first: they join this batch
+                await _yield()  # the tasks already scheduled run first: they join this batch
             except BaseException:
                 waiter.cancel()  # nobody will read its outcome
                 self._submit()  # still written: others may have joined the batch
@@ -216,9 +223,10 @@ class GroupCommit:
             if error is None:
                 self._durable = batch.end
             following = self._forming
+            closed = not self._open  # read under the lock: a later close() releases by itself
         if error is not None:
             log.warning("session.flush_failed", session=self._name, end=batch.end, error=repr(error))
-        if following is None:
+        if following is None and closed:
             self._release_if_idle()  # before waking anyone: a woken waiter may reopen the session
         self._deliver(batch, error)
         if following is not None:
