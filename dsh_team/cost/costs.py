@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import structlog
 
+from host_spec.carry import LogMark
+
 from dsh_team.config import BudgetConfig
 from dsh_team.core.task_view import LEAD_NAME
 from dsh_team.cost.attribution import call_spend, charged_task, own_tail, spend_after
@@ -101,6 +103,8 @@ class TeamCosts:
         #: Member session id -> (its Team id, the last seq its own log holds durably), while it has pending charges.
         self._durable: dict[str, tuple[str, int]] = {}
         self._scheduled: set[str] = set()
+        #: Member session id -> how far its log was scanned at its last start (one per member).
+        self._scanned: dict[str, LogMark] = {}
 
     # ------------------------------------------------------------ the ledger
 
@@ -168,7 +172,14 @@ class TeamCosts:
         ledger = self.ledger(journal)
         queued = [charge.seq for charge in self._pending.get(journal.team_id, {}).get(member_id, ())]
         after = max([ledger.last_charged(member_id), *queued])
-        spend, last = spend_after(own_tail(agent.session, after), after)
+        session = agent.session
+        mark = self._scanned.get(session.id)
+        if mark is not None and mark.continues(session.header, session.events):
+            # This process already scanned (and queued) everything before its last start
+            # of this log: a woken member is not re-read from the beginning.
+            after = max(after, mark.position)
+        spend, last = spend_after(own_tail(session, after), after)
+        self._scanned[session.id] = LogMark.of(session.header, session.events, session.last_seq)
         if last:  # read from the loaded log: durable
             self._queue(journal, member_id, _Charge(last, spend, charged_task(journal.state, member_id)), last)
         if membership.is_lead:
