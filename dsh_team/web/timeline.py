@@ -43,6 +43,8 @@ class TimelineEntry(msgspec.Struct, frozen=True):
         member: Team name of the member that caused it (``None`` when unknown).
         tool: The tool whose call appended it (``None`` outside a tool call).
         call_id: That tool call's id.
+        message_id: The Team message a mail record is about (``None`` for other records),
+            so the page can show that message's current status next to its send.
     """
 
     seq: int
@@ -52,6 +54,7 @@ class TimelineEntry(msgspec.Struct, frozen=True):
     member: str | None
     tool: str | None
     call_id: str | None
+    message_id: str | None = None
 
 
 def _preview(text: str) -> str:
@@ -114,7 +117,8 @@ def timeline_entry(before: TeamState, after: TeamState, event: Event) -> Timelin
     if after is before:
         return None
     cause = event.cause
-    summary = "stream failed: " + after.failure.message if after.failure is not None else _SUMMARIES[event.type](event.value(), after)
+    value = event.value()
+    summary = "stream failed: " + after.failure.message if after.failure is not None else _SUMMARIES[event.type](value, after)
     return TimelineEntry(
         seq=event.seq,
         time=event.time,
@@ -123,4 +127,13 @@ def timeline_entry(before: TeamState, after: TeamState, event: Event) -> Timelin
         member=_name(after, cause.agent_id) if cause is not None else None,
         tool=cause.tool if cause is not None else None,
         call_id=cause.call_id if cause is not None else None,
+        message_id=_message_id(event.type, value) if after.failure is None else None,
     )
+
+
+def _message_id(kind: str, value: dict[str, Any]) -> str | None:
+    if kind == TEAM_MESSAGE_QUEUED:
+        return str(value["message"]["id"])
+    if kind in (TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_READ):
+        return str(value["message_id"])
+    return None

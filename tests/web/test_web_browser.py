@@ -257,3 +257,22 @@ def test_the_finished_demo_board_served_from_its_logs(tmp_path: Path, page: Any)
         serve.send_signal(signal.SIGINT)
         assert serve.wait(timeout=30) == 130
     assert "dsh: interrupted" in serve.stderr.read()
+
+
+def test_the_roster_counts_unread_mail_and_the_timeline_marks_each_send_with_its_status(
+    live: tuple[LoopThread, Team], page: Any
+) -> None:
+    """A message the builder holds but has not replied to: Unread 1 and "delivered"; after its step: 0 and "read"."""
+    thread, team = live
+    _open(page, team)
+    builder = page.locator('#roster tbody tr[data-member="builder"] td.unread')
+    assert builder.inner_text() == "0"
+    told = thread.call(team.hold_running("builder", "finish now"))  # its model call holds the message in context
+    _until(page, "() => document.querySelector('#roster tr[data-member=\"builder\"] td.unread').textContent === '1'")
+    send = page.locator("#timeline li", has_text="message lead → builder").first
+    assert send.locator("[data-message-status]").inner_text() == "delivered"
+    thread.call(team.let_go("builder", told))
+    _until(page, "() => document.querySelector('#roster tr[data-member=\"builder\"] td.unread').textContent === '0'")
+    _until(page, "() => document.querySelector('#timeline [data-message-status]').dataset.messageStatus === 'read'")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "team-panel-unread.png"), full_page=True)

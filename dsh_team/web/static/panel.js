@@ -161,6 +161,7 @@ function renderRoster(doc) {
       m.error ? el("div", { class: "error" }, m.error) : null),
     el("td", {}, el("span", { class: `status st-${m.status}` }, m.status)),
     el("td", { class: "mono" }, String(m.pending_mail)),
+    el("td", { class: "mono unread" }, String(m.unread_mail ?? 0)),
     el("td", {}, m.context || "—"),
     el("td", {}, m.provider || "—"),
     el("td", { class: "mono", title: m.usage && m.usage.calls ?
@@ -268,8 +269,15 @@ function renderTimeline(doc) {
     el("span", { class: "mono" }, `seq ${entry.seq}`),
     el("span", { class: "who" }, entry.member || "—"),
     el("span", {}, entry.summary),
-    el("span", { class: "tool mono" }, entry.tool ? entry.tool : "")));
+    el("span", { class: "tool mono" }, entry.tool ? entry.tool : ""),
+    messageStatus(doc, entry)));
   $("timeline").replaceChildren(...items);
+}
+
+// A send is marked with its message's current status (queued, delivered or read).
+function messageStatus(doc, entry) {
+  const status = entry.type === "team/message/queued" && doc.message_status ? doc.message_status[entry.message_id] : null;
+  return status ? el("span", { class: `msg-status msg-${status}`, "data-message-status": status }, status) : null;
 }
 
 // ------------------------------------------------------------------ live stream
@@ -280,11 +288,15 @@ function apply(kind, data) {
     panel.live = data;
   } else if (kind === "team") {
     const timeline = current.timeline.concat(data.timeline);
-    panel.live = { ...data, timeline, read_only: current.read_only };
+    const message_status = { ...current.message_status, ...data.message_status };
+    panel.live = { ...data, timeline, message_status, read_only: current.read_only };
   } else if (kind === "mail") {
-    const members = current.members.map((m) => ({ ...m, pending_mail: data.pending_counts[m.id] ?? m.pending_mail }));
-    panel.live = { ...current, ...data, members, timeline: current.timeline.concat(data.timeline) };
+    const members = current.members.map((m) => ({ ...m, pending_mail: data.pending_counts[m.id] ?? m.pending_mail,
+      unread_mail: data.unread_counts[m.id] ?? m.unread_mail }));
+    const message_status = { ...current.message_status, ...data.message_status };
+    panel.live = { ...current, ...data, members, message_status, timeline: current.timeline.concat(data.timeline) };
     delete panel.live.pending_counts;
+    delete panel.live.unread_counts;
   } else if (kind === "status") {
     panel.live = { ...current, members: current.members.map((m) => ({ ...m, status: data.statuses[m.id] ?? m.status })) };
   }
