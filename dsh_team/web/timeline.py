@@ -22,6 +22,7 @@ from dsh_team.core.records import (
     TEAM_MESSAGE_QUEUED,
     TEAM_MESSAGE_READ,
     TEAM_MODE,
+    TEAM_QUIESCENT,
     TEAM_TASK,
 )
 from dsh_team.core.state import TeamState
@@ -98,6 +99,16 @@ def _mode(value: dict[str, Any], state: TeamState) -> str:
     return f"Team mode {'on' if value['enabled'] else 'off'}"
 
 
+def _quiescent(value: dict[str, Any], state: TeamState) -> str:
+    stalled = value["stalled"]
+    parts = [
+        f"{len(stalled.get(key, ()))} {label}"
+        for key, label in (("in_progress", "in progress"), ("ready", "ready"), ("failed", "failed"))
+        if stalled.get(key)
+    ]
+    return "Team quiescent: " + (", ".join(parts) + " stalled" if parts else "nothing stalled")
+
+
 _SUMMARIES: Final[dict[str, Callable[[dict[str, Any], TeamState], str]]] = {
     TEAM_TASK: _task,
     TEAM_MEMBER: _member,
@@ -105,6 +116,7 @@ _SUMMARIES: Final[dict[str, Callable[[dict[str, Any], TeamState], str]]] = {
     TEAM_MESSAGE_DELIVERED: _delivered,
     TEAM_MESSAGE_READ: _read,
     TEAM_MODE: _mode,
+    TEAM_QUIESCENT: _quiescent,
 }
 
 

@@ -83,9 +83,12 @@ def test_the_board_updates_live_when_a_teammate_completes_a_task(live: tuple[Loo
 
     page.wait_for_selector('[data-task="task-1"][data-status="completed"]', timeout=WAIT_MS)
     _until(page, "() => document.querySelector('[data-task=\"task-2\"] .meta').textContent.includes('ready')")
-    # The builder's read receipt of "finish now" is recorded around the same step, so it may sit just above.
-    newest = [li.split("\n")[1:3] for li in page.locator("#timeline li").all_inner_texts()[:2]]
-    assert ["builder", "task-1 completed (rev 3)"] in newest, newest
+    # newest first: the builder went idle leaving task-2 ready, so the Team recorded its quiescence
+    _until(page, "() => document.querySelectorAll('#timeline li').length >= 2 && "
+                 "document.querySelector('#timeline li').textContent.includes('Team quiescent')")
+    newest, completed = (page.locator("#timeline li").nth(i).inner_text().split("\n") for i in (0, 1))
+    assert "Team quiescent: 1 ready stalled" in newest
+    assert completed[1:3] == ["builder", "task-1 completed (rev 3)"]
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "team-panel-live.png"), full_page=True)
 

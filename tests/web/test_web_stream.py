@@ -58,7 +58,9 @@ def test_a_first_connect_gets_one_snapshot_whose_id_is_the_lead_log_position(api
     client, team = api
     events = _stream(client, team)
     assert [(kind, seq) for kind, seq, _ in events] == [("snapshot", _position(team))]
-    assert events[0][2]["at"] == _position(team) and len(events[0][2]["timeline"]) == 5
+    assert events[0][2]["at"] == _position(team) and len(events[0][2]["timeline"]) == 6
+    # the builder idles on its claimed task: the last entry is the Team's one quiescence record
+    assert events[0][2]["timeline"][-1]["summary"] == "Team quiescent: 1 in progress stalled"
 
 
 def test_a_resume_gets_exactly_what_it_missed(api: tuple[TestClient, Team]) -> None:
