@@ -78,6 +78,9 @@ def test_the_board_updates_live_when_a_teammate_completes_a_task(live: tuple[Loo
     task = page.locator('[data-task="task-1"]')
     assert task.get_attribute("data-status") == "in_progress"
     assert "blocked" in (page.locator('[data-task="task-2"] .meta').text_content() or "")
+    # the builder idles on its claimed task: the panel shows the Team's quiescence and what stalled
+    assert page.locator("#quiet-card").is_visible()
+    assert page.locator("#quiet-stalled li").all_inner_texts() == ["in progress: task-1 (owner builder)"]
 
     thread.call(team.tell("builder", "finish now"))
 
@@ -89,6 +92,8 @@ def test_the_board_updates_live_when_a_teammate_completes_a_task(live: tuple[Loo
     newest, completed = (page.locator("#timeline li").nth(i).inner_text().split("\n") for i in (0, 1))
     assert "Team quiescent: 1 ready stalled" in newest
     assert completed[1:3] == ["builder", "task-1 completed (rev 3)"]
+    _until(page, "() => document.querySelector('#quiet-stalled li').textContent === 'ready, unclaimed: task-2'")
+    assert "nothing changed since" in page.locator("#quiet-when").inner_text()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "team-panel-live.png"), full_page=True)
 

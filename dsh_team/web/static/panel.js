@@ -89,6 +89,7 @@ function render() {
   renderBoard(doc);
   renderDetail(doc);
   renderMail(doc);
+  renderQuiescence(doc);
   renderWrites(doc);
   renderCosts(doc);
   renderTimeline(doc);
@@ -113,6 +114,19 @@ function renderCosts(doc) {
   $("costs-reached").replaceChildren(...costs.reached.map((r) => el("li", { class: "error" },
     `${r.name || "the Team"} reached its ${r.kind} limit: ${r.used} of ${r.value} (seq ${r.seq})`)),
     ...(costs.failure ? [el("li", { class: "error" }, `cost ledger failed: ${costs.failure}`)] : []));
+}
+
+function renderQuiescence(doc) {
+  const quiet = doc.quiescence;
+  $("quiet-card").hidden = !quiet;
+  if (!quiet) return;
+  $("quiet-when").textContent = `seq ${quiet.seq} · ${quiet.current ? "nothing changed since" : "the Team changed since"}`;
+  const rows = [
+    ...quiet.in_progress.map((t) => `in progress: ${t.id} (owner ${t.owner_name || t.owner_id})`),
+    ...quiet.ready.map((id) => `ready, unclaimed: ${id}`),
+    ...quiet.failed.map((name) => `failed member: ${name}`),
+  ];
+  $("quiet-stalled").replaceChildren(...(rows.length ? rows : ["nothing stalled"]).map((text) => el("li", { "data-stalled": "" }, text)));
 }
 
 function renderWrites(doc) {
