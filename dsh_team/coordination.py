@@ -62,7 +62,7 @@ class Coordination:
         members: MembershipResolver,
         lifecycle: Lifecycle,
         *,
-        on_recovered: Callable[[Agent], None] | None = None,
+        on_recovered: Callable[[Agent], None],
     ) -> None:
         self.host = host
         self.on_recovered = on_recovered
@@ -132,8 +132,7 @@ class Coordination:
             await self.receipts.reconcile(agent)
         except Exception as exc:
             log.warning("team.recovery_failed", agent=getattr(agent, "id", None), error=repr(exc))
-        if self.on_recovered is not None:
-            self.on_recovered(agent)
+        self.on_recovered(agent)
 
     async def dispose(self) -> list[BaseException]:
         """Drain the live rostered children of every live Lead (after admitted work settled)."""

@@ -318,6 +318,11 @@ class TeamService:
         A wait that ends because of a change carries the delta after ``since`` (or
         after the position it started from); see :mod:`dsh_team.core.delta`.
 
+        The caller counts as parked while it waits (see :mod:`dsh_team.log.quiescence`):
+        when nobody else can change anything the Team records its quiescence and the
+        result says ``reason="quiescent"`` with the stalled work; in a Team still that
+        quiet the same answer comes at once.
+
         Raises:
             TeamError: ``TEAM_NOT_MEMBER``, ``TEAM_INVALID_TIMEOUT``, ``TEAM_INVALID_ARGUMENT``
                 (``since``), ``TEAM_WAIT_ABORTED``; or the signal's own exception reason.

@@ -98,7 +98,7 @@ class QuiescenceWatch:
 
     def poke(self, team_id: str) -> None:
         """Schedule one evaluation of ``team_id`` (coalesced with one already scheduled)."""
-        if team_id in self._scheduled or self.lifecycle.disposed:
+        if team_id in self._scheduled:
             return
         self._scheduled.add(team_id)
         self.host.call_soon(lambda: self._run(team_id))
@@ -119,6 +119,8 @@ class QuiescenceWatch:
         team_id = journal.team_id
 
         def quiet(state: TeamState) -> bool:
+            if self.lifecycle.disposed:  # disposal cancels every turn: that quiet is no news
+                return False
             parked = self.parked(team_id)
             return may_record(state, waiting=bool(parked)) and not self.running(state, parked)
 
