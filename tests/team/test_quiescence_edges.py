@@ -81,13 +81,16 @@ class TestWatch:
         root = await lead(host)
         teams = service(host)
         await teams.create_task(root, subject="s", description="d")
+        await host.quiesce()  # whatever the agent's start scheduled has run
+        await teams.create_task(root, subject="t", description="d")  # a change nothing evaluates yet
         journal = teams.journals.get(root.session)
+        before = quiet_seqs(root)
         gate = faulty_log(root.session, fail_at=[1])
         await teams.quiescence.evaluate(journal)  # raises nothing
-        assert quiet_seqs(root) == [root.session.last_seq] and journal.position < root.session.last_seq
+        assert quiet_seqs(root) == [*before, root.session.last_seq] and journal.position < root.session.last_seq
         gate.fail_when(None)
         await journal.flush("retry")
-        assert journal.position == quiet_seqs(root)[0]
+        assert journal.position == quiet_seqs(root)[-1]
         await host.close()
 
     async def test_pokes_without_a_journal_or_after_disposal_do_nothing(self, tmp_path: Path) -> None:
