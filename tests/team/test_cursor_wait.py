@@ -127,8 +127,8 @@ class TestCursorDelta:
         gates.open("worker")
         await host.close()
 
-    async def test_a_live_status_change_is_in_the_delta_of_the_wait_it_ends(self, tmp_path: Path) -> None:
-        """The teammate's turn ends (no durable change): the wait wakes and its delta names the new status."""
+    async def test_a_live_status_change_is_in_the_delta_of_the_quiescence_that_follows(self, tmp_path: Path) -> None:
+        """The teammate's turn ends: no idle ping, but the Team is quiet now, and that wait's delta names the new status."""
         host, root, gates, (worker,) = await parked_team(tmp_path, "worker")
         teams = teams_of(host)
         since = teams.position(root)
@@ -136,7 +136,8 @@ class TestCursorDelta:
         await until(lambda: teams.activity.waiting(root.id) == 1, what="the wait to be registered")
         gates.open("worker")
         result = await waiting
-        assert result.timed_out is False and result.position == since and result.delta is not None
+        assert result.timed_out is False and result.reason == "quiescent" and result.delta is not None
+        assert result.position > since  # the quiescence record is the only change
         assert [(m.target, m.status) for m in result.delta.members] == [("worker", "inactive")]
         assert result.delta.tasks == () and result.delta.sent == ()
         await host.close()

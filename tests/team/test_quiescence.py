@@ -54,7 +54,8 @@ class TestOneSignal:
         assert result.reason == "quiescent" and result.timed_out is False
         assert result.stalled == TeamStalled(in_progress=(StalledTask("task-1", alpha.id),), ready=("task-2",))
         assert quiet_seqs(root) == [result.position]
-        assert await teams.wait_for_change(root, HOUR) == result  # nothing changed: the same answer at once
+        again = await teams.wait_for_change(root, HOUR)  # nothing changed: the same answer at once
+        assert (again.position, again.reason, again.stalled) == (result.position, result.reason, result.stalled)
         await host.quiesce()
         assert quiet_seqs(root) == [result.position]  # idle edges and waits without a change add nothing
         await host.close()
@@ -84,7 +85,8 @@ class TestOneSignal:
         assert not first.done()  # beta runs
         second = await registered(teams, teams.wait_for_change(beta, HOUR), count=2)
         one, two = await first, await second
-        assert one == two and one.reason == "quiescent" and quiet_seqs(root) == [one.position]
+        assert (one.position, one.stalled) == (two.position, two.stalled) and one.reason == two.reason == "quiescent"
+        assert quiet_seqs(root) == [one.position]
         gates.open("alpha")
         gates.open("beta")
         await host.quiesce()
@@ -104,15 +106,13 @@ class TestOneSignal:
         await host.close()
 
     async def test_mail_keeps_the_team_busy_until_it_is_read(self, tmp_path: Path) -> None:
-        """Queued or unread mail is progress still to come: the record waits for the target's reply."""
+        """Mail is progress still to come: the record comes only after the Lead read it and all stopped."""
         host, root, gates, (alpha,) = await parked_team(tmp_path, "alpha")
         teams = teams_of(host)
         waiting = await registered(teams, teams.wait_for_change(root, HOUR))
         sent = await teams.send_message(alpha, target="lead", content=[{"type": "text", "text": "hi"}])
         result = await waiting  # the message is a change: it ends the wait, with no reason
-        assert result.reason is None and quiet_seqs(root) == []
-        state = teams.journals.get(root.session).state
-        assert state.mail.status(sent.message_id) in ("queued", "delivered")
+        assert result.reason is None and quiet_seqs(root) == []  # alpha still runs
         gates.open("alpha")
         await host.quiesce()  # the Lead reads the message in a turn of its own, then all stop
         state = teams.journals.get(root.session).state

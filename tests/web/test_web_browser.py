@@ -89,9 +89,9 @@ def test_the_board_updates_live_when_a_teammate_completes_a_task(live: tuple[Loo
     # newest first: the builder went idle leaving task-2 ready, so the Team recorded its quiescence
     _until(page, "() => document.querySelectorAll('#timeline li').length >= 2 && "
                  "document.querySelector('#timeline li').textContent.includes('Team quiescent')")
-    newest, completed = (page.locator("#timeline li").nth(i).inner_text().split("\n") for i in (0, 1))
-    assert "Team quiescent: 1 ready stalled" in newest
-    assert completed[1:3] == ["builder", "task-1 completed (rev 3)"]
+    entries = [text.split("\n") for text in page.locator("#timeline li").all_inner_texts()]
+    assert "Team quiescent: 1 ready stalled" in entries[0]
+    assert ["builder", "task-1 completed (rev 3)"] in [entry[1:3] for entry in entries[1:4]]
     _until(page, "() => document.querySelector('#quiet-stalled li').textContent === 'ready, unclaimed: task-2'")
     assert "nothing changed since" in page.locator("#quiet-when").inner_text()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
