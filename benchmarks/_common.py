@@ -35,8 +35,15 @@ def measure(fn: Callable[[], object], *, seconds: float, warmup: float = 0.1) ->
 
 
 def report(bench_id: str, ratio: float, goal: float) -> str:
-    """Print and return the machine-readable goal line ``<ID> <ratio> <goal>``."""
-    line = f"{bench_id} {ratio:.2f} {goal:g}"
+    """Print and return the machine-readable goal line ``<ID> <measured> <goal>``.
+
+    A ratio prints with two decimals; a count or a size (an ``int``: bytes of M1,
+    turns of Q1) prints exactly. Which way a goal points is the bench's own
+    statement: ratios are at least their goal (higher is better), while sizes,
+    counts and slowdowns (M1, W1, P4, Q1) are at most theirs (lower is better).
+    """
+    measured = str(ratio) if type(ratio) is int else f"{ratio:.2f}"
+    line = f"{bench_id} {measured} {goal:g}"
     print(line, flush=True)
     return line
 

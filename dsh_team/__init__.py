@@ -11,7 +11,7 @@ This module is the public surface; import from here (or from a room package:
   and the result types of its operations;
 * configuration: :class:`TeamConfig`;
 * errors: :class:`TeamError` with a stable code from :class:`TeamCode`;
-* durable records: the six ``team/*`` event types and their payload Structs;
+* durable records: the seven ``team/*`` event types and their payload Structs;
 * the fold: :func:`evolve` / :func:`replay` over :class:`TeamState`.
 """
 
@@ -26,6 +26,7 @@ from dsh_team.core import (
     TEAM_MESSAGE_READ,
     TEAM_MESSAGE_QUEUED,
     TEAM_MODE,
+    TEAM_QUIESCENT,
     TEAM_TASK,
     VERSION,
     Board,
@@ -38,13 +39,17 @@ from dsh_team.core import (
     MessageReadRecord,
     MessageQueuedRecord,
     ModeRecord,
+    Quiescence,
+    QuiescentRecord,
     Roster,
+    StalledTask,
     TaskRecord,
     TaskStatus,
     TaskView,
     TeamMemberSnapshot,
     TeamMessageSnapshot,
     TeamRecord,
+    TeamStalled,
     TeamState,
     TeamDelta,
     TeamTaskSnapshot,
@@ -95,6 +100,7 @@ __all__ = [
     "TEAM_MESSAGE_DELIVERED",
     "TEAM_MESSAGE_READ",
     "TEAM_MODE",
+    "TEAM_QUIESCENT",
     "MemberPhase",
     "TaskStatus",
     "TeamMemberSnapshot",
@@ -106,6 +112,10 @@ __all__ = [
     "MessageDeliveredRecord",
     "MessageReadRecord",
     "ModeRecord",
+    "QuiescentRecord",
+    "Quiescence",
+    "StalledTask",
+    "TeamStalled",
     "TeamRecord",
     "TeamState",
     "Roster",

@@ -117,7 +117,10 @@ class TeamServiceAPI(Protocol):
     async def wait_for_change(
         self, caller: Agent, timeout_ms: Any, *, since: Any = None, signal: AbortSignal | None = None
     ) -> WaitResult:
-        """Wait for the caller's Team to change, or return at once after ``since``."""
+        """Wait for the caller's Team to change, or return at once after ``since``.
+
+        Ends with ``reason="quiescent"`` and the stalled work when nothing can change.
+        """
         ...
 
     def is_enabled(self, caller: Agent) -> bool:

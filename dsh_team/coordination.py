@@ -17,6 +17,7 @@ crash lost (:mod:`dsh_team.mail.receipts`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -50,6 +51,7 @@ class Coordination:
         host: The host the service runs in.
         config: The service's validated limits.
         journals, members, lifecycle: The service's journals, membership and lifetime.
+        on_recovered: Told when an agent's recovery ended (what it settled may leave the Team quiet).
     """
 
     def __init__(
@@ -59,8 +61,11 @@ class Coordination:
         journals: Journals,
         members: MembershipResolver,
         lifecycle: Lifecycle,
+        *,
+        on_recovered: Callable[[Agent], None],
     ) -> None:
         self.host = host
+        self.on_recovered = on_recovered
         self.journals = journals
         self.members = members
         self.lifecycle = lifecycle
@@ -127,6 +132,7 @@ class Coordination:
             await self.receipts.reconcile(agent)
         except Exception as exc:
             log.warning("team.recovery_failed", agent=getattr(agent, "id", None), error=repr(exc))
+        self.on_recovered(agent)
 
     async def dispose(self) -> list[BaseException]:
         """Drain the live rostered children of every live Lead (after admitted work settled)."""

@@ -17,6 +17,7 @@ rooms; they share the journal, membership, activity and lifecycle built here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
@@ -25,13 +26,15 @@ import structlog
 from host_spec import hookimpl
 from host_spec.records import AbortSignal, Handle
 
+from dsh_team.log.quiescence import QuiescenceWatch, quiet_result
 from dsh_team.log.waits import Activity, Timer, WaitResult, check_since, check_timeout
 from dsh_team.config import TeamConfig
 from dsh_team.coordination import Coordination
 from dsh_team.cost.costs import TeamCosts
 from dsh_team.cost.report import MemberCost
-from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_TASK, VERSION, TaskRecord, TeamTaskSnapshot
+from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_MESSAGE_READ, TEAM_TASK, VERSION, TaskRecord, TeamTaskSnapshot
 from dsh_team.log.journal import Append, Journal, Journals, TeamFolds
+from dsh_team.mail.holdings import asleep_with_work
 from dsh_team.mail.send import SendResult
 from dsh_team.log.lifecycle import Lifecycle
 from dsh_team.roster.membership import Membership, MembershipResolver, TeammateResolver, roster_teammate
@@ -88,9 +91,14 @@ class TeamService:
         self.members = MembershipResolver(host.agents, self._state_of, teammate)
         self.mode = ModeControl(self.members, self.journals, self.config.team_mode_default)
         self.remote = RemoteTeam(self)
-        self.coordination = Coordination(host, self.config, self.journals, self.members, self.lifecycle)
+        self.coordination = Coordination(
+            host, self.config, self.journals, self.members, self.lifecycle, on_recovered=self._may_be_quiet
+        )
         self.cursors = CursorDeltas(self.journals, self.members, self.coordination.roster)
         self.costs = TeamCosts(host, self.config.budget, self.journals, self.members, self.coordination.messages)
+        self.quiescence = QuiescenceWatch(
+            host, self.journals, self.lifecycle, self.activity.parked, partial(asleep_with_work, host.sessions)
+        )
 
     # ------------------------------------------------------------ internals
 
@@ -103,6 +111,11 @@ class TeamService:
         if self.publisher.listening:  # building a view is O(board): only for subscribers
             state = journal.state
             self.publisher.publish(state, mode_enabled(state, self.config.team_mode_default))
+
+    def _may_be_quiet(self, agent: Agent) -> None:
+        membership = self.try_membership(agent)
+        if membership is not None:
+            self.quiescence.poke(membership.team_id)
 
     def _durable(self, journal: Journal) -> None:
         self.activity.notify(journal.team_id)
@@ -305,6 +318,11 @@ class TeamService:
         A wait that ends because of a change carries the delta after ``since`` (or
         after the position it started from); see :mod:`dsh_team.core.delta`.
 
+        The caller counts as parked while it waits (see :mod:`dsh_team.log.quiescence`):
+        when nobody else can change anything the Team records its quiescence and the
+        result says ``reason="quiescent"`` with the stalled work; in a Team still that
+        quiet the same answer comes at once.
+
         Raises:
             TeamError: ``TEAM_NOT_MEMBER``, ``TEAM_INVALID_TIMEOUT``, ``TEAM_INVALID_ARGUMENT``
                 (``since``), ``TEAM_WAIT_ABORTED``; or the signal's own exception reason.
@@ -317,13 +335,17 @@ class TeamService:
         start = self.cursors.opened(journal) if since is None else since
 
         def position() -> int:
-            journal = self.journals.find(team_id)
-            return journal.position if journal is not None else 0
+            found = self.journals.find(team_id)
+            return found.position if found is not None else 0
 
-        result = await self.activity.wait(team_id, timeout_ms, position, since=since, signal=signal)
+        if self.quiescence.settled(journal, also=caller.id):
+            since = -1  # recorded quiet and nobody runs: nothing could end this wait
+        else:
+            self.quiescence.poke(team_id)  # evaluated once this wait is registered
+        result = await self.activity.wait(team_id, timeout_ms, position, since=since, signal=signal, member=caller.id)
         if result.timed_out:
             return result
-        return msgspec.structs.replace(result, delta=self.cursors.delta(caller, start))
+        return quiet_result(journal, msgspec.structs.replace(result, delta=self.cursors.delta(caller, start)))
 
     # ------------------------------------------------------------ Team mode
 
@@ -367,6 +389,8 @@ class TeamService:
             journal = self.journals.find(session.id)
             if journal is not None and journal.session is session:
                 journal.observe(event)
+                if event.type == TEAM_MESSAGE_READ:  # the last unread message may have kept the Team busy
+                    self.quiescence.poke(journal.team_id)
 
     @hookimpl(specname="dsh_session_flushed")
     def session_flushed(self, session: Session, durable_seq: int) -> None:
@@ -387,11 +411,15 @@ class TeamService:
 
     @hookimpl(specname="dsh_agent_status")
     def agent_status(self, agent: Agent, status: str) -> None:
-        """A member's live status changed: wake its Team's waiters (a live status change is a change)."""
+        """A member's live status changed: marked for cursor deltas; a member stopping may leave the Team quiet.
+
+        No waiter is woken for it (no idle pings): the quiescence record is the one signal.
+        """
         membership = self.try_membership(agent)
         if membership is not None:
             self.cursors.status_changed(membership.team_id, agent.id)
-            self.activity.notify(membership.team_id)
+            if status != "running":
+                self.quiescence.poke(membership.team_id)
 
     @hookimpl(specname="dsh_context_brief")
     def context_brief(self, agent: Agent) -> str | None:
@@ -411,9 +439,10 @@ class TeamService:
 
     @hookimpl(specname="dsh_agent_session_start")
     def agent_session_start(self, agent: Agent, source: str) -> None:
-        """An agent was published: schedule its recovery (reconcile, retry queued mail, lost charges)."""
+        """An agent was published: schedule its recovery (reconcile, retry queued mail, lost charges), then a quiescence check."""
         self.costs.agent_session_start(agent)
         self.coordination.agent_started(agent)
+        self._may_be_quiet(agent)
 
     @hookimpl(specname="dsh_agent_pre_step")
     def agent_pre_step(self, agent: Agent) -> None:

@@ -56,8 +56,8 @@ CATALOG: Final[tuple[ToolEntry, ...]] = (
     ),
     ToolEntry(
         "wait_agent",
-        "Wait for the next Team change (message, task, member status) or the timeout. "
-        "Returns no_progress at once when no other member is running or provisioning.",
+        "Wait for the next Team change (message, task, member) or the timeout. "
+        "Returns reason quiescent with the stalled work when nobody can change anything.",
         s.WaitAgentArgs,
         s.WaitAgentResult,
     ),

@@ -35,7 +35,7 @@ is queued: never resend it. list_agents pending counts a member's undelivered me
 - Tasks: team_task_list, team_task_get, claim with the current revision, do the work, complete. \
 A task becoming ready never starts its owner; tell them with send_message.
 - Before wait_agent, check list_agents that a member you need is running or provisioning, else send_message first. \
-A wait sees only later changes and wakes nobody; with no other active member it returns no_progress at once. \
+A wait sees only later changes and wakes nobody; when nothing can change it returns reason quiescent with the stalled work. \
 Pass since=<the last position you saw>: changes then lists what changed after it, your sent messages' \
 status included (re-list a truncated part).
 - Lead: before your final answer, wait until every teammate you need has finished."""

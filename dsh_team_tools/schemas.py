@@ -43,7 +43,8 @@ __all__ = [
     "MemberListResult",
     "SpawnTeammateResult",
     "SendMessageResult",
-    "NoProgress",
+    "StalledTaskRow",
+    "StalledWork",
     "WaitAgentResult",
     "InterruptAgentResult",
     "TaskRow",
@@ -202,26 +203,38 @@ class SendMessageResult(_Result, frozen=True):
     position: int | UnsetType = UNSET
 
 
-class NoProgress(_Result, frozen=True):
-    """Why ``wait_agent`` returned at once: no other member can change anything."""
+class StalledTaskRow(_Result, frozen=True):
+    """An in-progress task of a quiet Team and its owner's name."""
 
-    reason: Literal["no-active-peer"]
-    message: str
+    task: str
+    owner: str
+
+
+class StalledWork(_Result, frozen=True):
+    """What a quiet Team leaves undone: in-progress tasks, ready unclaimed task ids, failed member names."""
+
+    in_progress: list[StalledTaskRow]
+    ready: list[str]
+    failed: list[str]
 
 
 class WaitAgentResult(_Result, frozen=True):
-    """``position`` is the Team log position the wait observed (absent for ``no_progress``).
+    """``position`` is the Team log position the wait observed.
 
     ``changes`` (present when a change ended the wait) is what changed after
     ``since`` or after the position the wait started from: members, tasks, mail
     counts and the caller's sent messages, each row the current value;
-    ``truncated`` names a part too long to list (re-list it).
+    ``truncated`` names a part too long to list (re-list it). ``reason``
+    ``quiescent`` (with ``stalled`` and ``message``): nobody runs and nothing
+    changes until a member acts.
     """
 
     timed_out: bool
-    no_progress: NoProgress | UnsetType = UNSET
     position: int | UnsetType = UNSET
     changes: TeamDelta | UnsetType = UNSET
+    reason: Literal["quiescent"] | UnsetType = UNSET
+    stalled: StalledWork | UnsetType = UNSET
+    message: str | UnsetType = UNSET
 
 
 class InterruptAgentResult(_Result, frozen=True):

@@ -5,13 +5,13 @@ credential the service accepts), forwards only the arguments the model sent, and
 maps service views to the model rows of :mod:`.schemas` (member and owner by
 *name*, never a session id). Roles and every domain rule are enforced by the
 service; the adapters add only what the tool surface itself owns: the identity
-reminder, provider choice, the ``wait_agent`` no-progress shortcut, and task-list
-filtering and paging.
+reminder, provider choice, names instead of ids in a quiet Team's stalled work,
+and task-list filtering and paging.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from msgspec import UNSET
@@ -30,18 +30,16 @@ from dsh_team_tools.reminder import reminder_block
 if TYPE_CHECKING:
     from host_spec.protocols import Agent
 
-    from dsh_team import MemberCost, MemberView, TaskView, TeamServiceAPI
+    from dsh_team import MemberCost, MemberView, TaskView, TeamServiceAPI, TeamStalled
 
     from dsh_team_tools.config import ToolsConfig
 
-__all__ = ["NO_PROGRESS_MESSAGE", "build_tools", "member_row", "task_row"]
+__all__ = ["QUIESCENT_MESSAGE", "build_tools", "member_row", "task_row", "stalled_rows"]
 
-NO_PROGRESS_MESSAGE: Final = (
-    "No other Team member is running or provisioning, so nothing can change while you wait. "
-    "Re-check list_agents and team_task_list, and use send_message to wake any inactive teammate "
-    "you need before waiting again."
+QUIESCENT_MESSAGE: Final = (
+    "Nobody in the Team is running and no mail is open, so nothing changes until a member acts. "
+    "Wake an inactive owner with send_message, claim or reassign a ready task, or finish."
 )
-_ACTIVE: Final = frozenset({"running", "provisioning"})
 _TEXT_TOOLS: Final = frozenset({"send_message", "spawn_teammate"})
 _TASK_TOOLS: Final = frozenset({"team_task_create", "team_task_update"})
 #: Task tools: a 16384-character description as escaped JSON, with room for the rest.
@@ -94,6 +92,15 @@ def task_row(view: TaskView, position: int | None = None) -> s.TaskRow:
         ready=view.ready,
         write_scope_warnings=list(view.write_scope_warnings),
         position=_opt(position),
+    )
+
+
+def stalled_rows(stalled: TeamStalled, names: Mapping[str, str]) -> s.StalledWork:
+    """A quiet Team's stalled work as the model reads it: member names, never session ids."""
+    return s.StalledWork(
+        in_progress=[s.StalledTaskRow(task=row.id, owner=names.get(row.owner_id, row.owner_id)) for row in stalled.in_progress],
+        ready=list(stalled.ready),
+        failed=[names.get(member_id, member_id) for member_id in stalled.failed],
     )
 
 
@@ -159,21 +166,23 @@ def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[s
 
     async def wait_agent(args: s.WaitAgentArgs, call: ToolCall) -> s.WaitAgentResult:
         caller = _caller(call)
-        service = team()  # one service for the roster check and the wait
-        check_since(None if args.since is UNSET else args.since)  # a bad cursor is an error even when alone
-        if s.WAIT_MIN_MS <= args.timeout_ms <= s.WAIT_MAX_MS:
-            # One synchronous span from the roster check to the waiter registration
-            # (the service registers before its first await), so no change can slip between.
-            peers = [view for view in service.list_members(caller) if view.id != caller.id]
-            if not any(view.status in _ACTIVE for view in peers):
-                no_progress = s.NoProgress(reason="no-active-peer", message=NO_PROGRESS_MESSAGE)
-                return s.WaitAgentResult(timed_out=False, no_progress=no_progress)
-        # An out-of-range timeout goes to the service too: its TEAM_INVALID_TIMEOUT is the answer.
+        service = team()  # one service for the wait and the names of its stalled work
+        check_since(None if args.since is UNSET else args.since)
+        # An out-of-range timeout goes to the service: its TEAM_INVALID_TIMEOUT is the answer.
         result = await service.wait_for_change(caller, args.timeout_ms, signal=call.signal, **_sent(args, "since"))
+        position = _opt(getattr(result, "position", None))
+        changes = _opt(getattr(result, "delta", None))
+        stalled = getattr(result, "stalled", None)
+        if getattr(result, "reason", None) != "quiescent" or stalled is None:
+            return s.WaitAgentResult(timed_out=result.timed_out, position=position, changes=changes)
+        names = {view.id: view.name for view in service.list_members(caller)}
         return s.WaitAgentResult(
-            timed_out=result.timed_out,
-            position=_opt(getattr(result, "position", None)),
-            changes=_opt(getattr(result, "delta", None)),
+            timed_out=False,
+            position=position,
+            changes=changes,
+            reason="quiescent",
+            stalled=stalled_rows(stalled, names),
+            message=QUIESCENT_MESSAGE,
         )
 
     async def interrupt_agent(args: s.InterruptAgentArgs, call: ToolCall) -> s.InterruptAgentResult:

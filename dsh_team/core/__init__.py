@@ -3,12 +3,12 @@
 Nothing here touches asyncio, a host or a file: every function is a value in, a value out,
 so the service, the offline view and the invariant can share it and tests can drive it alone.
 
-Modules: :mod:`.records` (the six durable record types and their decoders),
+Modules: :mod:`.records` (the seven durable record types and their decoders),
 :mod:`.state` (the immutable folded state), :mod:`.fold` (``evolve``/``replay``), :mod:`.upcast` (older record versions),
 :mod:`.changes` (where each entity last changed), :mod:`.delta` (the
 delta of a cursor wait), :mod:`.dag` (the incremental dependency check), :mod:`.board` (task decisions),
 :mod:`.task_view` (what a task looks like to readers), :mod:`.validation`
-(argument rules shared by decisions).
+(argument rules shared by decisions), :mod:`.quiescence` (when a Team is quiet, what it leaves undone).
 """
 
 from dsh_team.core.board import ACTIONS, Actor, Role, decide_create, decide_update, require_task
@@ -22,6 +22,7 @@ from dsh_team.core.records import (
     TEAM_MESSAGE_READ,
     TEAM_MESSAGE_QUEUED,
     TEAM_MODE,
+    TEAM_QUIESCENT,
     TEAM_TASK,
     VERSION,
     MemberPhase,
@@ -30,15 +31,21 @@ from dsh_team.core.records import (
     MessageReadRecord,
     MessageQueuedRecord,
     ModeRecord,
+    QuiescentRecord,
+    StalledTask,
     TaskRecord,
     TaskStatus,
     TeamMemberSnapshot,
     TeamMessageSnapshot,
     TeamRecord,
+    TeamStalled,
     TeamTaskSnapshot,
     decode_payload,
 )
-from dsh_team.core.state import Board, FoldFailure, FoldRule, Mailbox, Roster, TeamState, initial_state, mode_enabled
+from dsh_team.core.quiescence import durably_quiet, may_record, stalled_work
+from dsh_team.core.state import (
+    Board, FoldFailure, FoldRule, Mailbox, Quiescence, Roster, TeamState, initial_state, mode_enabled,
+)
 from dsh_team.core.task_view import LEAD_NAME, TaskView, list_views, task_view
 from dsh_team.core.validation import check_content
 
@@ -66,6 +73,7 @@ __all__ = [
     "TEAM_MESSAGE_READ",
     "TEAM_MESSAGE_QUEUED",
     "TEAM_MODE",
+    "TEAM_QUIESCENT",
     "TEAM_TASK",
     "VERSION",
     "MemberPhase",
@@ -74,6 +82,13 @@ __all__ = [
     "MessageReadRecord",
     "MessageQueuedRecord",
     "ModeRecord",
+    "QuiescentRecord",
+    "StalledTask",
+    "TeamStalled",
+    "durably_quiet",
+    "may_record",
+    "stalled_work",
+    "Quiescence",
     "TaskRecord",
     "TaskStatus",
     "TeamMemberSnapshot",

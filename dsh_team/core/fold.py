@@ -48,7 +48,8 @@ __all__ = ["evolve", "replay"]
 
 def _failed(state: TeamState, failure: FoldFailure) -> TeamState:
     return TeamState(
-        state.team_id, state.members, state.tasks, state.mail, state.mode, failure, failure.seq, state.changes
+        state.team_id, state.members, state.tasks, state.mail, state.mode, failure, failure.seq, state.changes,
+        state.quiescence,
     )
 
 
@@ -176,4 +177,6 @@ def _substituted(state: TeamState, latest: dict[str, Any], changed: dict[str, in
     board = Board(board.tasks.update(latest), board.order, board.live, board.dependents, board.next_task_number, Memo())
     changes = state.changes
     changes = Changes(changes.members, changes.tasks.update(changed), changes.mail, changes.sent)
-    return TeamState(state.team_id, state.members, board, state.mail, state.mode, None, position, changes)
+    return TeamState(
+        state.team_id, state.members, board, state.mail, state.mode, None, position, changes, state.quiescence
+    )

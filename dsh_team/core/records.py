@@ -1,4 +1,4 @@
-"""Durable Team records: the payload Structs of the six ``team/*`` event types.
+"""Durable Team records: the payload Structs of the seven ``team/*`` event types.
 
 Every record is appended to the Lead (root) session only and carries its
 ``version`` (:data:`VERSION` for records written now) and ``team_id`` (the Lead
@@ -30,6 +30,7 @@ __all__ = [
     "TEAM_MESSAGE_DELIVERED",
     "TEAM_MESSAGE_READ",
     "TEAM_MODE",
+    "TEAM_QUIESCENT",
     "TEAM_EVENT_TYPES",
     "MemberPhase",
     "TaskStatus",
@@ -42,6 +43,9 @@ __all__ = [
     "MessageDeliveredRecord",
     "MessageReadRecord",
     "ModeRecord",
+    "StalledTask",
+    "TeamStalled",
+    "QuiescentRecord",
     "Selector",
     "TeamRecord",
     "RECORD_TYPES",
@@ -59,8 +63,9 @@ TEAM_MESSAGE_QUEUED: Final = "team/message/queued"
 TEAM_MESSAGE_DELIVERED: Final = "team/message/delivered"
 TEAM_MESSAGE_READ: Final = "team/message/read"
 TEAM_MODE: Final = "team/mode"
+TEAM_QUIESCENT: Final = "team/quiescent"
 TEAM_EVENT_TYPES: Final = frozenset(
-    {TEAM_MEMBER, TEAM_TASK, TEAM_MESSAGE_QUEUED, TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_READ, TEAM_MODE}
+    {TEAM_MEMBER, TEAM_TASK, TEAM_MESSAGE_QUEUED, TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_READ, TEAM_MODE, TEAM_QUIESCENT}
 )
 
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
@@ -258,6 +263,38 @@ class ModeRecord(msgspec.Struct, **_STRICT):
     enabled: bool
 
 
+class StalledTask(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """An ``in_progress`` task nobody is working on: its id and owner."""
+
+    id: NonEmpty
+    owner_id: NonEmpty
+
+
+class TeamStalled(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """The work a quiescent Team leaves undone, in board (or roster) order.
+
+    Attributes:
+        in_progress: Tasks in progress (their owners are idle, inactive or failed).
+        ready: Pending tasks whose blockers are all completed, claimed by nobody.
+        failed: Ids of members whose provisioning failed.
+    """
+
+    in_progress: tuple[StalledTask, ...] = ()
+    ready: tuple[NonEmpty, ...] = ()
+    failed: tuple[NonEmpty, ...] = ()
+
+
+class QuiescentRecord(msgspec.Struct, **_STRICT):
+    """Payload of ``team/quiescent``: nothing in the Team can progress until someone acts.
+
+    Written once per quiet spell: never twice without a Team change in between.
+    """
+
+    version: SafeCount
+    team_id: NonEmpty
+    stalled: TeamStalled
+
+
 class Selector(msgspec.Struct, frozen=True):
     """The loose part every Team record shares; decides *whose* record it is first."""
 
@@ -265,7 +302,10 @@ class Selector(msgspec.Struct, frozen=True):
     team_id: NonEmpty
 
 
-TeamRecord = MemberRecord | TaskRecord | MessageQueuedRecord | MessageDeliveredRecord | MessageReadRecord | ModeRecord
+TeamRecord = (
+    MemberRecord | TaskRecord | MessageQueuedRecord | MessageDeliveredRecord | MessageReadRecord | ModeRecord
+    | QuiescentRecord
+)
 
 #: The payload Struct of each Team event type (read-only).
 RECORD_TYPES: Final[Mapping[str, type[TeamRecord]]] = MappingProxyType(
@@ -276,6 +316,7 @@ RECORD_TYPES: Final[Mapping[str, type[TeamRecord]]] = MappingProxyType(
         TEAM_MESSAGE_DELIVERED: MessageDeliveredRecord,
         TEAM_MESSAGE_READ: MessageReadRecord,
         TEAM_MODE: ModeRecord,
+        TEAM_QUIESCENT: QuiescentRecord,
     }
 )
 _DECODERS: Final[Mapping[str, msgspec.json.Decoder[Any]]] = MappingProxyType(

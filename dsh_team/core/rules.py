@@ -22,17 +22,20 @@ from dsh_team.core.records import (
     TEAM_MESSAGE_QUEUED,
     TEAM_MESSAGE_READ,
     TEAM_MODE,
+    TEAM_QUIESCENT,
     TEAM_TASK,
     MemberRecord,
     MessageDeliveredRecord,
     MessageQueuedRecord,
     MessageReadRecord,
     ModeRecord,
+    QuiescentRecord,
     TaskRecord,
     TeamTaskSnapshot,
     numeric_task_number,
 )
-from dsh_team.core.state import EMPTY, Board, FoldFailure, FoldRule, Mailbox, Memo, Roster, TeamState
+from dsh_team.core.quiescence import durably_quiet, stalled_work
+from dsh_team.core.state import EMPTY, Board, FoldFailure, FoldRule, Mailbox, Memo, Quiescence, Roster, TeamState
 
 __all__ = ["RULES", "TransitionRule"]
 
@@ -85,7 +88,7 @@ def _member(state: TeamState, event: Event, record: MemberRecord) -> TeamState |
             )
         roster = Roster(roster.members.set(member_id, member), roster.order, roster.names, Memo())
     changes = state.changes.member(member_id, seq)
-    return TeamState(state.team_id, roster, state.tasks, state.mail, state.mode, None, seq, changes)
+    return TeamState(state.team_id, roster, state.tasks, state.mail, state.mode, None, seq, changes, state.quiescence)
 
 
 def _apply_task(board: Board, task: TeamTaskSnapshot, previous: TeamTaskSnapshot | None) -> Board:
@@ -132,7 +135,9 @@ def _task(state: TeamState, event: Event, record: TaskRecord) -> TeamState | Fol
         return FoldFailure(_DAG_RULES[violation.kind], violation.message, event.seq)
     board = _apply_task(board, task, previous)
     changes = state.changes.task(task.id, event.seq)
-    return TeamState(state.team_id, state.members, board, state.mail, state.mode, None, event.seq, changes)
+    return TeamState(
+        state.team_id, state.members, board, state.mail, state.mode, None, event.seq, changes, state.quiescence
+    )
 
 
 def _queued(state: TeamState, event: Event, record: MessageQueuedRecord) -> TeamState | FoldFailure:
@@ -152,7 +157,9 @@ def _queued(state: TeamState, event: Event, record: MessageQueuedRecord) -> Team
         mail.read,
     )
     changes = state.changes.message(message.sender_id, message_id, target, index, event.seq)
-    return TeamState(state.team_id, state.members, state.tasks, mail, state.mode, None, event.seq, changes)
+    return TeamState(
+        state.team_id, state.members, state.tasks, mail, state.mode, None, event.seq, changes, state.quiescence
+    )
 
 
 def _delivered(state: TeamState, event: Event, record: MessageDeliveredRecord) -> TeamState | FoldFailure:
@@ -175,7 +182,9 @@ def _delivered(state: TeamState, event: Event, record: MessageDeliveredRecord) -
     unread = mail.unread.set(target, mail.unread.get(target, EMPTY).set(message_id, index))
     mail = Mailbox(mail.queued, pending, unread, mail.read)
     changes = state.changes.message(queued.sender_id, message_id, target, index, event.seq)
-    return TeamState(state.team_id, state.members, state.tasks, mail, state.mode, None, event.seq, changes)
+    return TeamState(
+        state.team_id, state.members, state.tasks, mail, state.mode, None, event.seq, changes, state.quiescence
+    )
 
 
 def _read(state: TeamState, event: Event, record: MessageReadRecord) -> TeamState | FoldFailure:
@@ -198,14 +207,37 @@ def _read(state: TeamState, event: Event, record: MessageReadRecord) -> TeamStat
     # A receipt keeps ``position``: it must not wake a wait once per message read; the
     # change index still records it at its own seq (the counts and the status moved).
     changes = state.changes.message(queued.sender_id, message_id, target, index, event.seq)
-    return TeamState(state.team_id, state.members, state.tasks, mail, state.mode, None, state.position, changes)
+    return TeamState(
+        state.team_id, state.members, state.tasks, mail, state.mode, None, state.position, changes, state.quiescence
+    )
 
 
 def _mode(state: TeamState, event: Event, record: ModeRecord) -> TeamState | FoldFailure:
     # A mode selection is not Team activity: it keeps ``position`` so waits (and
     # ``since`` cursors) never fire on it; a mode change ends no wait.
     return TeamState(
-        state.team_id, state.members, state.tasks, state.mail, record.enabled, None, state.position, state.changes
+        state.team_id, state.members, state.tasks, state.mail, record.enabled, None, state.position, state.changes,
+        state.quiescence,
+    )
+
+
+def _quiescent(state: TeamState, event: Event, record: QuiescentRecord) -> TeamState | FoldFailure:
+    # The durable half of quiescence is checked here; the live half (nobody running)
+    # only the writer can see. The stalled list must be the one this state implies.
+    seq = event.seq
+    if state.quiet:
+        return FoldFailure(FoldRule.QUIESCENCE_REPEATED, "team quiescence recorded twice without a change", seq)
+    if not durably_quiet(state):
+        return FoldFailure(
+            FoldRule.QUIESCENCE_WHILE_BUSY, "team quiescence recorded while mail or provisioning is open", seq
+        )
+    if record.stalled != stalled_work(state):
+        return FoldFailure(
+            FoldRule.QUIESCENCE_STALLED_MISMATCH, "team quiescence lists other stalled work than the board", seq
+        )
+    quiescence = Quiescence(seq, record.stalled)
+    return TeamState(
+        state.team_id, state.members, state.tasks, state.mail, state.mode, None, seq, state.changes, quiescence
     )
 
 
@@ -217,6 +249,7 @@ RULES: Final[Mapping[str, TransitionRule]] = MappingProxyType(
         TEAM_MESSAGE_DELIVERED: _delivered,
         TEAM_MESSAGE_READ: _read,
         TEAM_MODE: _mode,
+        TEAM_QUIESCENT: _quiescent,
     }
 )
 

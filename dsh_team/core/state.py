@@ -26,9 +26,12 @@ import immutables
 import msgspec
 
 from dsh_team.core.changes import Changes
-from dsh_team.core.records import TeamMemberSnapshot, TeamMessageSnapshot, TeamTaskSnapshot
+from dsh_team.core.records import TeamMemberSnapshot, TeamMessageSnapshot, TeamStalled, TeamTaskSnapshot
 
-__all__ = ["EMPTY", "Memo", "Roster", "Board", "Mailbox", "FoldFailure", "FoldRule", "TeamState", "initial_state", "mode_enabled"]
+__all__ = [
+    "EMPTY", "Memo", "Roster", "Board", "Mailbox", "FoldFailure", "FoldRule", "Quiescence", "TeamState",
+    "initial_state", "mode_enabled",
+]
 
 #: The shared empty map every fresh collection starts from.
 EMPTY: Final[immutables.Map[Any, Any]] = immutables.Map()
@@ -267,6 +270,22 @@ class FoldRule:
     MESSAGE_DELIVERED_TWICE: Final = "message-delivered-twice"
     MESSAGE_READ_BEFORE_DELIVERED: Final = "message-read-before-delivered"
     MESSAGE_READ_TWICE: Final = "message-read-twice"
+    QUIESCENCE_REPEATED: Final = "quiescence-repeated"
+    QUIESCENCE_WHILE_BUSY: Final = "quiescence-while-busy"
+    QUIESCENCE_STALLED_MISMATCH: Final = "quiescence-stalled-mismatch"
+
+
+class Quiescence(msgspec.Struct, frozen=True, gc=False):
+    """The latest ``team/quiescent`` record of a Team.
+
+    Attributes:
+        seq: Its log position. While it equals ``TeamState.position`` no Team change
+            happened since, so the Team is still the quiet Team it describes.
+        stalled: The undone work it reported.
+    """
+
+    seq: int
+    stalled: TeamStalled
 
 
 
@@ -285,9 +304,11 @@ class TeamState(msgspec.Struct, frozen=True, gc=False):
             (or of the record that failed the stream; 0 = none): the log position
             ``wait_for_change(since=...)`` compares against. Mode records and read
             receipts do not move it: a mode change is not Team activity, and a
-            receipt must not wake the Lead once per message a member reads.
+            receipt must not wake the Lead once per message a member reads. A
+            quiescence record moves it: it is the change that wakes a wait.
         changes: Where each entity last changed (:mod:`dsh_team.core.changes`), the
             index a cursor wait reads its delta from.
+        quiescence: The latest quiescence record (``None`` = never quiescent).
     """
 
     team_id: str
@@ -298,6 +319,13 @@ class TeamState(msgspec.Struct, frozen=True, gc=False):
     failure: FoldFailure | None = None
     position: int = 0
     changes: Changes = Changes()
+    quiescence: Quiescence | None = None
+
+    @property
+    def quiet(self) -> bool:
+        """Whether the latest Team change is a quiescence record (no change happened after it)."""
+        quiescence = self.quiescence
+        return quiescence is not None and quiescence.seq == self.position
 
 
 def initial_state(team_id: str) -> TeamState:

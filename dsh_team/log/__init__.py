@@ -2,11 +2,13 @@
 
 Modules: :mod:`.journal` (one Lead session's folded state and its serialized
 section), :mod:`.waits` (``wait_for_change`` waiters per Team), :mod:`.lifecycle`
-(admission, tracked work and bounded disposal).
+(admission, tracked work and bounded disposal), :mod:`.quiescence` (the quiescence watch: one
+``team/quiescent`` record when nothing can progress).
 """
 
 from dsh_team.log.journal import Append, Journal, Journals, TeamFolds
 from dsh_team.log.lifecycle import Lifecycle
+from dsh_team.log.quiescence import QuiescenceWatch, quiet_result
 from dsh_team.log.waits import WAIT_MAX_MS, WAIT_MIN_MS, Activity, WaitResult, check_since
 
 __all__ = [
@@ -15,6 +17,8 @@ __all__ = [
     "Journals",
     "TeamFolds",
     "Lifecycle",
+    "QuiescenceWatch",
+    "quiet_result",
     "WAIT_MAX_MS",
     "WAIT_MIN_MS",
     "Activity",

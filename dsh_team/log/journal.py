@@ -37,7 +37,7 @@ from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_TASK
 from dsh_team.core.state import TeamState, initial_state
 
 if TYPE_CHECKING:
-    from host_spec.events import Event
+    from host_spec.events import Cause, Event
     from host_spec.protocols import Session
 
 __all__ = ["TeamFolds", "Append", "Journal", "Journals"]
@@ -81,10 +81,15 @@ FoldSource = Callable[[], "TeamFolds | None"]
 
 @attrs.frozen
 class Append:
-    """A record a decision wants in the Lead log: event type and payload (a Struct)."""
+    """A record a decision wants in the Lead log: event type, payload (a Struct) and, rarely, its cause.
+
+    ``cause`` ``None`` lets the host attribute the record to the current agent and
+    tool call; the Team's own records (quiescence) pass an empty :class:`Cause`.
+    """
 
     type: str
     payload: Any
+    cause: Cause | None = None
 
 
 class Journal:
@@ -324,7 +329,7 @@ class Journal:
                 check(state)
             record = decide(state)
             if record is not None:
-                self.session.append(record.type, record.payload)
+                self.session.append(record.type, record.payload, cause=record.cause)
             result = render(self.catch_up()) if render is not None else None
         task = record is not None and record.type == TEAM_TASK
         code = TeamCode.TASK_PERSISTENCE_UNCONFIRMED if task else TeamCode.PERSISTENCE_UNCONFIRMED

@@ -1,8 +1,9 @@
 """Change waiters per Team: ``wait_for_change`` and the notifications that end it.
 
 A wait is edge-triggered: it ends on the *next* notification for its Team
-(a durable Team change, or a live status change of a member), on its timeout, on
-its caller's abort, or when the service closes. A change that happened before the
+(a durable Team change; a member going idle is none, but leaving the Team with
+nothing to do records a quiescence change), on its timeout, on its caller's abort,
+or when the service closes. A change that happened before the
 wait registered is not replayed, which is why every result carries ``position``
 (the Team's last durable change, a log seq) and a wait may pass ``since``: if the
 Team changed after that position, the wait returns at once. Reading state and
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import msgspec
 
@@ -22,6 +23,7 @@ from host_spec.records import AbortSignal
 
 from dsh_team.config import MAX_SAFE_INTEGER
 from dsh_team.core.delta import TeamDelta
+from dsh_team.core.records import TeamStalled
 from dsh_team.errors import TeamCode, TeamError, render_reason
 
 __all__ = [
@@ -50,11 +52,16 @@ class WaitResult(msgspec.Struct, frozen=True, kw_only=True):
         position: The Team's last durable change (a Lead log seq) when the wait ended.
         delta: What changed after ``since`` (or after the position the wait started
             from) when the wait ended because of a change; ``None`` on a timeout.
+        reason: ``quiescent`` when that change is the Team's quiescence record:
+            nobody runs and nothing will change until a member acts.
+        stalled: With ``reason``: the work the quiet Team leaves undone.
     """
 
     timed_out: bool
     position: int
     delta: TeamDelta | None = None
+    reason: Literal["quiescent"] | None = None
+    stalled: TeamStalled | None = None
 
 
 def check_timeout(timeout_ms: Any) -> int:
@@ -139,6 +146,8 @@ class Activity:
     def __init__(self, timer: Timer | None = None) -> None:
         self._timer: Timer = timer or _call_later
         self._waiters: dict[str, set[asyncio.Future[bool]]] = {}
+        #: Team id -> member id -> how many of its waits are registered.
+        self._parked: dict[str, dict[str, int]] = {}
         self._closed = False
 
     @property
@@ -149,6 +158,10 @@ class Activity:
         """How many waits on ``team_id`` are registered (for tests and diagnostics)."""
         return len(self._waiters.get(team_id, ()))
 
+    def parked(self, team_id: str) -> frozenset[str]:
+        """The members with a registered wait on ``team_id`` (they run, but only to wait)."""
+        return frozenset(self._parked.get(team_id, ()))
+
     async def wait(
         self,
         team_id: str,
@@ -157,6 +170,7 @@ class Activity:
         *,
         since: int | None = None,
         signal: AbortSignal | None = None,
+        member: str | None = None,
     ) -> WaitResult:
         """Wait for the next change of ``team_id`` (arguments already validated).
 
@@ -164,6 +178,7 @@ class Activity:
             position: Reads the Team's current durable position.
             since: Return at once when ``position() > since``.
             signal: Aborting it ends the wait with :func:`abort_error`.
+            member: The waiting member's id: listed by :meth:`parked` while it waits.
 
         Raises:
             BaseException: the abort reason (or ``TEAM_WAIT_ABORTED``).
@@ -186,6 +201,9 @@ class Activity:
 
         cancel_timer = self._timer(timeout_ms / 1000, expire)
         remove_abort = signal.on_abort(aborted) if signal is not None else None
+        if member is not None:
+            parked = self._parked.setdefault(team_id, {})
+            parked[member] = parked.get(member, 0) + 1
         try:
             timed_out = await future
         finally:
@@ -195,7 +213,19 @@ class Activity:
             waiters.discard(future)
             if not waiters and self._waiters.get(team_id) is waiters:
                 del self._waiters[team_id]
+            if member is not None:
+                self._unpark(team_id, member)
         return WaitResult(timed_out=timed_out, position=position())
+
+    def _unpark(self, team_id: str, member: str) -> None:
+        parked = self._parked[team_id]
+        left = parked[member] - 1
+        if left:
+            parked[member] = left
+            return
+        del parked[member]
+        if not parked:
+            del self._parked[team_id]
 
     def notify(self, team_id: str) -> None:
         """End every current wait of ``team_id`` with ``timed_out=False``."""

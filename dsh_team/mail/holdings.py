@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from host_spec.carry import CarriedFolds
+from host_spec.errors import DshError
 from host_spec.events import Event, EventType, SessionHeader, SubagentDescriptor
 
 from dsh_team.errors import TeamCode, TeamError, render_reason
@@ -50,9 +51,11 @@ __all__ = [
     "own_descriptor",
     "await_accepted",
     "creation_aborted",
+    "asleep_with_work",
 ]
 
 _DESCRIPTOR_VERSION: Final = 2
+_TURN_EDGES: Final = frozenset({EventType.TURN_START, EventType.TURN_END})
 
 
 class _Message(msgspec.Struct):
@@ -138,6 +141,10 @@ class MessageIndex:
     def recorded(self, message_id: str) -> bool:
         """Whether the message is in the history (claimed into a turn), not merely pending."""
         return message_id in self._history
+
+    def has_pending(self) -> bool:
+        """Whether the durable inbox still has unclaimed items (work a reload starts on)."""
+        return bool(self._pending)
 
     def holds_user_message(self) -> bool:
         """Whether any held message has source kind ``user`` (a provisioned prompt)."""
@@ -315,3 +322,20 @@ async def await_accepted(
         if not messages.holds(session, message_id):
             await messages.next_change(session, signal)
         # else it arrived during the flush: loop to flush it too
+
+
+async def asleep_with_work(sessions: SessionStore, session_id: str) -> bool:
+    """Whether a session that is not live still has work the host resumes it for.
+
+    Unclaimed inbox items (a teammate's initial prompt accepted just before a crash)
+    or an open turn (a crash stopped it mid-turn): the host reloads such a child, so
+    its Team is not quiet yet. A live session, or one that cannot be read, has none.
+    """
+    if sessions.get(session_id) is not None:
+        return False
+    try:
+        events = (await sessions.inspect(session_id)).own_events()
+    except DshError:
+        return False
+    turns = [event.type for event in events if event.type in _TURN_EDGES]
+    return fold_messages(events).has_pending() or (bool(turns) and turns[-1] == EventType.TURN_START)

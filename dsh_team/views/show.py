@@ -42,11 +42,14 @@ __all__ = [
     "ShowMessageStatus",
     "RECENT_MESSAGES",
     "ShowFailure",
+    "ShowStalledTask",
+    "ShowQuiescence",
     "TeamShow",
     "offline_status",
     "pending_messages",
     "recent_messages",
     "build_show",
+    "show_quiescence",
     "render_json",
 ]
 
@@ -140,6 +143,32 @@ class ShowFailure(msgspec.Struct, frozen=True):
     seq: int
 
 
+class ShowStalledTask(msgspec.Struct, frozen=True):
+    """An in-progress task of a quiet Team, with its owner's name (``null`` when not on the roster)."""
+
+    id: str
+    owner_id: str
+    owner_name: str | None
+
+
+class ShowQuiescence(msgspec.Struct, frozen=True):
+    """The latest ``team/quiescent`` record: when nothing could progress, and what was left undone.
+
+    Attributes:
+        seq: Its log position.
+        current: ``true`` when no Team change came after it (the Team is still that quiet).
+        in_progress: Stalled in-progress tasks.
+        ready: Ready task ids nobody claimed.
+        failed: Names of members whose provisioning failed.
+    """
+
+    seq: int
+    current: bool
+    in_progress: tuple[ShowStalledTask, ...]
+    ready: tuple[str, ...]
+    failed: tuple[str, ...]
+
+
 class TeamShow(msgspec.Struct, frozen=True):
     """The whole view (the ``--json`` document).
 
@@ -163,6 +192,7 @@ class TeamShow(msgspec.Struct, frozen=True):
             their status, in queue order.
         costs: Spend per member and per task and the budgets reached, from the
             Lead log's charges (:mod:`dsh_team.cost.report`).
+        quiescence: The latest quiescence record, ``null`` when the Team was never quiet.
     """
 
     version: int
@@ -180,6 +210,22 @@ class TeamShow(msgspec.Struct, frozen=True):
     writes: tuple[ShowWrite, ...] = ()
     messages: tuple[ShowMessageStatus, ...] = ()
     costs: CostReport | None = None
+    quiescence: ShowQuiescence | None = None
+
+
+def show_quiescence(state: TeamState) -> ShowQuiescence | None:
+    """The latest quiescence of ``state`` with member names, or ``None``."""
+    found = state.quiescence
+    if found is None:
+        return None
+    stalled = found.stalled
+    return ShowQuiescence(
+        seq=found.seq,
+        current=state.quiet,
+        in_progress=tuple(ShowStalledTask(t.id, t.owner_id, owner_name(state, t.owner_id)) for t in stalled.in_progress),
+        ready=stalled.ready,
+        failed=tuple(owner_name(state, member_id) or member_id for member_id in stalled.failed),
+    )
 
 
 def offline_status(phase: str) -> OfflineStatus:
@@ -287,6 +333,7 @@ def build_show(
         position=state.position, offline=True, enabled=_enabled(state), failure=failure,
         members=tuple(members), tasks=tasks, pending_mail=pending, writes=writes, messages=recent_messages(state),
         costs=costs,
+        quiescence=show_quiescence(state),
     )
 
 

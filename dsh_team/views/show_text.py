@@ -1,6 +1,6 @@
 """The human-readable rendering of a :class:`~dsh_team.views.show.TeamShow` (``dsh team show``).
 
-Seven blocks -- header, roster, board, pending mail, message statuses, writes, cost -- in fixed-width tables, so a
+Eight blocks -- header, roster, board, pending mail, message statuses, quiescence, writes, cost -- in fixed-width tables, so a
 person can scan a Team at a glance and a failure is the first thing they read.
 Nothing here decides anything: every value comes from the view.
 """
@@ -110,6 +110,18 @@ def _messages(show: TeamShow) -> list[str]:
     return lines + _table(("FROM", "TO", "STATUS", "ID"), rows)
 
 
+def _quiescence(show: TeamShow) -> list[str]:
+    quiet = show.quiescence
+    if quiet is None:
+        return ["Quiescence", "  (none recorded)"]
+    since = "nothing changed since" if quiet.current else "the Team changed since"
+    lines = [f"Quiescence (last at seq {quiet.seq}; {since})"]
+    stalled = [f"  in progress: {t.id} (owner {t.owner_name or t.owner_id})" for t in quiet.in_progress]
+    stalled += [f"  ready, unclaimed: {task_id}" for task_id in quiet.ready]
+    stalled += [f"  failed member: {name}" for name in quiet.failed]
+    return lines + (stalled or ["  nothing stalled"])
+
+
 def _writes(show: TeamShow) -> list[str]:
     outside = sum(1 for write in show.writes if write.in_scope is False)
     lines = [f"Writes ({len(show.writes)}; {outside} outside the writer's task scopes)"]
@@ -156,8 +168,10 @@ def _costs(show: TeamShow, costs: CostReport) -> list[str]:
 
 
 def render_text(show: TeamShow) -> str:
-    """The human-readable view: header, roster, board, pending mail, message statuses, writes, cost."""
-    blocks = [_header(show), _members(show), _tasks(show), _mail(show), _messages(show), _writes(show)]
+    """The human-readable view: header, roster, board, pending mail, message statuses, quiescence, writes, cost."""
+    blocks = [
+        _header(show), _members(show), _tasks(show), _mail(show), _messages(show), _quiescence(show), _writes(show),
+    ]
     if show.costs is not None:
         blocks.append(_costs(show, show.costs))
     return "\n\n".join("\n".join(block) for block in blocks)

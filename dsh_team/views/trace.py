@@ -35,7 +35,7 @@ from host_spec.trace import SpanRef, TraceContext
 from dsh_team.core.fold import evolve
 from dsh_team.core.records import (
     TEAM_EVENT_TYPES, VERSION, MemberRecord, MessageDeliveredRecord, MessageQueuedRecord, MessageReadRecord,
-    ModeRecord, TaskRecord, TeamRecord, decode_payload,
+    ModeRecord, QuiescentRecord, TaskRecord, TeamRecord, decode_payload,
 )
 from dsh_team.core.state import TeamState, initial_state
 from dsh_team.core.upcast import decode_older
@@ -143,6 +143,13 @@ class _TeamTrace:
                 self.read(event, record, values)
                 return
             name = "team.message.delivered"
+        elif isinstance(record, QuiescentRecord):
+            stalled = record.stalled
+            name, values = "team.quiescent", {
+                "dsh.team.stalled.in_progress": [task.id for task in stalled.in_progress] or None,
+                "dsh.team.stalled.ready": list(stalled.ready) or None,
+                "dsh.team.stalled.failed": [self.name(member_id, state) for member_id in stalled.failed] or None,
+            }
         else:
             assert isinstance(record, ModeRecord)
             name, values = "team.mode", {"dsh.team.mode.enabled": record.enabled}

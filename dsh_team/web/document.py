@@ -11,7 +11,9 @@ what only a panel needs:
   listed blocker), so the page only draws;
 * ``timeline`` -- Team changes with their cause (:mod:`dsh_team.web.timeline`);
 * ``queued_at`` on each pending message and ``as_of`` (time of the last folded
-  event), so the page can show a message's age, live or at any past position.
+  event), so the page can show a message's age, live or at any past position;
+* ``message_status`` -- ``queued`` / ``delivered`` / ``read`` now, for every
+  message the timeline window names (the page marks each send with it).
 
 ``costs`` is ``dsh team show``'s cost section, folded from the same Lead log (a
 new charge is a ``team`` change, so a live panel shows spend as it happens).
@@ -40,7 +42,17 @@ from dsh_team.views.usage import MemberUsage
 from dsh_team.views.writes import ShowWrite
 from dsh_team.web.timeline import TimelineEntry, timeline_entry
 
-__all__ = ["Change", "PanelFold", "LiveStatus", "dag_layers", "document", "mail_delta", "member_statuses", "plain"]
+__all__ = [
+    "Change",
+    "PanelFold",
+    "LiveStatus",
+    "dag_layers",
+    "document",
+    "mail_delta",
+    "member_statuses",
+    "message_statuses",
+    "plain",
+]
 
 #: How many timeline entries a full document carries (the newest; deltas carry all new ones).
 TIMELINE_WINDOW: Final = 300
@@ -191,8 +203,19 @@ def document(
     doc["as_of"] = fold.time
     doc["layers"] = dag_layers(show.tasks)
     doc["pending_mail"] = _pending(fold)
-    doc["timeline"] = _to_builtins(fold.timeline[-TIMELINE_WINDOW:])
+    window = fold.timeline[-TIMELINE_WINDOW:]
+    doc["timeline"] = _to_builtins(window)
+    doc["message_status"] = message_statuses(fold, window)
     return doc
+
+
+def message_statuses(fold: PanelFold, entries: Sequence[TimelineEntry]) -> dict[str, str | None]:
+    """``message id -> status`` (as of the fold) for every message ``entries`` name.
+
+    Entries name only messages of applied records, so every status is known.
+    """
+    status = fold.state.mail.status
+    return {entry.message_id: status(entry.message_id) for entry in entries if entry.message_id is not None}
 
 
 def _pending(fold: PanelFold) -> list[dict[str, Any]]:
@@ -202,14 +225,16 @@ def _pending(fold: PanelFold) -> list[dict[str, Any]]:
     return rows
 
 
-def mail_delta(fold: PanelFold, *, log_length: int) -> dict[str, Any]:
-    """What a mailbox-only change touches: pending mail and each member's pending count.
+def mail_delta(fold: PanelFold, *, log_length: int, entries: Sequence[TimelineEntry] = ()) -> dict[str, Any]:
+    """What a mailbox-only change touches: pending mail, each member's pending and unread
+    counts, and the status of the messages the new timeline ``entries`` name.
 
     Built from the mailbox alone (no roster or board work), so busy mail traffic
     costs a watcher only the mail it carries.
     """
     mail = fold.state.mail
-    counts = {fold.team_id: mail.pending_count(fold.team_id)}
-    counts.update((member_id, mail.pending_count(member_id)) for member_id in fold.state.members.members)
+    ids = [fold.team_id, *fold.state.members.members]
     return {"at": fold.seq, "log_length": log_length, "as_of": fold.time,
-            "pending_mail": _pending(fold), "pending_counts": counts}
+            "pending_mail": _pending(fold), "pending_counts": {key: mail.pending_count(key) for key in ids},
+            "unread_counts": {key: mail.unread_count(key) for key in ids},
+            "message_status": message_statuses(fold, entries)}

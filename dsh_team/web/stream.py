@@ -8,8 +8,8 @@ after ``N``: nothing it already has, nothing lost. Kinds:
   have: a reset);
 * ``team`` -- roster, board, mode or failure changed: the whole document except
   the timeline, which carries only the new entries;
-* ``mail`` -- only the mailbox changed: pending mail, per-member pending counts
-  and the new timeline entries (see :func:`~dsh_team.web.document.mail_delta`);
+* ``mail`` -- only the mailbox changed: pending mail, per-member pending and
+  unread counts, the status of the messages it touched, and the new timeline entries (see :func:`~dsh_team.web.document.mail_delta`);
 * ``status`` -- live statuses changed (no log position moved: same id).
 
 The fold runs only while somebody watches: a change with no watcher costs one
@@ -164,8 +164,9 @@ class Feed:
             doc["timeline"] = plain(fold.entries_after(before))
             messages.append(_message("team", fold.seq, doc))
         elif change == "mail":
-            delta = mail_delta(fold, log_length=len(self.source.events))
-            delta["timeline"] = plain(fold.entries_after(before))
+            entries = fold.entries_after(before)
+            delta = mail_delta(fold, log_length=len(self.source.events), entries=entries)
+            delta["timeline"] = plain(entries)
             messages.append(_message("mail", fold.seq, delta))
         statuses = self._current_statuses(fold)
         if statuses != self._statuses:

@@ -22,6 +22,7 @@ from dsh_team.core.records import (
     TEAM_MESSAGE_QUEUED,
     TEAM_MESSAGE_READ,
     TEAM_MODE,
+    TEAM_QUIESCENT,
     TEAM_TASK,
 )
 from dsh_team.core.state import TeamState
@@ -43,6 +44,8 @@ class TimelineEntry(msgspec.Struct, frozen=True):
         member: Team name of the member that caused it (``None`` when unknown).
         tool: The tool whose call appended it (``None`` outside a tool call).
         call_id: That tool call's id.
+        message_id: The Team message a mail record is about (``None`` for other records),
+            so the page can show that message's current status next to its send.
     """
 
     seq: int
@@ -52,6 +55,7 @@ class TimelineEntry(msgspec.Struct, frozen=True):
     member: str | None
     tool: str | None
     call_id: str | None
+    message_id: str | None = None
 
 
 def _preview(text: str) -> str:
@@ -95,6 +99,16 @@ def _mode(value: dict[str, Any], state: TeamState) -> str:
     return f"Team mode {'on' if value['enabled'] else 'off'}"
 
 
+def _quiescent(value: dict[str, Any], state: TeamState) -> str:
+    stalled = value["stalled"]
+    parts = [
+        f"{len(stalled.get(key, ()))} {label}"
+        for key, label in (("in_progress", "in progress"), ("ready", "ready"), ("failed", "failed"))
+        if stalled.get(key)
+    ]
+    return "Team quiescent: " + (", ".join(parts) + " stalled" if parts else "nothing stalled")
+
+
 _SUMMARIES: Final[dict[str, Callable[[dict[str, Any], TeamState], str]]] = {
     TEAM_TASK: _task,
     TEAM_MEMBER: _member,
@@ -102,6 +116,7 @@ _SUMMARIES: Final[dict[str, Callable[[dict[str, Any], TeamState], str]]] = {
     TEAM_MESSAGE_DELIVERED: _delivered,
     TEAM_MESSAGE_READ: _read,
     TEAM_MODE: _mode,
+    TEAM_QUIESCENT: _quiescent,
 }
 
 
@@ -114,7 +129,8 @@ def timeline_entry(before: TeamState, after: TeamState, event: Event) -> Timelin
     if after is before:
         return None
     cause = event.cause
-    summary = "stream failed: " + after.failure.message if after.failure is not None else _SUMMARIES[event.type](event.value(), after)
+    value = event.value()
+    summary = "stream failed: " + after.failure.message if after.failure is not None else _SUMMARIES[event.type](value, after)
     return TimelineEntry(
         seq=event.seq,
         time=event.time,
@@ -123,4 +139,13 @@ def timeline_entry(before: TeamState, after: TeamState, event: Event) -> Timelin
         member=_name(after, cause.agent_id) if cause is not None else None,
         tool=cause.tool if cause is not None else None,
         call_id=cause.call_id if cause is not None else None,
+        message_id=_message_id(event.type, value) if after.failure is None else None,
     )
+
+
+def _message_id(kind: str, value: dict[str, Any]) -> str | None:
+    if kind == TEAM_MESSAGE_QUEUED:
+        return str(value["message"]["id"])
+    if kind in (TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_READ):
+        return str(value["message_id"])
+    return None

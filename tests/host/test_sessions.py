@@ -225,6 +225,16 @@ class TestDispose:
         assert len(JsonlStore(tmp_path).read("x")[1]) == 1
         disk(tmp_path).resume("x")  # the lock was released
 
+    async def test_overlapping_disposals_close_once_and_neither_fails(self, tmp_path: Path) -> None:
+        """Two disposals awaiting the same final flush: the first removes and closes, the second finds it gone."""
+        store = disk(tmp_path)
+        session = store.create("x")
+        session.append("a/b", {})
+        await asyncio.gather(store.dispose(session), store.dispose(session))
+        assert not session.live and store.get("x") is None
+        assert len(JsonlStore(tmp_path).read("x")[1]) == 1
+        disk(tmp_path).resume("x")  # the lock was released
+
     async def test_a_session_without_events_leaves_nothing(self, tmp_path: Path) -> None:
         """A created and disposed session with no events is not stored."""
         store = disk(tmp_path)

@@ -14,6 +14,8 @@ lock release beyond what the kernel does. Points:
 ``after-accepted-lead``        the Lead's inbox durably holds Team mail, no ``delivered`` yet
 ``after-recorded``             a teammate's history durably holds Team mail (no reply to it yet)
 ``after-reply``                a teammate's reply to Team mail in its history is durable
+``before-quiescent``           the Team is quiet and its ``team/quiescent`` record is about to be appended
+``after-quiescent``            the Lead durably holds its first ``team/quiescent`` record
 ``after-budget``               the Lead durably holds a ``team/budget`` record (a limit was reached)
 
 ``PROFILE`` (default ``agent-teams``) is a profile name or file, e.g. one that sets a budget.
@@ -67,6 +69,7 @@ POINTS = {
     "after-recorded": (True, _AfterMail(reply=False)),
     "after-reply": (True, _AfterMail(reply=True)),
     "after-budget": (False, lambda event: event.type == "team/budget"),
+    "after-quiescent": (False, lambda event: event.type == "team/quiescent"),
 }
 
 
@@ -75,7 +78,13 @@ class Killer:
 
     def __init__(self, point: str) -> None:
         self.child, self.matches = POINTS.get(point, (None, lambda event: False))
+        self.before_quiescent = point == "before-quiescent"
         self.seen: dict[str, int] = {}
+
+    @hookimpl
+    def dsh_pre_append(self, host: Any, session: Any, event: Any) -> None:
+        if self.before_quiescent and event.type == "team/quiescent":
+            os.kill(os.getpid(), signal.SIGKILL)  # the Team was quiet; nothing of the record is written
 
     @hookimpl
     def dsh_session_flushed(self, host: Any, session: Any, durable_seq: int) -> None:

@@ -75,3 +75,11 @@ async def team(host: Host, *names: str) -> tuple[Any, list[Any]]:
     return root, members
 
 
+
+
+async def hold_open(host: Host, root: Any) -> None:
+    """Keep ``root``'s Team from ever being quiescent: a member stays provisioning (no child behind it).
+
+    For tests of wait mechanics, where a quiescence record would end the wait first.
+    """
+    await add_member(host, root, "child-held", "held", phase="provisioning")

@@ -11,18 +11,25 @@ and again after the host is closed and the Team resumed.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import random
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dsh_team.core import TeamDelta
+from dsh_team.core import TeamDelta, list_views
 from dsh_team.log.waits import StatusMarks
 from dsh_team.service import TeamService
 from host_spec.messages import text_block
 
 from team_builders import apply_delta
+from test_team_crash import DRIVER, logs, read_oracle
+from test_team_crash import SCRIPT as CRASH_SCRIPT
 from roster_kit import lead, open_team, parked_team, resume_lead, teams_of, until
 
 TEN_S = 10_000
@@ -120,8 +127,8 @@ class TestCursorDelta:
         gates.open("worker")
         await host.close()
 
-    async def test_a_live_status_change_is_in_the_delta_of_the_wait_it_ends(self, tmp_path: Path) -> None:
-        """The teammate's turn ends (no durable change): the wait wakes and its delta names the new status."""
+    async def test_a_live_status_change_is_in_the_delta_of_the_quiescence_that_follows(self, tmp_path: Path) -> None:
+        """The teammate's turn ends: no idle ping, but the Team is quiet now, and that wait's delta names the new status."""
         host, root, gates, (worker,) = await parked_team(tmp_path, "worker")
         teams = teams_of(host)
         since = teams.position(root)
@@ -129,7 +136,8 @@ class TestCursorDelta:
         await until(lambda: teams.activity.waiting(root.id) == 1, what="the wait to be registered")
         gates.open("worker")
         result = await waiting
-        assert result.timed_out is False and result.position == since and result.delta is not None
+        assert result.timed_out is False and result.reason == "quiescent" and result.delta is not None
+        assert result.position > since  # the quiescence record is the only change
         assert [(m.target, m.status) for m in result.delta.members] == [("worker", "inactive")]
         assert result.delta.tasks == () and result.delta.sent == ()
         await host.close()
@@ -209,3 +217,58 @@ class TestEdges:
         assert teams.journals.get(root.session).state.failure is not None
         assert teams.cursors.delta(root, 0) is None
         await host.close()
+
+
+def offline_read(state: Any) -> dict[str, Any]:
+    """What the Lead could have read at ``state`` (a crashed log folded offline; statuses are offline ones)."""
+    names = {state.team_id: "lead", **{m.id: m.name for m in state.members.listed()}}
+    mail = state.mail
+    return {
+        "members": {m.name: ("inactive" if m.phase == "active" else m.phase) for m in state.members.listed()},
+        "tasks": {t.id: (t.status, t.revision, t.owner_name) for t in list_views(state)},
+        "mail": {name: (mail.pending_count(key), mail.unread_count(key), mail.read_count(key)) for key, name in names.items()},
+        "sent": {m.id: (m.sender_name, names[m.target_id], mail.status(m.id)) for m in mail.queued.values()},
+    }
+
+
+class TestCrash:
+    @pytest.mark.slow
+    @pytest.mark.timeout_s(300)
+    @pytest.mark.parametrize("point", ["after-queued", "after-recorded", "after-reply"])
+    async def test_a_cursor_from_before_a_sigkill_gets_the_exact_delta_after_resume(self, tmp_path: Path, point: str) -> None:
+        """A real ``dsh run`` SIGKILLed mid-mail; after an in-process resume, the Lead's cursor from the crashed
+        log gets a delta that turns the crashed read into the re-read, and every status matches the logs."""
+        data = tmp_path / "data"
+        script = tmp_path / "script.json"
+        script.write_text(json.dumps(CRASH_SCRIPT))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(DRIVER.parent), os.environ.get("PYTHONPATH")]))}
+        crashed = subprocess.run([sys.executable, str(DRIVER), str(data), str(script), point, "build the thing"],
+                                 env=env, capture_output=True, timeout=120)  # fmt: skip
+        assert crashed.returncode == -signal.SIGKILL, crashed.stderr.decode()[-2000:]
+        root_id, before_state, _ = logs(data)
+        since, before = before_state.position, offline_read(before_state)
+        host = await open_team(tmp_path, CRASH_SCRIPT)
+        root = host.start_agent(await host.resume_session(root_id), name="lead", source="resume")
+        teams = teams_of(host)
+        journal = teams.journals.get(root.session)
+        await until(lambda: all(journal.state.mail.is_delivered(m) for m in journal.state.mail.queued), what="delivery")
+        await host.quiesce()
+        if teams.position(root) == since:
+            # Only receipts were rebuilt, and a receipt never ends a wait: the next change does, and its
+            # delta carries the receipts too.
+            assert point == "after-reply"
+            waiting = asyncio.ensure_future(teams.wait_for_change(root, TEN_S, since=since))
+            await until(lambda: teams.activity.waiting(root.id) == 1, what="the wait to be registered")
+            await teams.create_task(root, subject="after the crash", description="d")
+            result = await waiting
+            assert result.delta is not None
+            delta = result.delta
+        else:
+            delta = await at_once(teams, root, since)  # recovery acknowledged what the crash left queued
+        now = read(teams, root)
+        assert apply_delta(before, delta) == now
+        await host.close()
+        _, state, events = logs(data)
+        statuses = {m.id: state.mail.status(m.id) for m in state.mail.queued.values()}
+        assert statuses == {m: ("read" if m in read_oracle(root_id, state, events) else "delivered") for m in statuses}
+        assert {m: s for m, (_, _, s) in now["sent"].items()} == statuses

@@ -367,29 +367,38 @@ class TestAbort:
 
 
 class TestWaiting:
-    async def test_roster_mailbox_and_live_status_edges_wake_waiters(self, tmp_path: Path) -> None:
-        """A spawn, a send and a teammate's status change each end a wait (§8 notify sources)."""
+    async def test_roster_mailbox_and_quiescence_wake_waiters(self, tmp_path: Path) -> None:
+        """A lone Lead's wait is quiescent at once; a send ends a wait; a teammate going idle ends one
+        only by leaving the Team quiet."""
         gates = Gates()
         host = await open_team(tmp_path, {"worker": [PARK]}, gates=gates)
         root = await lead(host)
         teams = teams_of(host)
+        alone = await teams.wait_for_change(root, 3_600_000)  # nobody else: quiescent at once
+        assert alone.reason == "quiescent"
 
-        async def woken_by(action: Any) -> None:
+        async def woken_by(action: Any) -> Any:
             waiting = asyncio.ensure_future(teams.wait_for_change(root, 3_600_000))
-            await asyncio.sleep(0)
-            result = await action()
-            assert (await waiting).timed_out is False
+            await until(lambda: teams.activity.waiting("lead") == 1, what="the wait to be registered")
+            await action()
+            result = await waiting
+            assert result.timed_out is False
             return result
 
-        view = await woken_by(lambda: spawn(host, root, "worker"))
+        again = await teams.wait_for_change(root, 3_600_000)  # still quiet: the same answer, no second record
+        assert (again.position, again.reason, again.stalled) == (alone.position, alone.reason, alone.stalled)
+        view = [await spawn(host, root, "worker")]
+        after = await teams.wait_for_change(root, 3_600_000, since=alone.position)
+        assert after.position > alone.position and after.reason is None
         await gates.parked("worker")
-        await woken_by(lambda: teams.send_message(root, target="worker", content=text("hi")))
+        assert (await woken_by(lambda: teams.send_message(root, target="worker", content=text("hi")))).reason is None
 
         async def finish() -> None:
             gates.open("worker")
 
-        await woken_by(finish)  # running -> idle
-        await until_released(host, view.id)
+        quiet = await woken_by(finish)  # running -> idle, "hi" read: nothing can change any more
+        assert quiet.reason == "quiescent" and quiet.stalled is not None
+        await until_released(host, view[0].id)
         await host.close()
 
 

@@ -96,6 +96,9 @@ def assert_in_window(data: Path, point: str) -> None:
     root, state, events = logs(data)
     phases = list(member_phases(state).values())
     children = [sid for sid in events if sid != root]
+    if point.endswith("-quiescent"):
+        assert len(quiescence_seqs(events[root])) == (point == "after-quiescent"), point
+        return
     if point in ("after-recorded", "after-reply"):
         mail = [m.id for m in state.mail.queued.values() if m.target_id != root]
         recorded = [sid for sid in children if set(mail) & set(history_ids(events[sid]))]
@@ -140,6 +143,10 @@ async def assert_names_reserved(tmp_path: Path, root_id: str, names: list[str]) 
         assert caught.value.code == "TEAM_MEMBER_NAME_TAKEN"
     assert [row.name for row in teams_of(host).list_members(root)][1:] == names
     await host.close()
+
+
+def quiescence_seqs(events: list[Any]) -> list[int]:
+    return [e.seq for e in events if e.type == "team/quiescent"]
 
 
 def texts_of(events: list[Any], message_id: str) -> str:
@@ -244,3 +251,21 @@ class TestReceiptCrashes:
         _, state, events = logs(data)
         receipts = receipt_ids(events[root])
         assert len(receipts) == len(set(receipts)) and expected <= set(receipts)
+
+
+class TestQuiescenceCrashes:
+    @pytest.mark.parametrize("point", ["before-quiescent", "after-quiescent"])
+    def test_the_record_is_neither_lost_nor_duplicated(self, tmp_path: Path, point: str) -> None:
+        """Killed just before the quiescence record or just after it is durable: after resume there is exactly one.
+
+        An uninterrupted run of the same scenario also ends with exactly one, as its last Team record.
+        """
+        (tmp_path / "clean").mkdir()
+        clean = logs(crash_then_resume(tmp_path / "clean", "none"))
+        data = crash_then_resume(tmp_path, point)
+        root, state, events = assert_consistent(data)
+        for team_id, folded, by_session in (clean, (root, state, events)):
+            seqs = quiescence_seqs(by_session[team_id])
+            assert len(seqs) == 1 and folded.quiet and folded.position == seqs[0], point
+        assert state.quiescence is not None and clean[1].quiescence is not None
+        assert state.quiescence.stalled == clean[1].quiescence.stalled

@@ -31,8 +31,8 @@ def decode(type_: str, payload: Any) -> Any:
 
 
 class TestRecords:
-    def test_all_six_types_are_known(self) -> None:
-        """The six Team event types are the set the fold recognises."""
+    def test_all_seven_types_are_known(self) -> None:
+        """The seven Team event types are the set the fold recognises."""
         assert TEAM_EVENT_TYPES == {
             "team/member",
             "team/task",
@@ -40,6 +40,7 @@ class TestRecords:
             "team/message/delivered",
             "team/message/read",
             "team/mode",
+            "team/quiescent",
         }
 
     def test_task_record_round_trips_with_snake_case_keys(self) -> None:

@@ -12,7 +12,7 @@ import pytest
 from dsh_team.errors import TeamError
 
 from kit_waits import ready_work_ran, until
-from team_host import faulty_log, child, lead, open_host, service, team
+from team_host import faulty_log, child, hold_open, lead, open_host, service, team
 
 
 def mode_records(agent: Any) -> list[bool]:
@@ -94,6 +94,7 @@ class TestSelection:
         host = await open_host(tmp_path)
         root = await lead(host)
         teams = service(host)
+        await hold_open(host, root)
         waiting = asyncio.ensure_future(teams.wait_for_change(root, 10_000))
         await until(lambda: teams.activity.waiting("lead") == 1, what="the wait to be registered")
         await teams.set_enabled(root, False)

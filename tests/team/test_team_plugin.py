@@ -17,7 +17,7 @@ from host_spec.host.models.scripted import ScriptedModel
 
 from kit_waits import until
 from roster_kit import restored_modules
-from team_host import lead, open_host, service
+from team_host import hold_open, lead, open_host, service
 
 
 class TestLoad:
@@ -75,18 +75,22 @@ class TestHooksAndTeardown:
         host = await open_host(tmp_path)
         root = await lead(host)
         teams = service(host)
+        await hold_open(host, root)
         waiting = asyncio.ensure_future(teams.wait_for_change(root, 10_000))
         await until(lambda: teams.activity.waiting("lead") == 1, what="the wait to be registered")
         await host.plugins.unload("dsh-team")
-        assert (await waiting).timed_out is False
+        assert (await waiting).timed_out is False and (await waiting).reason is None
         assert host.find_service(TeamServiceAPI) is None and host.plugins.hook_objects("dsh-team") == []
         assert all(plugin is not teams for plugin in host.plugins.pm.get_plugins())
         journal = teams.journals.find("lead")
-        assert journal is not None and journal.position == 0
-        event = root.session.append("team/mode", {"version": 2, "team_id": "lead", "enabled": False})
+        assert journal is not None and journal.position == root.session.last_seq
+        held = journal.position
+        event = root.session.append("team/task", {"version": 2, "team_id": "lead", "task": {
+            "id": "task-1", "revision": 1, "subject": "s", "description": "d", "status": "pending",
+            "blocked_by": [], "write_scopes": []}})
         await root.session.flush()
         assert root.session.durable_seq == event.seq
-        assert journal.position == 0  # no flush hook reached the old service: nothing announced
+        assert journal.position == held  # no flush hook reached the old service: nothing announced
         await host.close()
 
     async def test_session_disposal_forgets_the_journal(self, tmp_path: Path) -> None:

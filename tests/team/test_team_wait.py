@@ -14,7 +14,7 @@ from dsh_team.service import TeamService
 from host_spec.records import AbortSignal, CancelCause
 
 from kit_waits import ready_work_ran, until
-from team_host import faulty_log, lead, open_host, service, team
+from team_host import faulty_log, hold_open, lead, open_host, service, team
 
 TEN_S = 10_000
 
@@ -63,6 +63,7 @@ class TestWaking:
         host = await open_host(tmp_path)
         root, (alpha,) = await team(host, "alpha")
         teams = service(host)
+        await hold_open(host, root)
         gate = faulty_log(root.session)
         waiting = await started(teams, teams.wait_for_change(alpha, TEN_S))
         gate.hold()
@@ -83,6 +84,7 @@ class TestWaking:
         host = await open_host(tmp_path)
         root = await lead(host)
         teams = service(host)
+        await hold_open(host, root)
         await teams.create_task(root, subject="s", description="d")
         first = teams.journals.get(root.session).position
         assert first > 0
@@ -99,6 +101,7 @@ class TestWaking:
         """Edge-triggered: an earlier change does not end a later wait; the timeout does."""
         host = await open_host(tmp_path)
         root = await lead(host)
+        await hold_open(host, root)
         loop = asyncio.get_running_loop()
         fast = TeamService(host, timer=lambda delay, fn: loop.call_later(delay / 1000, fn).cancel)
         fast.session_created(root.session)
@@ -107,17 +110,35 @@ class TestWaking:
         assert result == WaitResult(timed_out=True, position=fast.journals.get(root.session).position)
         await host.close()
 
-    async def test_member_status_changes_wake_the_team(self, tmp_path: Path) -> None:
-        """A live status edge of a member ends its Team's waits; strangers' edges do not."""
+    async def test_a_member_going_idle_wakes_nobody_unless_the_team_is_quiet(self, tmp_path: Path) -> None:
+        """No idle ping: a status edge alone ends no wait; when it leaves the Team quiet, the record does."""
         host = await open_host(tmp_path)
         root, (alpha,) = await team(host, "alpha")
         teams = service(host)
+        await hold_open(host, root)
         waiting = await started(teams, teams.wait_for_change(root, TEN_S))
-        teams.agent_status(object(), "running")
-        await ready_work_ran()
-        assert not waiting.done()
+        teams.agent_status(object(), "idle")
+        teams.agent_status(alpha, "idle")
         teams.agent_status(alpha, "running")
-        assert (await waiting).timed_out is False
+        await ready_work_ran()
+        assert not waiting.done()  # the held member keeps the Team busy: nothing to report
+        await teams.dispose()
+        ended = await waiting
+        assert (ended.timed_out, ended.position, ended.reason) == (False, teams.journals.get(root.session).position, None)
+        await host.close()
+
+    async def test_a_lone_waiter_gets_one_quiescence_record(self, tmp_path: Path) -> None:
+        """A wait in a Team where nobody else can act ends on one quiescence record, reused while nothing changes."""
+        host = await open_host(tmp_path)
+        root, (alpha,) = await team(host, "alpha")
+        teams = service(host)
+        await teams.create_task(root, subject="s", description="d")
+        first = await teams.wait_for_change(alpha, TEN_S)
+        assert first.reason == "quiescent" and first.stalled is not None and first.stalled.ready == ("task-1",)
+        assert first.position == root.session.last_seq and root.session.events[-1].type == "team/quiescent"
+        for again in (await teams.wait_for_change(root, TEN_S), await teams.wait_for_change(alpha, TEN_S, since=0)):
+            # still quiet: at once, no second record
+            assert (again.position, again.reason, again.stalled) == (first.position, first.reason, first.stalled)
         await host.close()
 
 
@@ -145,6 +166,7 @@ class TestAbort:
         host = await open_host(tmp_path)
         root, (alpha,) = await team(host, "alpha")
         teams = service(host)
+        await hold_open(host, root)
         signal = AbortSignal()
         aborted = await started(teams, teams.wait_for_change(root, TEN_S, signal=signal))
         survivor = await started(teams, teams.wait_for_change(alpha, TEN_S))

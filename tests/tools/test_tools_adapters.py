@@ -6,17 +6,19 @@ service is covered by the integration tests.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import msgspec
 import pytest
 from msgspec import UNSET
 from team_tools_fakes import FakeService, StubAgent, member, task, tool_call
 
-from dsh_team import MemberCost, Spend
+from dsh_team import MemberCost, Spend, StalledTask, TeamStalled
 from dsh_team_tools import schemas as s
 from dsh_team_tools.catalog import CATALOG, TOOL_NAMES
 from dsh_team_tools.config import ToolsConfig
 from dsh_team_tools.reminder import identity_reminder
-from dsh_team_tools.tools import NO_PROGRESS_MESSAGE, build_tools, member_row, task_row
+from dsh_team_tools.tools import QUIESCENT_MESSAGE, build_tools, member_row, task_row
 from host_spec.errors import DshError, ToolError
 from host_spec.records import AbortSignal
 from host_spec.schema import compact_json
@@ -168,34 +170,42 @@ class TestMessagingAndRoster:
 
 
 class TestWaitAgent:
-    async def test_no_active_peer_returns_at_once(self, service: FakeService, lead: StubAgent) -> None:
-        """With no other running or provisioning member the wait answers no_progress without waiting."""
+    async def test_the_wait_always_goes_to_the_service(self, service: FakeService, lead: StubAgent) -> None:
+        """No roster shortcut in the adapter: quiescence is the service's to decide, so even a lone Lead waits there."""
         service.members.append(member("reviewer", status="inactive"))
-        service.members.append(member("broken", status="failed"))
-        result = await call(service, lead, "wait_agent", s.WaitAgentArgs())
-        assert [c[0] for c in service.calls] == ["list_members"]
-        assert msgspec.json.decode(compact_json(result)) == {
-            "timed_out": False, "no_progress": {"reason": "no-active-peer", "message": NO_PROGRESS_MESSAGE}}
-
-    async def test_the_caller_itself_does_not_count(self, service: FakeService) -> None:
-        """The running caller is not a peer: a running Lead alone gets no_progress."""
-        lead = StubAgent("lead-session")
-        assert (await call(service, lead, "wait_agent", s.WaitAgentArgs())).no_progress is not UNSET
-
-    @pytest.mark.parametrize("status", ["running", "provisioning"])
-    async def test_active_peer_waits_for_change(self, service: FakeService, lead: StubAgent, status: str) -> None:
-        """With a running or provisioning peer the wait goes to the service with the default timeout."""
-        service.members.append(member("reviewer", status=status))
         signal = AbortSignal()
         result = await call(service, lead, "wait_agent", s.WaitAgentArgs(), signal=signal)
         name, caller, kwargs = service.calls[-1]
+        assert [c[0] for c in service.calls] == ["wait_for_change"]
         assert (name, caller, kwargs["timeout_ms"]) == ("wait_for_change", lead, 30_000)
         assert kwargs["signal"] is signal  # an interrupt of the call ends the wait
         assert compact_json(result) == '{"timed_out":false,"position":7}'
 
+    async def test_quiescent_names_the_stalled_work(self, service: FakeService, lead: StubAgent) -> None:
+        """A quiescent answer carries the stalled work with member names (ids only when off the roster)."""
+        service.members.append(member("reviewer", status="inactive"))
+        service.members.append(member("broken", status="failed"))
+        stalled = TeamStalled(
+            in_progress=(StalledTask("task-1", "sess-reviewer"), StalledTask("task-2", "gone")),
+            ready=("task-3",),
+            failed=("sess-broken",),
+        )
+        service.wait_result = SimpleNamespace(timed_out=False, position=9, reason="quiescent", stalled=stalled)
+        result = await call(service, lead, "wait_agent", s.WaitAgentArgs())
+        assert msgspec.json.decode(compact_json(result)) == {
+            "timed_out": False,
+            "position": 9,
+            "reason": "quiescent",
+            "stalled": {
+                "in_progress": [{"task": "task-1", "owner": "reviewer"}, {"task": "task-2", "owner": "gone"}],
+                "ready": ["task-3"],
+                "failed": ["broken"],
+            },
+            "message": QUIESCENT_MESSAGE,
+        }
+
     async def test_timed_out_without_position(self, service: FakeService, lead: StubAgent) -> None:
         """A service result without a position renders timed_out alone."""
-        service.members.append(member("reviewer", status="running"))
         service.wait_result = type("R", (), {"timed_out": True})()
         assert compact_json((await call(service, lead, "wait_agent", s.WaitAgentArgs(timeout_ms=10_000)))) == (
             '{"timed_out":true}')
@@ -203,7 +213,7 @@ class TestWaitAgent:
     @pytest.mark.parametrize("timeout", [9_999, 3_600_001, 2**53])
     async def test_out_of_range_timeout_reaches_the_service(self, service: FakeService, lead: StubAgent,
                                                       timeout: int) -> None:
-        """An out-of-range timeout is reported by the service's TEAM_INVALID_TIMEOUT, even with no peer."""
+        """An out-of-range timeout is reported by the service's TEAM_INVALID_TIMEOUT."""
         with pytest.raises(DshError) as info:
             await call(service, lead, "wait_agent", s.WaitAgentArgs(timeout_ms=timeout))
         assert info.value.code == "TEAM_INVALID_TIMEOUT"

@@ -24,7 +24,7 @@ TOPICS = {
     "readiness never starts an owner": "A task becoming ready never starts its owner",
     "check before waiting": "Before wait_agent, check list_agents",
     "waits are edge-triggered": "A wait sees only later changes and wakes nobody",
-    "no_progress": "returns no_progress at once",
+    "quiescence": "when nothing can change it returns reason quiescent with the stalled work",
     "cursor waits": "Pass since=<the last position you saw>: changes then lists what changed after it",
     "re-list a truncated delta": "re-list a truncated part",
     "Lead waits before answering": "Lead: before your final answer, wait until every teammate you need has finished",

@@ -18,7 +18,7 @@ from dsh_team.api import TeamServiceAPI
 from dsh_team_tools.catalog import TOOL_NAMES
 from dsh_team_tools.policy import POLICY_TEXT
 from dsh_team_tools.reminder import identity_reminder
-from dsh_team_tools.tools import NO_PROGRESS_MESSAGE
+from dsh_team_tools.tools import QUIESCENT_MESSAGE
 from host_spec.records import AbortSignal, CancelCause
 
 FIRST = {"name": "reviewer", "description": "Reviews code", "prompt": "Review src"}
@@ -181,13 +181,18 @@ class TestTeammateView:
 
 
 class TestWaiting:
-    async def test_no_progress_when_alone(self, tmp_path: Path) -> None:
-        """A Lead with no active teammate gets the exact no_progress answer at once."""
+    async def test_quiescent_when_alone(self, tmp_path: Path) -> None:
+        """A Lead alone gets one quiescence record and ``reason: quiescent``; waiting again reuses it."""
         async with open_team(tmp_path, GatedModel({})) as host:
             lead = await start_root(host)
             result, _ = await call(host, lead, "wait_agent")
-            assert result == {"timed_out": False,
-                              "no_progress": {"reason": "no-active-peer", "message": NO_PROGRESS_MESSAGE}}
+            quiet = [e.seq for e in lead.session.events if e.type == "team/quiescent"]
+            assert result == {"timed_out": False, "position": quiet[-1], "changes": {"since": 0}, "reason": "quiescent",
+                              "stalled": {"in_progress": [], "ready": [], "failed": []},
+                              "message": QUIESCENT_MESSAGE}
+            again, _ = await call(host, lead, "wait_agent")
+            assert {**again, "changes": None} == {**result, "changes": None}  # no change: the same answer at once
+            assert [e.seq for e in lead.session.events if e.type == "team/quiescent"] == quiet
 
     @pytest.mark.parametrize("timeout", [9_999, 3_600_001, 2**53])
     async def test_invalid_timeouts(self, tmp_path: Path, timeout: int) -> None:
@@ -226,7 +231,7 @@ class TestWaiting:
             assert not waiting.done()
             await call(host, lead, "team_task_create", {"subject": "s", "description": "d"})
             result, _ = await waiting
-            assert result["timed_out"] is False and result["position"] > 0 and "no_progress" not in result
+            assert result["timed_out"] is False and result["position"] > 0 and "reason" not in result
             model.gates["reviewer"].set()
             await settle(host)
 

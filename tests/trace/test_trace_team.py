@@ -79,6 +79,8 @@ def write(data: Path) -> None:
             lead.append("team/message/queued", queued, cause=Cause(agent_id=LEAD))
             lead.append(*receipt("delivered", message_id, target))
             lead.append(*receipt("read", message_id, target), cause=Cause(agent_id=target))
+        stalled = {"in_progress": [{"id": "task-1", "owner_id": "ghost"}], "failed": ["absent"]}
+        lead.append("team/quiescent", {"version": 2, "team_id": LEAD, "stalled": stalled}, cause=Cause())
         lead.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
         lead.append("team/task", {"version": 2, "team_id": LEAD, "task": {**task, "revision": 5}})  # breaks the fold
         lead.append("team/mode", {"version": 2, "team_id": LEAD, "enabled": False})  # after the failure: not shown
@@ -130,9 +132,10 @@ def test_records_become_events_up_to_the_failure(tmp_path: Path) -> None:
     session = found["session lead"]
     names = [name for name, _ in session]
     assert names == ["team.task", "team.message.delivered", "team.message.delivered", "team.message.read",
-                     "team.stream.failed"]
+                     "team.quiescent", "team.stream.failed"]
     assert session[0][1]["dsh.team.task.owner"] == "ghost"  # an id the roster does not list stays an id
-    assert session[-1][1] == {"dsh.team.fold.rule": "task-revision-not-contiguous", "dsh.team.fold.seq": 17}
+    assert session[-2][1] == {"dsh.team.stalled.in_progress": ["task-1"], "dsh.team.stalled.failed": ["alpha"]}
+    assert session[-1][1] == {"dsh.team.fold.rule": "task-revision-not-contiguous", "dsh.team.fold.seq": 18}
     assert b"secret" not in (tmp_path / "out.json").read_bytes()
 
 

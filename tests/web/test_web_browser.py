@@ -78,14 +78,22 @@ def test_the_board_updates_live_when_a_teammate_completes_a_task(live: tuple[Loo
     task = page.locator('[data-task="task-1"]')
     assert task.get_attribute("data-status") == "in_progress"
     assert "blocked" in (page.locator('[data-task="task-2"] .meta').text_content() or "")
+    # the builder idles on its claimed task: the panel shows the Team's quiescence and what stalled
+    assert page.locator("#quiet-card").is_visible()
+    assert page.locator("#quiet-stalled li").all_inner_texts() == ["in progress: task-1 (owner builder)"]
 
     thread.call(team.tell("builder", "finish now"))
 
     page.wait_for_selector('[data-task="task-1"][data-status="completed"]', timeout=WAIT_MS)
     _until(page, "() => document.querySelector('[data-task=\"task-2\"] .meta').textContent.includes('ready')")
-    # The builder's read receipt of "finish now" is recorded around the same step, so it may sit just above.
-    newest = [li.split("\n")[1:3] for li in page.locator("#timeline li").all_inner_texts()[:2]]
-    assert ["builder", "task-1 completed (rev 3)"] in newest, newest
+    # newest first: the builder went idle leaving task-2 ready, so the Team recorded its quiescence
+    _until(page, "() => document.querySelectorAll('#timeline li').length >= 2 && "
+                 "document.querySelector('#timeline li').textContent.includes('Team quiescent')")
+    entries = [text.split("\n") for text in page.locator("#timeline li").all_inner_texts()]
+    assert "Team quiescent: 1 ready stalled" in entries[0]
+    assert ["builder", "task-1 completed (rev 3)"] in [entry[1:3] for entry in entries[1:4]]
+    _until(page, "() => document.querySelector('#quiet-stalled li').textContent === 'ready, unclaimed: task-2'")
+    assert "nothing changed since" in page.locator("#quiet-when").inner_text()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "team-panel-live.png"), full_page=True)
 
@@ -257,3 +265,22 @@ def test_the_finished_demo_board_served_from_its_logs(tmp_path: Path, page: Any)
         serve.send_signal(signal.SIGINT)
         assert serve.wait(timeout=30) == 130
     assert "dsh: interrupted" in serve.stderr.read()
+
+
+def test_the_roster_counts_unread_mail_and_the_timeline_marks_each_send_with_its_status(
+    live: tuple[LoopThread, Team], page: Any
+) -> None:
+    """A message the builder holds but has not replied to: Unread 1 and "delivered"; after its step: 0 and "read"."""
+    thread, team = live
+    _open(page, team)
+    builder = page.locator('#roster tbody tr[data-member="builder"] td.unread')
+    assert builder.inner_text() == "0"
+    told = thread.call(team.hold_running("builder", "finish now"))  # its model call holds the message in context
+    _until(page, "() => document.querySelector('#roster tr[data-member=\"builder\"] td.unread').textContent === '1'")
+    send = page.locator("#timeline li", has_text="message lead → builder").first
+    assert send.locator("[data-message-status]").inner_text() == "delivered"
+    thread.call(team.let_go("builder", told))
+    _until(page, "() => document.querySelector('#roster tr[data-member=\"builder\"] td.unread').textContent === '0'")
+    _until(page, "() => document.querySelector('#timeline [data-message-status]').dataset.messageStatus === 'read'")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "team-panel-unread.png"), full_page=True)

@@ -219,6 +219,18 @@ def test_a_stored_run_shows_the_members_audited_writes_at_any_position(tmp_path:
         assert len(client.get(f"/api/team?at={completed}", headers=AUTH).json()["writes"]) == 1  # written just before
 
 
+def test_a_stored_run_marks_each_send_with_its_status_as_of_the_position_shown(tmp_path: Path) -> None:
+    """``message_status`` names every send of the timeline; at an earlier position, the status it had then."""
+    with _stored_app(_stored(tmp_path / "data", finish=True)) as client:
+        doc = client.get("/api/team", headers=AUTH).json()
+        sends = [e for e in doc["timeline"] if e["type"] == "team/message/queued"]
+        assert sends and {doc["message_status"][e["message_id"]] for e in sends} == {"read"}
+        assert [m["unread_mail"] for m in doc["members"]] == [0, 0]
+        then = client.get(f"/api/team?at={sends[0]['seq']}", headers=AUTH).json()
+        assert then["message_status"][sends[0]["message_id"]] == "queued"
+        assert [m["pending_mail"] for m in then["members"]] == [0, 1]
+
+
 def test_a_damaged_stored_log_shows_its_last_valid_state_and_the_failure(tmp_path: Path) -> None:
     data = _stored(tmp_path / "data")
     log = data / "sessions" / "session-1" / "session.jsonl"

@@ -58,7 +58,9 @@ def test_a_first_connect_gets_one_snapshot_whose_id_is_the_lead_log_position(api
     client, team = api
     events = _stream(client, team)
     assert [(kind, seq) for kind, seq, _ in events] == [("snapshot", _position(team))]
-    assert events[0][2]["at"] == _position(team) and len(events[0][2]["timeline"]) == 5
+    assert events[0][2]["at"] == _position(team) and len(events[0][2]["timeline"]) == 6
+    # the builder idles on its claimed task: the last entry is the Team's one quiescence record
+    assert events[0][2]["timeline"][-1]["summary"] == "Team quiescent: 1 in progress stalled"
 
 
 def test_a_resume_gets_exactly_what_it_missed(api: tuple[TestClient, Team]) -> None:
@@ -112,10 +114,16 @@ def test_a_mailbox_only_change_publishes_only_the_mail(api: tuple[TestClient, Te
     kinds = [kind for kind, _, _ in events]
     assert kinds[0] == "snapshot" and "mail" in kinds and "status" in kinds
     mail = [data for kind, _, data in events if kind == "mail"]
-    assert all(set(data) == {"at", "log_length", "as_of", "pending_mail", "pending_counts", "timeline"} for data in mail)
+    assert all(set(data) == {"at", "log_length", "as_of", "pending_mail", "pending_counts", "unread_counts",
+                             "message_status", "timeline"} for data in mail)
     summaries = [entry["summary"] for data in mail for entry in data["timeline"]]
     assert summaries == ["message lead \u2192 builder", "message delivered to builder"] * 2  # "hello", then "ping"
     assert mail[-1]["pending_counts"] == {team.lead.id: 0, team.agent_id("builder"): 0}
+    # Both messages sit in the held builder's context, delivered and not yet read by a completed step.
+    assert mail[-1]["unread_counts"] == {team.lead.id: 0, team.agent_id("builder"): 2}
+    sends = [entry["message_id"] for data in mail for entry in data["timeline"] if entry["type"] == "team/message/queued"]
+    assert {mid: mail[-1]["message_status"].get(mid) for mid in sends[-1:]} == {sends[-1]: "delivered"}
+    assert all(set(data["message_status"]) == {e["message_id"] for e in data["timeline"]} for data in mail)
     pending = [m for data in mail for m in data["pending_mail"]]
     assert pending and all(m["text"] in ("hello", "ping") and m["queued_at"] > 0 for m in pending)
     statuses = [data["statuses"] for kind, _, data in events if kind == "status"]

@@ -89,6 +89,7 @@ function render() {
   renderBoard(doc);
   renderDetail(doc);
   renderMail(doc);
+  renderQuiescence(doc);
   renderWrites(doc);
   renderCosts(doc);
   renderTimeline(doc);
@@ -113,6 +114,19 @@ function renderCosts(doc) {
   $("costs-reached").replaceChildren(...costs.reached.map((r) => el("li", { class: "error" },
     `${r.name || "the Team"} reached its ${r.kind} limit: ${r.used} of ${r.value} (seq ${r.seq})`)),
     ...(costs.failure ? [el("li", { class: "error" }, `cost ledger failed: ${costs.failure}`)] : []));
+}
+
+function renderQuiescence(doc) {
+  const quiet = doc.quiescence;
+  $("quiet-card").hidden = !quiet;
+  if (!quiet) return;
+  $("quiet-when").textContent = `seq ${quiet.seq} · ${quiet.current ? "nothing changed since" : "the Team changed since"}`;
+  const rows = [
+    ...quiet.in_progress.map((t) => `in progress: ${t.id} (owner ${t.owner_name || t.owner_id})`),
+    ...quiet.ready.map((id) => `ready, unclaimed: ${id}`),
+    ...quiet.failed.map((name) => `failed member: ${name}`),
+  ];
+  $("quiet-stalled").replaceChildren(...(rows.length ? rows : ["nothing stalled"]).map((text) => el("li", { "data-stalled": "" }, text)));
 }
 
 function renderWrites(doc) {
@@ -161,6 +175,7 @@ function renderRoster(doc) {
       m.error ? el("div", { class: "error" }, m.error) : null),
     el("td", {}, el("span", { class: `status st-${m.status}` }, m.status)),
     el("td", { class: "mono" }, String(m.pending_mail)),
+    el("td", { class: "mono unread" }, String(m.unread_mail ?? 0)),
     el("td", {}, m.context || "—"),
     el("td", {}, m.provider || "—"),
     el("td", { class: "mono", title: m.usage && m.usage.calls ?
@@ -268,8 +283,15 @@ function renderTimeline(doc) {
     el("span", { class: "mono" }, `seq ${entry.seq}`),
     el("span", { class: "who" }, entry.member || "—"),
     el("span", {}, entry.summary),
-    el("span", { class: "tool mono" }, entry.tool ? entry.tool : "")));
+    el("span", { class: "tool mono" }, entry.tool ? entry.tool : ""),
+    messageStatus(doc, entry)));
   $("timeline").replaceChildren(...items);
+}
+
+// A send is marked with its message's current status (queued, delivered or read).
+function messageStatus(doc, entry) {
+  const status = entry.type === "team/message/queued" && doc.message_status ? doc.message_status[entry.message_id] : null;
+  return status ? el("span", { class: `msg-status msg-${status}`, "data-message-status": status }, status) : null;
 }
 
 // ------------------------------------------------------------------ live stream
@@ -280,11 +302,15 @@ function apply(kind, data) {
     panel.live = data;
   } else if (kind === "team") {
     const timeline = current.timeline.concat(data.timeline);
-    panel.live = { ...data, timeline, read_only: current.read_only };
+    const message_status = { ...current.message_status, ...data.message_status };
+    panel.live = { ...data, timeline, message_status, read_only: current.read_only };
   } else if (kind === "mail") {
-    const members = current.members.map((m) => ({ ...m, pending_mail: data.pending_counts[m.id] ?? m.pending_mail }));
-    panel.live = { ...current, ...data, members, timeline: current.timeline.concat(data.timeline) };
+    const members = current.members.map((m) => ({ ...m, pending_mail: data.pending_counts[m.id] ?? m.pending_mail,
+      unread_mail: data.unread_counts[m.id] ?? m.unread_mail }));
+    const message_status = { ...current.message_status, ...data.message_status };
+    panel.live = { ...current, ...data, members, message_status, timeline: current.timeline.concat(data.timeline) };
     delete panel.live.pending_counts;
+    delete panel.live.unread_counts;
   } else if (kind === "status") {
     panel.live = { ...current, members: current.members.map((m) => ({ ...m, status: data.statuses[m.id] ?? m.status })) };
   }

@@ -216,10 +216,13 @@ class SessionStore:
         try:
             await session.flush()
         finally:
-            del self._live[session.id]
-            session.close()
-            if self.store is None:
-                self._memory[session.id] = PersistedSession(session.header, Prefix(session.closed_events()))
+            # Two disposals can overlap (an agent released while its parent drains it): the
+            # first to finish its flush removes and closes; the other finds it gone.
+            if self._live.get(session.id) is session:
+                del self._live[session.id]
+                session.close()
+                if self.store is None:
+                    self._memory[session.id] = PersistedSession(session.header, Prefix(session.closed_events()))
 
     def discard(self, session: Session) -> None:
         """Close ``session`` without a final flush and leave the live set. Idempotent.
