@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
+import immutables
+
 from host_spec.events import Event
 
 from dsh_team.config import MAX_SAFE_INTEGER
@@ -162,6 +164,20 @@ def _queued(state: TeamState, event: Event, record: MessageQueuedRecord) -> Team
     )
 
 
+def _take(
+    by_target: immutables.Map[str, immutables.Map[str, int]], target: str, waiting: immutables.Map[str, int],
+    message_id: str,
+) -> tuple[int, immutables.Map[str, immutables.Map[str, int]]]:
+    """``message_id``'s index in ``waiting`` (``by_target[target]``) and ``by_target`` without it.
+
+    A target whose map becomes empty leaves ``by_target``, so "has pending or unread
+    mail" stays a plain membership test.
+    """
+    remaining = waiting.delete(message_id)
+    rest = by_target.set(target, remaining) if len(remaining) else by_target.delete(target)
+    return waiting[message_id], rest
+
+
 def _delivered(state: TeamState, event: Event, record: MessageDeliveredRecord) -> TeamState | FoldFailure:
     mail = state.mail
     message_id, target = record.message_id, record.target_id
@@ -176,9 +192,7 @@ def _delivered(state: TeamState, event: Event, record: MessageDeliveredRecord) -
     waiting = mail.pending.get(target)
     if waiting is None or message_id not in waiting:
         return FoldFailure(FoldRule.MESSAGE_DELIVERED_TWICE, f'team message "{message_id}" was delivered twice', event.seq)
-    index = waiting[message_id]
-    remaining = waiting.delete(message_id)
-    pending = mail.pending.set(target, remaining) if len(remaining) else mail.pending.delete(target)
+    index, pending = _take(mail.pending, target, waiting, message_id)
     unread = mail.unread.set(target, mail.unread.get(target, EMPTY).set(message_id, index))
     mail = Mailbox(mail.queued, pending, unread, mail.read)
     changes = state.changes.message(queued.sender_id, message_id, target, index, event.seq)
@@ -200,9 +214,7 @@ def _read(state: TeamState, event: Event, record: MessageReadRecord) -> TeamStat
     waiting = mail.unread.get(target)
     if waiting is None or message_id not in waiting:
         return FoldFailure(FoldRule.MESSAGE_READ_TWICE, f'team message "{message_id}" was read twice', event.seq)
-    index = waiting[message_id]
-    remaining = waiting.delete(message_id)
-    unread = mail.unread.set(target, remaining) if len(remaining) else mail.unread.delete(target)
+    index, unread = _take(mail.unread, target, waiting, message_id)
     mail = Mailbox(mail.queued, mail.pending, unread, mail.read.set(target, mail.read.get(target, 0) + 1))
     # A receipt keeps ``position``: it must not wake a wait once per message read; the
     # change index still records it at its own seq (the counts and the status moved).
