@@ -64,7 +64,16 @@ class Session(Protocol):
         """``events[header.seed_length:]``: the session's own work, without an inherited prefix."""
         ...
 
-    def append(self, type: str, data: Any, *, cause: Cause | None = None) -> Event: ...
+    def append(self, type: str, data: Any, *, cause: Cause | None = None, write_ahead: bool = False) -> Event:
+        """Commit one event (durable after the next :meth:`flush`).
+
+        ``write_ahead=True`` says the caller flushes right after this step: a host
+        may start writing the event to storage at once, so the disk works while the
+        event's observers run. The event is still durable only once a flush
+        returns; it may, unlike one appended without the hint, survive a crash
+        that comes before that flush.
+        """
+        ...
 
     async def flush(self) -> None: ...
 

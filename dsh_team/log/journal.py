@@ -329,7 +329,8 @@ class Journal:
                 check(state)
             record = decide(state)
             if record is not None:
-                self.session.append(record.type, record.payload, cause=record.cause)
+                # The flush below follows at once: the log may start writing the record now.
+                self.session.append(record.type, record.payload, cause=record.cause, write_ahead=True)
             result = render(self.catch_up()) if render is not None else None
         task = record is not None and record.type == TEAM_TASK
         code = TeamCode.TASK_PERSISTENCE_UNCONFIRMED if task else TeamCode.PERSISTENCE_UNCONFIRMED

@@ -15,8 +15,21 @@ loop; they come back inline once writes are fast again. The worker does the
 bookkeeping (``durable_seq``, next batch) under a lock, so a write's outcome is
 never lost even if the loop that started it has closed.
 
-A write is one :class:`~host_spec.storage.SessionLog` ``append`` at the durable
-tail (its compare-and-set) followed by ``sync``. Waiters are woken on their own
+A write is one :class:`~host_spec.storage.SessionLog` ``append`` at the written
+tail (its compare-and-set) followed by ``sync``.
+
+*Write-ahead*: when a lone writer appends an event it flushes right after
+(``Session.append(..., write_ahead=True)``) to an idle session (no batch forming or
+running, the last batch had one flusher), :meth:`GroupCommit.write_ahead` appends
+that event to an inline log at once and lets the log start writing it out
+(its optional ``write_ahead``), before the host runs the event's observers and the caller
+reaches ``flush``. The disk then works while Python does, and the batch's sync
+only waits for what is left. Nothing is acknowledged earlier than before: the
+batch still ends in ``sync`` (an event written ahead may survive a crash that
+comes before its flush, as any written, unsynced byte may), and a failed write-ahead is forgotten (the log is
+back at its synced tail) so the batch appends those events again. Under
+concurrency (a batch with several flushers) write-ahead stays off: there the
+page would be written twice. Waiters are woken on their own
 loops. A failed write leaves its events pending and raises to every waiter of
 that batch; the next batch retries them at the same tail.
 """
@@ -123,6 +136,9 @@ class GroupCommit:
         self._open = True
         self._released = backend is None
         self._write_seconds = 0.0  # moving average of write durations (inline-capable backends)
+        self._written = durable_seq  # events appended to the log (synced or written ahead)
+        self._solo = True  # the last batch had a single flusher
+        self._ahead = bool(getattr(backend, "inline", False)) and hasattr(backend, "write_ahead")
 
     @property
     def durable_seq(self) -> int:
@@ -175,6 +191,30 @@ class GroupCommit:
             self._submit()  # inline, this write wakes us before the await below
         await waiter  # raises the batch's write error; cancelling us leaves the write alone
 
+    def write_ahead(self) -> None:
+        """Append the first event since the last batch to an idle inline log now (see the module doc).
+
+        Called by the session right after it appended an event, on the loop thread.
+        A failure is not raised here: the log is back at its synced tail and the
+        batch appends the events again (and raises to its flushers if that fails).
+        """
+        if not self._ahead or not self._solo or self._write_seconds > INLINE_MAX_SECONDS:
+            return
+        backend = self._backend
+        assert backend is not None  # write-ahead needs an inline log
+        with self._lock:
+            start = self._durable
+            if self._written != start or self._forming is not None or self._inflight is not None or not self._open:
+                return
+            end = len(self._events)
+            try:
+                ahead = backend.write_ahead(self._events[start:end], expected_seq=start)  # type: ignore[attr-defined]
+            except Exception as exc:  # the log is back at its synced tail: the batch appends again
+                log.info("session.write_ahead_failed", session=self._name, error=repr(exc))
+                return
+            if ahead:
+                self._written = end
+
     def _submit(self) -> None:
         """Start the forming batch (always on its loop's thread, or after that loop closed)."""
         with self._lock:
@@ -185,7 +225,7 @@ class GroupCommit:
             if started:
                 batch.end = end = len(self._events)
                 self._inflight = batch
-                tail = self._durable
+                tail = self._written
                 pending = self._events[tail:end]
         if started:
             backend = self._backend
@@ -220,8 +260,11 @@ class GroupCommit:
         """Bookkeeping of a write (in the worker thread, or on the loop for an inline write)."""
         with self._lock:
             self._inflight = None
+            self._solo = len(batch.waiters) <= 1
             if error is None:
-                self._durable = batch.end
+                self._durable = self._written = batch.end
+            else:
+                self._written = self._durable  # a failed append or sync leaves the log at its synced tail
             following = self._forming
             closed = not self._open  # read under the lock: a later close() releases by itself
         if error is not None:

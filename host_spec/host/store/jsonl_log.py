@@ -30,6 +30,7 @@ import structlog
 from host_spec.errors import SequenceConflictError, SessionExistsError, SessionNotLiveError
 from host_spec.events import Event, SessionHeader
 
+from host_spec.host.store import writeback
 from host_spec.host.store.jsonl_format import LOG_NAME, TEMP_NAME, encode_batch, header_line
 
 __all__ = ["JsonlSessionLog", "PREALLOCATE_CHUNK", "PREALLOCATE_FROM"]
@@ -161,6 +162,23 @@ class JsonlSessionLog:
         self._end = end
         self._tail = events[-1].seq
 
+    def write_ahead(self, events: Sequence[Event], *, expected_seq: int) -> bool:
+        """:meth:`append` now and start writing the bytes out; the next :meth:`sync` waits for them.
+
+        The host calls this when it appends ahead of its sync (see
+        :mod:`host_spec.host.store.writeback`); nothing is durable before the sync.
+        A log not yet materialized declines (``False``, nothing stored): its first
+        batch is a durable write of its own.
+
+        Raises:
+            Whatever :meth:`append` raises (the log is back at its synced tail).
+        """
+        if self._fd is None:
+            return False
+        self.append(events, expected_seq=expected_seq)
+        writeback.start_writeback(self._fd, self._size, self._end - self._size)
+        return True
+
     def _preallocate(self, fd: int, end: int) -> None:
         """Write zeros from ``end`` up to the next chunk boundary past it (synced with the batch).
 
@@ -241,16 +259,16 @@ class JsonlSessionLog:
         self._allocated = len(data)
 
     def close(self) -> None:
-        """Trim the zero-filled space, close the log and release the lock. Idempotent.
+        """Trim the zero-filled space and any unsynced append, close the log and release the lock. Idempotent.
 
         Trimming needs no sync: a crash before it reaches the disk leaves zeros,
-        which readers skip.
+        which readers skip, or events that were never acknowledged as durable.
         """
         if self._fd is not None:
             fd, self._fd = self._fd, None
             try:
-                if self._allocated > self._end and not self._dirty:
-                    os.ftruncate(fd, self._end)
+                if self._allocated > self._size and not self._dirty:
+                    os.ftruncate(fd, self._size)
             except OSError:
                 log.exception("session.trim_failed", session=self.header.id, path=str(self.path))
             finally:

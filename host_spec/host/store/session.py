@@ -283,8 +283,11 @@ class Session:
         """Events after the inherited prefix (``events[header.seed_length:]``)."""
         return self._own
 
-    def append(self, type: str, data: Any, *, cause: Cause | None = None) -> Event:
+    def append(self, type: str, data: Any, *, cause: Cause | None = None, write_ahead: bool = False) -> Event:
         """Commit one event synchronously and return it.
+
+        ``write_ahead``: the caller flushes right after this step, so an idle log
+        starts writing the event now (:meth:`.commit.GroupCommit.write_ahead`).
 
         Raises:
             SessionNotLiveError: the session was closed.
@@ -310,10 +313,14 @@ class Session:
             self._observer.pre_append(self, event)
             self._events.append(event)
             try:
-                self._observer.committed(self, event)
-            except Exception:
-                # The event is committed; the host normally contains observer errors.
-                log.exception("session.observer_failed", session=self._header.id, seq=event.seq)
+                if write_ahead:
+                    self._commit.write_ahead()  # the disk starts while the observers run; raises no Exception
+            finally:
+                try:
+                    self._observer.committed(self, event)
+                except Exception:
+                    # The event is committed; the host normally contains observer errors.
+                    log.exception("session.observer_failed", session=self._header.id, seq=event.seq)
         finally:
             self._publishing = False
         return event
