@@ -14,27 +14,25 @@ diff), so applying a row twice, or a row the reader already had, changes nothing
 
 Each list is bounded by :data:`DELTA_CAP`; a longer one is left out and its name
 listed in ``truncated``: the reader re-lists that part instead of trusting a
-partial answer. The delta is built from the fold's change index
+partial answer. ``sent`` is also truncated when the cursor is older than a read
+message the index no longer keeps (:mod:`dsh_team.core.changes`). The delta is built from the fold's change index
 (:mod:`dsh_team.core.changes`), never from the log.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from typing import Final, TypeVar
+from typing import TypeVar
 
 import msgspec
 
+from dsh_team.core.changes import DELTA_CAP
 from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import owner_name
 
 __all__ = ["DELTA_CAP", "MemberChange", "TaskChange", "MailChange", "SentChange", "TeamDelta", "team_delta"]
 
 _Row = TypeVar("_Row")
-
-#: Most rows of one kind in a delta; more and that kind is ``truncated`` (re-list it).
-DELTA_CAP: Final = 24
-
 
 class MemberChange(msgspec.Struct, frozen=True):
     """A member's current target name and status (``running``/``inactive``/``provisioning``/``failed``)."""
@@ -131,20 +129,21 @@ def team_delta(
         for key in targets
     ]
 
-    sent: list[SentChange] = []
     sender = None if caller_id == state.team_id else caller_id
-    for message_id in state.changes.sent_after(sender, since):
-        status = mail.status(message_id)
-        assert status is not None  # indexed ids are queued ids
-        message = mail.queued[message_id]
-        sent.append(SentChange(message_id, message.sender_name, _name(state, message.target_id), status))
+    outgoing = state.changes.sent_after(sender, since)
+    sent = [
+        SentChange(entry.message_id, entry.sender_name, _name(state, entry.target_id), mail.status(entry.message_id))
+        for entry in outgoing or ()
+    ]
 
+    listed = (capped("members", members), capped("tasks", tasks), capped("mail", counts))
+    if outgoing is None:  # the index let go of a message read after ``since``: re-list
+        truncated.append("sent")
     return TeamDelta(
         since=since,
-        members=capped("members", members),
-        tasks=capped("tasks", tasks),
-        mail=capped("mail", counts),
+        members=listed[0],
+        tasks=listed[1],
+        mail=listed[2],
         sent=capped("sent", sent),
         truncated=tuple(truncated),
     )
-

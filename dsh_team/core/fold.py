@@ -176,7 +176,7 @@ def _substituted(state: TeamState, latest: dict[str, Any], changed: dict[str, in
     board = state.tasks
     board = Board(board.tasks.update(latest), board.order, board.live, board.dependents, board.next_task_number, Memo())
     changes = state.changes
-    changes = Changes(changes.members, changes.tasks.update(changed), changes.mail, changes.sent)
+    changes = Changes(changes.members, changes.tasks.update(changed), changes.mail, changes.sent, changes.recent)
     return TeamState(
         state.team_id, state.members, board, state.mail, state.mode, None, position, changes, state.quiescence
     )

@@ -157,7 +157,7 @@ def validate_content(blocks: Sequence[Any]) -> None:
 
 # Snapshots and records are built with ``gc=False``: they hold only strings, numbers
 # and JSON values, so they can never be part of a reference cycle, and a long-lived
-# Team's folded state (every message it ever queued) costs the cyclic collector nothing.
+# Team's folded state (its open messages, its tasks) costs the cyclic collector nothing.
 
 
 class TeamMemberSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True, gc=False):
@@ -227,11 +227,18 @@ class TaskRecord(msgspec.Struct, **_STRICT):
 
 
 class MessageQueuedRecord(msgspec.Struct, **_STRICT):
-    """Payload of ``team/message/queued``."""
+    """Payload of ``team/message/queued``.
+
+    ``index`` is the message's queue index, the Team's count of queued records
+    before it; the writer sets it from the folded mailbox, so a record appended
+    twice carries a stale index and the fold refuses it without remembering every
+    id. Records of older builds have none (``None``): the fold numbers them itself.
+    """
 
     version: SafeCount
     team_id: NonEmpty
     message: TeamMessageSnapshot
+    index: SafeCount | None = None
 
 
 class MessageDeliveredRecord(msgspec.Struct, **_STRICT):

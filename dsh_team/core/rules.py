@@ -36,6 +36,7 @@ from dsh_team.core.records import (
     TeamTaskSnapshot,
     numeric_task_number,
 )
+from dsh_team.core.changes import SentMessage
 from dsh_team.core.quiescence import durably_quiet, stalled_work
 from dsh_team.core.state import EMPTY, Board, FoldFailure, FoldRule, Mailbox, Memo, Quiescence, Roster, TeamState
 
@@ -145,23 +146,31 @@ def _task(state: TeamState, event: Event, record: TaskRecord) -> TeamState | Fol
 def _queued(state: TeamState, event: Event, record: MessageQueuedRecord) -> TeamState | FoldFailure:
     message = record.message
     mail = state.mail
-    queued = mail.queued
     message_id = message.id
-    if message_id in queued:
-        return FoldFailure(FoldRule.MESSAGE_QUEUED_TWICE, f'team message "{message_id}" was queued twice', event.seq)
+    seq = event.seq
+    index, legacy = record.index, mail.legacy
+    if message_id in mail.messages or message_id in legacy or (index is not None and index < mail.next_index):
+        return FoldFailure(FoldRule.MESSAGE_QUEUED_TWICE, f'team message "{message_id}" was queued twice', seq)
+    if index is None:  # an older record: numbered here, its id remembered for the rule above
+        index, legacy = mail.next_index, legacy.set(message_id, None)
+    elif index > mail.next_index:
+        return FoldFailure(
+            FoldRule.MESSAGE_INDEX_SKIPPED,
+            f'team message "{message_id}" has queue index {index}, the next one is {mail.next_index}', seq,
+        )
     target = message.target_id
     pending = mail.pending
-    index = len(queued)
     mail = Mailbox(
-        queued.set(message_id, message),
+        mail.messages.set(message_id, message),
         pending.set(target, pending.get(target, EMPTY).set(message_id, index)),
         mail.unread,
         mail.read,
+        index + 1,
+        legacy,
     )
-    changes = state.changes.message(message.sender_id, message_id, target, index, event.seq)
-    return TeamState(
-        state.team_id, state.members, state.tasks, mail, state.mode, None, event.seq, changes, state.quiescence
-    )
+    entry = SentMessage(message_id, message.sender_name, target, index, seq)
+    changes = state.changes.queued(message.sender_id, entry)
+    return TeamState(state.team_id, state.members, state.tasks, mail, state.mode, None, seq, changes, state.quiescence)
 
 
 def _take(
@@ -181,21 +190,22 @@ def _take(
 def _delivered(state: TeamState, event: Event, record: MessageDeliveredRecord) -> TeamState | FoldFailure:
     mail = state.mail
     message_id, target = record.message_id, record.target_id
-    queued = mail.queued.get(message_id)
-    if queued is None:
+    message = mail.messages.get(message_id)
+    if message is None:  # never queued, or read already (a settled message is not kept)
         return FoldFailure(
-            FoldRule.MESSAGE_DELIVERED_BEFORE_QUEUED, f'team message "{message_id}" was delivered before queueing', event.seq
+            FoldRule.MESSAGE_DELIVERED_BEFORE_QUEUED,
+            f'team message "{message_id}" was delivered before queueing (or after it was read)', event.seq,
         )
-    if queued.target_id != target:
+    if message.target_id != target:
         return FoldFailure(FoldRule.MESSAGE_TARGET_CHANGED, f'team message "{message_id}" target changed', event.seq)
-    # A queued message is undelivered exactly while it is in its target's pending map.
+    # An open message is undelivered exactly while it is in its target's pending map.
     waiting = mail.pending.get(target)
     if waiting is None or message_id not in waiting:
         return FoldFailure(FoldRule.MESSAGE_DELIVERED_TWICE, f'team message "{message_id}" was delivered twice', event.seq)
     index, pending = _take(mail.pending, target, waiting, message_id)
     unread = mail.unread.set(target, mail.unread.get(target, EMPTY).set(message_id, index))
-    mail = Mailbox(mail.queued, pending, unread, mail.read)
-    changes = state.changes.message(queued.sender_id, message_id, target, index, event.seq)
+    mail = Mailbox(mail.messages, pending, unread, mail.read, mail.next_index, mail.legacy)
+    changes = state.changes.delivered(message.sender_id, message_id, event.seq)
     return TeamState(
         state.team_id, state.members, state.tasks, mail, state.mode, None, event.seq, changes, state.quiescence
     )
@@ -204,21 +214,24 @@ def _delivered(state: TeamState, event: Event, record: MessageDeliveredRecord) -
 def _read(state: TeamState, event: Event, record: MessageReadRecord) -> TeamState | FoldFailure:
     mail = state.mail
     message_id, target = record.message_id, record.target_id
-    queued = mail.queued.get(message_id)
-    if queued is None or not mail.is_delivered(message_id):
+    message = mail.messages.get(message_id)
+    # Not open (never queued, or read already: settled) or still pending: not delivered now.
+    if message is None or message_id in mail.pending.get(message.target_id, EMPTY):
         return FoldFailure(
-            FoldRule.MESSAGE_READ_BEFORE_DELIVERED, f'team message "{message_id}" was read before delivery', event.seq
+            FoldRule.MESSAGE_READ_BEFORE_DELIVERED,
+            f'team message "{message_id}" was read before delivery (or read already)', event.seq,
         )
-    if queued.target_id != target:
+    if message.target_id != target:
         return FoldFailure(FoldRule.MESSAGE_TARGET_CHANGED, f'team message "{message_id}" target changed', event.seq)
-    waiting = mail.unread.get(target)
-    if waiting is None or message_id not in waiting:
-        return FoldFailure(FoldRule.MESSAGE_READ_TWICE, f'team message "{message_id}" was read twice', event.seq)
-    index, unread = _take(mail.unread, target, waiting, message_id)
-    mail = Mailbox(mail.queued, mail.pending, unread, mail.read.set(target, mail.read.get(target, 0) + 1))
+    # Open and delivered: it waits in its target's unread map; the receipt settles it.
+    _, unread = _take(mail.unread, target, mail.unread[target], message_id)
+    mail = Mailbox(
+        mail.messages.delete(message_id), mail.pending, unread, mail.read.set(target, mail.read.get(target, 0) + 1),
+        mail.next_index, mail.legacy,
+    )
     # A receipt keeps ``position``: it must not wake a wait once per message read; the
     # change index still records it at its own seq (the counts and the status moved).
-    changes = state.changes.message(queued.sender_id, message_id, target, index, event.seq)
+    changes = state.changes.read(message.sender_id, message_id, event.seq)
     return TeamState(
         state.team_id, state.members, state.tasks, mail, state.mode, None, state.position, changes, state.quiescence
     )

@@ -20,7 +20,7 @@ decode: a Struct is about ten times cheaper to construct.
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import immutables
 import msgspec
@@ -132,63 +132,67 @@ class Board(msgspec.Struct, frozen=True, gc=False):
         return () if found is None else tuple(sorted(found.keys(), key=self.order.__getitem__))
 
 
-class _Delivered:
-    """Read-only ``in`` test for delivered message ids, derived from the mailbox.
-
-    Kept so ``message_id in mail.delivered`` reads stay valid now that delivery is
-    no longer stored as its own map (prefer :meth:`Mailbox.is_delivered`).
-    """
-
-    __slots__ = ("_mail",)
-
-    def __init__(self, mail: Mailbox) -> None:
-        self._mail = mail
-
-    def __contains__(self, message_id: object) -> bool:
-        return isinstance(message_id, str) and self._mail.is_delivered(message_id)
-
-
 class Mailbox(msgspec.Struct, frozen=True, gc=False):
-    """Queued and delivered peer messages.
+    """The open peer messages: queued, or delivered and not read yet.
 
-    Delivery is not stored separately: a queued message is delivered exactly when
-    it has left its target's ``pending`` map (the fold removes it there and nowhere
-    else), so an acknowledgement costs two small-map updates instead of a write to
-    an ever-growing ``delivered`` map. The queue index lives only in ``pending``
-    (the one place listings need it); the next index is ``len(queued)`` because
-    messages are never removed from ``queued``.
+    Sized by open mail, not by history: a message is held from its queued record
+    until its read receipt, which settles it (its status never moves again), and
+    then dropped, body and all. Delivery is not stored separately: an open
+    message is delivered exactly when it has left its target's ``pending`` map for
+    its ``unread`` map (the fold moves it there and nowhere else).
 
-    Read receipts follow the same shape: a delivered message waits in its target's
-    ``unread`` map until its ``team/message/read`` record, so a message is read
-    exactly when it was delivered and has left ``unread``; no map grows with the
-    Team's whole history.
+    Queue order is a counter: ``next_index`` is the queue index of the next queued
+    record, and a current queued record carries its index, so a record appended
+    twice (its index is stale) fails the fold without the mailbox remembering
+    every id it ever saw. Queued records of older logs carry no index; their ids
+    are kept in ``legacy`` so a repeat of one still fails (only such logs keep a
+    set that grows with their history).
+
+    Because a settled message is dropped, "read" and "never queued" look the
+    same here: :meth:`status`, :meth:`is_delivered` and :meth:`is_read` answer for
+    a message the caller knows was queued (from a record, the change index or its
+    send), and :meth:`message` tells whether a message is still open.
 
     Attributes:
-        queued: message id -> :class:`TeamMessageSnapshot` (every message ever queued).
+        messages: message id -> :class:`TeamMessageSnapshot` of every open message.
         pending: target id -> {undelivered message id -> queue index}.
         unread: target id -> {delivered, not yet read message id -> queue index}.
         read: target id -> how many of its messages were read (a counter, not a set).
+        next_index: Queue index of the next queued record (how many were queued).
+        legacy: Ids of queued records without a queue index (older logs only).
     """
 
-    queued: immutables.Map[str, TeamMessageSnapshot] = EMPTY
+    messages: immutables.Map[str, TeamMessageSnapshot] = EMPTY
     pending: immutables.Map[str, immutables.Map[str, int]] = EMPTY
     unread: immutables.Map[str, immutables.Map[str, int]] = EMPTY
     read: immutables.Map[str, int] = EMPTY
+    next_index: int = 0
+    legacy: immutables.Map[str, None] = EMPTY
+
+    def message(self, message_id: str) -> TeamMessageSnapshot | None:
+        """The open message ``message_id`` (queued, or delivered and unread), else ``None``."""
+        return self.messages.get(message_id)
+
+    def status(self, message_id: str) -> Literal["queued", "delivered", "read"]:
+        """``queued``, ``delivered`` or ``read`` for a message that was queued.
+
+        A message the mailbox no longer holds was read (settled); an id that was
+        never queued cannot be told from it, so callers ask only about messages
+        they know were queued.
+        """
+        message = self.messages.get(message_id)
+        if message is None:
+            return "read"
+        found = self.pending.get(message.target_id)
+        return "queued" if found is not None and message_id in found else "delivered"
 
     def is_delivered(self, message_id: str) -> bool:
-        """Whether ``message_id`` was queued and has been acknowledged by its target."""
-        message = self.queued.get(message_id)
-        if message is None:
-            return False
-        found = self.pending.get(message.target_id)
-        return found is None or message_id not in found
+        """Whether a message that was queued has been acknowledged by its target (read ones included)."""
+        return self.status(message_id) != "queued"
 
     def is_read(self, message_id: str) -> bool:
-        """Whether ``message_id`` was delivered and a model step of its target has since completed with it."""
-        if not self.is_delivered(message_id):
-            return False
-        found = self.unread.get(self.queued[message_id].target_id)
-        return found is None or message_id not in found
+        """Whether a message that was queued was delivered and a model step of its target has since completed with it."""
+        return message_id not in self.messages
 
     def unread_count(self, target_id: str) -> int:
         """Messages delivered to ``target_id`` that no completed model step of it has seen yet."""
@@ -204,19 +208,6 @@ class Mailbox(msgspec.Struct, frozen=True, gc=False):
         found = self.unread.get(target_id)
         return () if found is None else self._in_order(found.items())
 
-    def status(self, message_id: str) -> str | None:
-        """``queued``, ``delivered`` or ``read`` for a known message id, else ``None``."""
-        if message_id not in self.queued:
-            return None
-        if not self.is_delivered(message_id):
-            return "queued"
-        return "read" if self.is_read(message_id) else "delivered"
-
-    @property
-    def delivered(self) -> _Delivered:
-        """Delivered ids as an ``in``-only view (see :meth:`is_delivered`)."""
-        return _Delivered(self)
-
     def pending_count(self, target_id: str) -> int:
         found = self.pending.get(target_id)
         return 0 if found is None else len(found)
@@ -231,8 +222,8 @@ class Mailbox(msgspec.Struct, frozen=True, gc=False):
         return self._in_order([item for inner in self.pending.values() for item in inner.items()])
 
     def _in_order(self, items: Any) -> tuple[TeamMessageSnapshot, ...]:
-        queued = self.queued
-        return tuple(queued[key] for key, _ in sorted(items, key=_BY_INDEX))
+        messages = self.messages
+        return tuple(messages[key] for key, _ in sorted(items, key=_BY_INDEX))
 
 
 class FoldFailure(msgspec.Struct, frozen=True):
@@ -251,7 +242,17 @@ class FoldFailure(msgspec.Struct, frozen=True):
 
 
 class FoldRule:
-    """The stable names of the rules a Team record can break (``FoldFailure.rule``)."""
+    """The stable names of the rules a Team record can break (``FoldFailure.rule``).
+
+    A read message is settled and leaves the mailbox, so a delivery or receipt
+    naming a message that is not open (never queued, or already read) fails as
+    ``message-delivered-before-queued`` or ``message-read-before-delivered``;
+    ``message-delivered-twice`` is a second delivery of a message still unread,
+    and ``message-read-twice`` is no longer produced (a second receipt finds its
+    message settled). A queued record fails as ``message-queued-twice`` when its
+    id is open or an older (index-less) record's, or its queue index is below the
+    next one, and as ``message-index-skipped`` when its index is above it.
+    """
 
     INVALID_PAYLOAD: Final = "invalid-payload"
     UNSUPPORTED_VERSION: Final = "unsupported-version"
@@ -265,6 +266,7 @@ class FoldRule:
     TASK_DUPLICATE_BLOCKER: Final = "task-duplicate-blocker"
     TASK_MISSING_BLOCKER: Final = "task-missing-blocker"
     MESSAGE_QUEUED_TWICE: Final = "message-queued-twice"
+    MESSAGE_INDEX_SKIPPED: Final = "message-index-skipped"
     MESSAGE_DELIVERED_BEFORE_QUEUED: Final = "message-delivered-before-queued"
     MESSAGE_TARGET_CHANGED: Final = "message-target-changed"
     MESSAGE_DELIVERED_TWICE: Final = "message-delivered-twice"

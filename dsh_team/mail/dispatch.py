@@ -94,11 +94,14 @@ class Dispatcher:
         """Join ``target_id``'s chain (synchronously); resolves ``True`` once the target holds it durably.
 
         A message already being dispatched gets the same future. After disposal the
-        result is ``False`` at once (the message stays queued for the next start).
+        result is ``False`` at once (the message stays queued for the next start), and
+        so it is for a message that is not open (unknown, or read already).
         """
         existing = self._inflight.get(message_id)
         if existing is not None:
             return existing
+        if journal.state.mail.message(message_id) is None:
+            return _settled(False)  # not open: never queued in this Team, or read already
         key = (journal.team_id, target_id)
         previous = self._tails.get(key)
         try:
@@ -129,8 +132,10 @@ class Dispatcher:
             self._stalled.setdefault(journal.team_id, {})[message_id] = target_id
             return False
         mail = journal.state.mail
-        if mail.is_delivered(message_id) or message_id not in mail.queued:
-            return mail.is_delivered(message_id)
+        # The message was open when its dispatch began, so one the mailbox no longer holds
+        # was read since: delivered.
+        if mail.is_delivered(message_id):
+            return True
         pending = mail.pending_for(target_id)
         upto = [message.id for message in pending].index(message_id) + 1
         for message in pending[:upto]:
@@ -216,8 +221,9 @@ class Dispatcher:
 
     async def _record(self, journal: Journal, message: TeamMessageSnapshot) -> bool:
         def decide(state: TeamState) -> Append | None:
-            queued = state.mail.queued.get(message.id)
-            if queued is None or queued.target_id != message.target_id or state.mail.is_delivered(message.id):
+            # Not open any more (read, hence delivered), or open and delivered: nothing to record.
+            open_ = state.mail.message(message.id)
+            if open_ is None or open_.target_id != message.target_id or state.mail.is_delivered(message.id):
                 return None
             record = MessageDeliveredRecord(
                 version=VERSION, team_id=journal.team_id, message_id=message.id, target_id=message.target_id
@@ -244,7 +250,7 @@ class Dispatcher:
         if journal is None or root is None or root.session is not journal.session:
             return
         mail = journal.state.mail
-        message = mail.queued.get(message_id)
+        message = mail.message(message_id)
         if message is None or message.target_id != session.id or mail.is_delivered(message.id):
             return
         self.host.call_soon(lambda: self._acknowledge_soon(journal, message))

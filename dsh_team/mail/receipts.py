@@ -105,8 +105,8 @@ class ReadReceipts:
         journal = self.journals.find(team_id)
         if journal is None:
             return
-        message = journal.state.mail.queued.get(message_id)
-        if message is None or journal.state.mail.is_read(message_id):
+        message = journal.state.mail.message(message_id)  # None: never queued here, or read already
+        if message is None:
             return
         self.host.call_soon(lambda: self._mark_soon(journal, message))
 
@@ -123,6 +123,7 @@ class ReadReceipts:
             await self.dispatcher.acknowledge(journal, message)
 
             def decide(state: TeamState) -> Append | None:
+                # ``message`` was queued: open and delivered is unread; not open is read already.
                 mail = state.mail
                 if not mail.is_delivered(message.id) or mail.is_read(message.id):
                     return None

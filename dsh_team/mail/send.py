@@ -132,7 +132,9 @@ class MessageSender:
             if size > self.config.max_message_bytes:
                 raise TeamError(f"team message exceeds {self.config.max_message_bytes} bytes", TeamCode.MESSAGE_TOO_LARGE)
             queued.append(message)
-            return Append(TEAM_MESSAGE_QUEUED, MessageQueuedRecord(version=VERSION, team_id=team_id, message=message))
+            # The queue index lets the fold refuse a repeat of this record without keeping every id.
+            record = MessageQueuedRecord(version=VERSION, team_id=team_id, message=message, index=state.mail.next_index)
+            return Append(TEAM_MESSAGE_QUEUED, record)
 
         def register(state: TeamState) -> asyncio.Future[bool]:
             # Inside the section: the per-target dispatch order is the durable queue order.

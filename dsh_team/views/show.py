@@ -26,6 +26,7 @@ import msgspec
 
 from host_spec.messages import message_text
 
+from dsh_team.core.changes import RECENT_KEPT
 from dsh_team.core.records import MemberPhase, TaskStatus
 from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import LEAD_NAME, list_views, owner_name
@@ -114,8 +115,8 @@ class ShowMessage(msgspec.Struct, frozen=True):
     content: tuple[dict[str, Any], ...]
 
 
-#: Messages in the "messages" part: the most recently queued ones.
-RECENT_MESSAGES: Final = 20
+#: Messages in the "messages" part: the most recently queued ones (the change index keeps that many).
+RECENT_MESSAGES: Final = RECENT_KEPT
 
 
 class ShowMessageStatus(msgspec.Struct, frozen=True):
@@ -257,20 +258,19 @@ def pending_messages(state: TeamState) -> tuple[ShowMessage, ...]:
 
 
 def recent_messages(state: TeamState, limit: int = RECENT_MESSAGES) -> tuple[ShowMessageStatus, ...]:
-    """The ``limit`` most recently queued messages of ``state`` with their status, in queue order."""
+    """The ``limit`` (at most :data:`RECENT_MESSAGES`) most recently queued messages of ``state`` with their status, in queue order.
+
+    Read from the change index's window of recent messages: a read message is no
+    longer in the mailbox, but the window still names it.
+    """
     mail = state.mail
-    rows = []
-    for message_id in state.changes.recent_messages(limit):
-        message = mail.queued[message_id]
-        status = mail.status(message_id)
-        assert status is not None  # the change index names queued messages only
-        rows.append(
-            ShowMessageStatus(
-                id=message_id, sender_name=message.sender_name, target_id=message.target_id,
-                target_name=owner_name(state, message.target_id), status=status,
-            )
+    return tuple(
+        ShowMessageStatus(
+            id=entry.message_id, sender_name=entry.sender_name, target_id=entry.target_id,
+            target_name=owner_name(state, entry.target_id), status=mail.status(entry.message_id),
         )
-    return tuple(rows)
+        for entry in state.changes.recent_messages(limit)
+    )
 
 
 def build_show(

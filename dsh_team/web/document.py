@@ -109,7 +109,7 @@ class PanelFold:
         self.seq = 0
         self.time = 0
         self.timeline: list[TimelineEntry] = []
-        self.queued_at: dict[str, int] = {}
+        self.queued_at: dict[str, int] = {}  # pending message id -> time of its queued record
         self.ledger = CostLedger(team_id)
 
     def advance(self, events: Sequence[Event], upto: int) -> Change:
@@ -134,6 +134,8 @@ class PanelFold:
                     change = "mail" if change == "none" else change
                     if event.type == TEAM_MESSAGE_QUEUED:
                         self.queued_at[event.value()["message"]["id"]] = event.time
+                    elif event.type == TEAM_MESSAGE_DELIVERED:  # only pending mail shows its age
+                        self.queued_at.pop(event.value()["message_id"], None)
                 else:
                     change = "team"
             state = after
@@ -209,10 +211,11 @@ def document(
     return doc
 
 
-def message_statuses(fold: PanelFold, entries: Sequence[TimelineEntry]) -> dict[str, str | None]:
+def message_statuses(fold: PanelFold, entries: Sequence[TimelineEntry]) -> dict[str, str]:
     """``message id -> status`` (as of the fold) for every message ``entries`` name.
 
-    Entries name only messages of applied records, so every status is known.
+    Entries name only messages of applied records, so each was queued: one the
+    mailbox no longer holds was read.
     """
     status = fold.state.mail.status
     return {entry.message_id: status(entry.message_id) for entry in entries if entry.message_id is not None}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -93,8 +93,10 @@ def queued(
     content: list[Any] | None = None,
     team_id: str = TEAM,
     version: int = 2,
+    index: int | None = None,
 ) -> dict[str, Any]:
-    return {
+    """A queued record; without ``index`` it has the older shape (no queue index)."""
+    body = {
         "version": version,
         "team_id": team_id,
         "message": {
@@ -105,6 +107,9 @@ def queued(
             "content": content if content is not None else [{"type": "text", "text": "hi"}],
         },
     }
+    if index is not None:
+        body["index"] = index
+    return body
 
 
 def delivered(message_id: str, target_id: str, *, team_id: str = TEAM, version: int = 2) -> dict[str, Any]:
@@ -193,15 +198,20 @@ class BoardHarness:
         return task_view(self.state, self.state.tasks.tasks[task_id])
 
 
-def apply_delta(seen: dict[str, Any], delta: Any) -> dict[str, Any]:
+def apply_delta(seen: dict[str, Any], delta: Any, relist: dict[str, Any] | None = None) -> dict[str, Any]:
     """A reader's picture (``members``/``tasks``/``mail``/``sent`` dicts) after a wait's delta.
 
     Every delta row is a current value: a member's status, a task (``deleted``:
     drop it), a target's ``(queued, unread, read)`` counts, a message's
-    ``(sender, target, status)``.
+    ``(sender, target, status)``. A ``truncated`` part is re-listed: taken whole
+    from ``relist`` (a fresh read), the contract a reader follows; without
+    ``relist`` no part may be truncated.
     """
     after = copy.deepcopy(seen)
-    assert delta.truncated == ()
+    assert relist is not None or delta.truncated == ()
+    for part in delta.truncated:
+        assert getattr(delta, part) == ()  # a truncated part carries no rows
+        after[part] = copy.deepcopy(relist[part])  # type: ignore[index]
     for row in delta.members:
         after["members"][row.target] = row.status
     for row in delta.tasks:
@@ -214,3 +224,22 @@ def apply_delta(seen: dict[str, Any], delta: Any) -> dict[str, Any]:
     for row in delta.sent:
         after["sent"][row.message_id] = (row.sender, row.target, row.status)
     return after
+
+
+def logged_mail(events: Sequence[Event]) -> dict[str, tuple[str, str, str]]:
+    """``message id -> (sender name, target id, status)`` read from a Lead log's mail records.
+
+    The oracle for a message's status once the fold has let a read message go:
+    ``read`` with a receipt, ``delivered`` with a delivery record, else ``queued``.
+    """
+    found: dict[str, tuple[str, str, str]] = {}
+    for item in events:
+        if item.type == "team/message/queued":
+            message = item.value()["message"]
+            found[message["id"]] = (message["sender_name"], message["target_id"], "queued")
+        elif item.type in ("team/message/delivered", "team/message/read"):
+            message_id = item.value()["message_id"]
+            sender, target, _ = found[message_id]
+            found[message_id] = (sender, target, item.type.rsplit("/", 1)[1])
+    return found
+

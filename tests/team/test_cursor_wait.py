@@ -27,7 +27,7 @@ from dsh_team.log.waits import StatusMarks
 from dsh_team.service import TeamService
 from host_spec.messages import text_block
 
-from team_builders import apply_delta
+from team_builders import apply_delta, logged_mail
 from test_team_crash import DRIVER, logs, read_oracle
 from test_team_crash import SCRIPT as CRASH_SCRIPT
 from roster_kit import lead, open_team, parked_team, resume_lead, teams_of, until
@@ -43,10 +43,10 @@ def read(teams: TeamService, caller: Any) -> dict[str, Any]:
         "members": {row.name: row.status for row in rows if row.id != caller.id},
         "tasks": {view.id: (view.status, view.revision, view.owner_name) for view in teams.list_tasks(caller)},
         "mail": {row.name: (row.pending, row.unread, state.mail.read_count(row.id)) for row in rows},
+        # Every message the Lead log queued, its status from the log's own mail records.
         "sent": {
-            message.id: (message.sender_name, next(r.name for r in rows if r.id == message.target_id),
-                         state.mail.status(message.id))
-            for message in state.mail.queued.values()
+            message_id: (sender, next(r.name for r in rows if r.id == target), status)
+            for message_id, (sender, target, status) in logged_mail(teams.membership(caller).root.session.events).items()
         },
     }  # fmt: skip
 
@@ -219,7 +219,7 @@ class TestEdges:
         await host.close()
 
 
-def offline_read(state: Any) -> dict[str, Any]:
+def offline_read(state: Any, lead_events: list[Any]) -> dict[str, Any]:
     """What the Lead could have read at ``state`` (a crashed log folded offline; statuses are offline ones)."""
     names = {state.team_id: "lead", **{m.id: m.name for m in state.members.listed()}}
     mail = state.mail
@@ -227,7 +227,7 @@ def offline_read(state: Any) -> dict[str, Any]:
         "members": {m.name: ("inactive" if m.phase == "active" else m.phase) for m in state.members.listed()},
         "tasks": {t.id: (t.status, t.revision, t.owner_name) for t in list_views(state)},
         "mail": {name: (mail.pending_count(key), mail.unread_count(key), mail.read_count(key)) for key, name in names.items()},
-        "sent": {m.id: (m.sender_name, names[m.target_id], mail.status(m.id)) for m in mail.queued.values()},
+        "sent": {m: (sender, names[target], status) for m, (sender, target, status) in logged_mail(lead_events).items()},
     }
 
 
@@ -245,13 +245,13 @@ class TestCrash:
         crashed = subprocess.run([sys.executable, str(DRIVER), str(data), str(script), point, "build the thing"],
                                  env=env, capture_output=True, timeout=120)  # fmt: skip
         assert crashed.returncode == -signal.SIGKILL, crashed.stderr.decode()[-2000:]
-        root_id, before_state, _ = logs(data)
-        since, before = before_state.position, offline_read(before_state)
+        root_id, before_state, before_events = logs(data)
+        since, before = before_state.position, offline_read(before_state, before_events[root_id])
         host = await open_team(tmp_path, CRASH_SCRIPT)
         root = host.start_agent(await host.resume_session(root_id), name="lead", source="resume")
         teams = teams_of(host)
         journal = teams.journals.get(root.session)
-        await until(lambda: all(journal.state.mail.is_delivered(m) for m in journal.state.mail.queued), what="delivery")
+        await until(lambda: not journal.state.mail.pending, what="delivery")
         await host.quiesce()
         if teams.position(root) == since:
             # Only receipts were rebuilt, and a receipt never ends a wait: the next change does, and its
@@ -269,6 +269,7 @@ class TestCrash:
         assert apply_delta(before, delta) == now
         await host.close()
         _, state, events = logs(data)
-        statuses = {m.id: state.mail.status(m.id) for m in state.mail.queued.values()}
+        statuses = {m: status for m, (_, _, status) in logged_mail(events[root_id]).items()}
         assert statuses == {m: ("read" if m in read_oracle(root_id, state, events) else "delivered") for m in statuses}
+        assert statuses == {m: state.mail.status(m) for m in statuses}  # the fold agrees with its log
         assert {m: s for m, (_, _, s) in now["sent"].items()} == statuses

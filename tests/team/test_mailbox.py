@@ -54,7 +54,7 @@ class TestLeadDelivery:
             "sender_id": worker.id, "sender_name": "worker",
         }  # fmt: skip
         state = teams_of(host).journals.get(root.session).state
-        assert state.mail.pending_count("lead") == 0 and sent.message_id in state.mail.delivered
+        assert state.mail.pending_count("lead") == 0 and state.mail.is_delivered(sent.message_id)
         gates.open("worker")
         await host.close()
 
@@ -259,9 +259,9 @@ class TestFailuresStayQueued:
         gates.open("worker")  # the worker claims it at its next step: the observer acknowledges
         await worker.when_idle()
         await host.quiesce()
-        assert sent.message_id in journal.state.mail.delivered
+        assert journal.state.mail.is_delivered(sent.message_id)
         await host.close()
-        assert sent.message_id in stored_team(tmp_path).mail.delivered
+        assert stored_team(tmp_path).mail.is_delivered(sent.message_id)
 
     async def test_a_send_whose_flush_failed_is_delivered_once_a_later_flush_succeeds(self, tmp_path: Path) -> None:
         """Unconfirmed send: pending shows on the roster; the next durable flush delivers it on its own."""
@@ -273,24 +273,24 @@ class TestFailuresStayQueued:
         with pytest.raises(TeamError) as caught:
             await teams.send_message(root, target="worker", content=text("late"))
         assert caught.value.code == "TEAM_PERSISTENCE_UNCONFIRMED"
-        (message_id,) = journal.state.mail.queued
+        (message_id,) = journal.state.mail.messages
         assert message_id in caught.value.message and "pending" in caught.value.message
         rows = {row.name: row.pending for row in teams.list_members(root)}
         assert rows == {"lead": 0, "worker": 1}  # the model can see it is queued
         for _ in range(20):
             await asyncio.sleep(0)
-        assert message_id not in journal.state.mail.delivered
+        assert not journal.state.mail.is_delivered(message_id)
         faulty.fail_when(None)
         root.session.append("test/marker", {})  # an unrelated later flush
         await root.session.flush()
-        await until(lambda: message_id in journal.state.mail.delivered, what="delivery after the flush")
+        await until(lambda: journal.state.mail.is_delivered(message_id), what="delivery after the flush")
         assert [row.pending for row in teams.list_members(root)] == [0, 0]
         gates.open("worker")
         await worker.when_idle()
         await host.quiesce()
         assert user_texts(worker.session.events).count(f"Team message {message_id} from lead:late") == 1
         await host.close()
-        assert message_id in stored_team(tmp_path).mail.delivered
+        assert stored_team(tmp_path).mail.is_delivered(message_id)
 
 
 class TestLimits:
@@ -360,7 +360,7 @@ class TestAbort:
         sent = await sending
         assert sent.status == "queued"
         gate.release()
-        await until(lambda: sent.message_id in teams.journals.get(root.session).state.mail.delivered,
+        await until(lambda: teams.journals.get(root.session).state.mail.is_delivered(sent.message_id),
                     what="the queued message to be delivered")
         gates.open("worker")
         await host.close()

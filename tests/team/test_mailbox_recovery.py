@@ -84,7 +84,7 @@ class TestRestart:
         await again.close()
         assert occurrences(stored(tmp_path, worker_id), "team-message-a") == 1
         assert "team-message-a" in history_ids(stored(tmp_path, worker_id))
-        assert "team-message-a" in stored_team(tmp_path).mail.delivered
+        assert stored_team(tmp_path).mail.is_delivered("team-message-a")
 
     async def test_mail_the_target_held_before_the_crash_is_never_duplicated(self, tmp_path: Path) -> None:
         """Recorded: only acknowledged, target not resumed (12.2 case 4); pending only: the target is woken to
@@ -127,7 +127,7 @@ class TestRestart:
         await queue_only(host, root, view.id, "team-message-w", "for the worker")
         await host.continuations.deliver(root, view.id, [text_block("plain work")], source={"kind": "user"})
         await host.quiesce()
-        assert "team-message-w" in teams_of(host).journals.get(root.session).state.mail.delivered
+        assert teams_of(host).journals.get(root.session).state.mail.is_delivered("team-message-w")
         await host.close()
         assert occurrences(stored(tmp_path, view.id), "team-message-w") == 1
 
@@ -236,9 +236,9 @@ class TestObserver:
         for item in observed:
             scratch.append(EventType.USER_MESSAGE, item)
         await ready_work_ran()
-        assert message.id not in journal.state.mail.delivered
+        assert not journal.state.mail.is_delivered(message.id)
         worker.session.append(EventType.USER_MESSAGE, team_user_message("lead", message))
-        await until(lambda: message.id in journal.state.mail.delivered, what="the delivery record")
+        await until(lambda: journal.state.mail.is_delivered(message.id), what="the delivery record")
         worker.session.append(EventType.USER_MESSAGE, team_user_message("lead", message))  # delivered: ignored
         teams.lifecycle.close()
         worker.session.append(EventType.USER_MESSAGE, team_user_message("lead", message))  # disposed: ignored

@@ -235,7 +235,7 @@ class TestInterrupt:
         await worker.when_idle()
         assert worker.status == "idle" and [m.id for m in worker.inbox.next_step] == [sent.message_id]
         assert teams.interrupt(root, "worker").previous_status == "inactive"  # loaded, idle: nothing to cancel
-        assert sent.message_id in teams.journals.get(root.session).state.mail.delivered
+        assert teams.journals.get(root.session).state.mail.is_delivered(sent.message_id)
         await host.close()
         assert sent.message_id in pending_ids(stored(tmp_path, worker.id))
 

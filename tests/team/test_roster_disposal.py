@@ -57,7 +57,7 @@ class TestDrain:
         assert (await waiting).timed_out is False
         assert host.sessions.get(view.id) is None and host.find_service(TeamServiceAPI) is None
         await host.close()
-        assert sent.message_id in stored_team(tmp_path).mail.delivered
+        assert stored_team(tmp_path).mail.is_delivered(sent.message_id)
         assert sent.message_id in pending_ids(stored(tmp_path, view.id))  # a cold resume works it off
 
     async def test_only_rostered_children_are_drained_even_failed_ones(self, tmp_path: Path) -> None:

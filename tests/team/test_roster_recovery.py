@@ -83,7 +83,7 @@ class TestReconcileOnLeadStart:
         await host.quiesce()
         await host.close()
         assert member_phases(stored_team(tmp_path)) == {"worker": "active", "ghost": "failed"}
-        assert sent.message_id in stored_team(tmp_path).mail.delivered
+        assert stored_team(tmp_path).mail.is_delivered(sent.message_id)
         assert "status?" in user_texts(stored(tmp_path, "child-a"))[-1]
 
     async def test_a_pending_initial_prompt_proves_the_creation_without_running_the_child(self, tmp_path: Path) -> None:

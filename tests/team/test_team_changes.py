@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_team.core import DELTA_CAP, TeamDelta, evolve, initial_state, team_delta
+from dsh_team.core.changes import RECENT_KEPT, SETTLED_KEPT, Outbox
 from dsh_team.core.state import TeamState
 from dsh_team.views.show import recent_messages
 from host_spec.events import Event
@@ -67,11 +68,52 @@ class Model:
         return {"members": members, "tasks": tasks, "mail": mail, "sent": sent}
 
 
+def read_ids(events: list[Event]) -> set[str]:
+    return {i.value()["message_id"] for i in events if i.type == "team/message/read"}
+
+
+def outbox_seqs(box: Outbox) -> tuple[dict[str, int], dict[str, int], int]:
+    """An outbox as ``(open id -> seq, kept read id -> seq, dropped)``."""
+    return {m: e.seq for m, e in box.open.items()}, {e.message_id: e.seq for e in box.settled}, box.dropped
+
+
+def naive_outbox(seqs: dict[str, int], read: set[str]) -> tuple[dict[str, int], dict[str, int], int]:
+    """What an outbox must hold: every unread message, the SETTLED_KEPT latest read ones, the newest seq let go."""
+    settled = sorted((seq, m) for m, seq in seqs.items() if m in read)
+    kept, gone = settled[len(settled) - SETTLED_KEPT :] if len(settled) > SETTLED_KEPT else settled, settled[:-SETTLED_KEPT]
+    return ({m: seq for m, seq in seqs.items() if m not in read}, {m: seq for seq, m in kept},
+            max((seq for seq, _ in gone), default=0))
+
+
 OPS = st.lists(
     st.tuples(st.sampled_from(["member", "task", "task", "send", "send", "deliver", "read", "mode"]),
               st.integers(0, 5), st.integers(0, 5)),
     max_size=40,
 )  # fmt: skip
+
+
+#: Long histories: mostly mail, so senders read far more than SETTLED_KEPT messages.
+LONG_OPS = st.lists(
+    st.tuples(st.sampled_from(["member", "send", "send", "send", "deliver", "deliver", "deliver", "read", "read"]),
+              st.integers(0, 5), st.integers(0, 5)),
+    min_size=200, max_size=400,
+)  # fmt: skip
+
+
+def moved_after(events: list[Event], since: int, caller: str) -> set[str]:
+    """Naive: ids of the messages (of ``caller``, every one for the Lead) a mail record after ``since`` touched."""
+    senders: dict[str, str] = {}
+    moved: set[str] = set()
+    for item in events:
+        if not item.type.startswith("team/message/"):
+            continue
+        body = item.value()
+        message_id = body["message"]["id"] if "message" in body else body["message_id"]
+        if "message" in body:
+            senders[message_id] = body["message"]["sender_id"]
+        if item.seq > since and caller in (TEAM, senders[message_id]):
+            moved.add(message_id)
+    return moved
 
 
 def run(ops: list[tuple[str, int, int]]) -> tuple[list[Event], list[Model]]:
@@ -153,6 +195,28 @@ class TestDeltaOracle:
             delta = team_delta(end, since, caller, offline_statuses(end))
             assert apply_delta(models[cut].read(caller), delta) == models[-1].read(caller)
 
+    @settings(max_examples=60, deadline=None)
+    @given(LONG_OPS, st.integers(0, 400), st.sampled_from([TEAM, "m1"]))
+    def test_a_long_history_keeps_the_contract_with_a_bounded_index(
+        self, ops: list[tuple[str, int, int]], cut: int, caller: str
+    ) -> None:
+        """Past SETTLED_KEPT read messages per sender the index lets old ones go: the delta of any
+        old cursor, with truncated parts re-listed, still gives the fresh read, and a part is only
+        truncated when it would list more than DELTA_CAP rows."""
+        events, models = run(ops)
+        folded = states(events)
+        cut = min(cut, len(events))
+        end = folded[-1]
+        fresh = models[-1].read(caller)
+        for since, seen in ((0, models[0]), (folded[cut].position, models[cut]), (cut, models[cut])):
+            delta = team_delta(end, since, caller, offline_statuses(end))
+            assert apply_delta(seen.read(caller), delta, relist=fresh) == fresh
+            changed = {m for m, row in fresh["sent"].items() if seen.read(caller)["sent"].get(m) != row}
+            assert ("sent" in delta.truncated) == (len(moved_after(events, since, caller)) > DELTA_CAP)
+            assert changed <= moved_after(events, since, caller)
+        assert all(len(box.settled) <= SETTLED_KEPT for box in end.changes.sent.values())
+        assert len(end.mail.messages) == sum(1 for _, _, status in models[-1].messages.values() if status != "read")
+
     @settings(max_examples=150, deadline=None)
     @given(OPS)
     def test_the_index_names_the_last_record_of_each_entity(self, ops: list[tuple[str, int, int]]) -> None:
@@ -179,7 +243,8 @@ class TestDeltaOracle:
         assert dict(changes.members) == naive["members"]
         assert dict(changes.tasks) == naive["tasks"]
         assert dict(changes.mail) == naive["mail"]
-        assert {s: {m: seq for m, (_, seq) in box.items()} for s, box in changes.sent.items()} == sent
+        assert {s: outbox_seqs(box) for s, box in changes.sent.items()} == {
+            s: naive_outbox(box, read_ids(events)) for s, box in sent.items()}
         for target in naive["mail"]:
             reads = sum(1 for i in events if i.type == "team/message/read" and i.value()["target_id"] == target)
             assert end.mail.read_count(target) == reads
@@ -233,3 +298,20 @@ class TestRecentMessages:
             ("msg-1", "lead", None, "read"), ("msg-2", "lead", None, "delivered"), ("msg-3", "alpha", "lead", "queued")]
         assert [m.id for m in recent_messages(end, limit=2)] == ["msg-2", "msg-3"]
         assert recent_messages(initial_state(TEAM)) == ()
+        assert end.mail.message("msg-1") is None  # read: settled, yet still shown with its status
+
+    def test_the_recent_window_keeps_only_the_latest_queued(self) -> None:
+        """The index keeps RECENT_KEPT queued messages, whatever the history; older ones leave it."""
+        events, count = [], SETTLED_KEPT + 5
+        for number in range(1, count + 1):
+            message_id = f"msg-{number}"
+            events += [queued(message_id, "m1", index=number - 1), delivered(message_id, "m1"), receipt(message_id, "m1")]
+        kinds = ["team/message/queued", "team/message/delivered", "team/message/read"] * count
+        end = states([event(seq, kind, body) for seq, (kind, body) in enumerate(zip(kinds, events), 1)])[-1]
+        shown = recent_messages(end)
+        assert [m.id for m in shown] == [f"msg-{n}" for n in range(count - RECENT_KEPT + 1, count + 1)]
+        assert {m.status for m in shown} == {"read"} and len(end.mail.messages) == 0
+        outbox = end.changes.sent[TEAM]
+        assert len(outbox.settled) == SETTLED_KEPT and outbox.dropped == 5 * 3  # msg-5's receipt let go last
+        assert end.changes.sent_after(TEAM, outbox.dropped - 1) is None
+        assert len(end.changes.sent_after(TEAM, outbox.dropped) or ()) == SETTLED_KEPT

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -91,6 +91,25 @@ def logs(data: Path) -> tuple[str, dict[str, Any], dict[str, list[Any]]]:
     return root, replay(events[root], root), events
 
 
+class Queued(NamedTuple):
+    """A message as its ``team/message/queued`` record on disk says (the fold keeps only open ones)."""
+
+    id: str
+    target_id: str
+    content: list[dict[str, Any]]
+
+
+def queued_messages(lead: list[Any]) -> list[Queued]:
+    """Every message the Lead log queued, in log order: the oracle, read from the file, not the fold."""
+    found = [e.value()["message"] for e in lead if e.type == "team/message/queued"]
+    return [Queued(m["id"], m["target_id"], m["content"]) for m in found]
+
+
+def delivered_ids(lead: list[Any]) -> list[str]:
+    """Message ids of the Lead log's delivery records, one per record."""
+    return [e.value()["message_id"] for e in lead if e.type == "team/message/delivered"]
+
+
 def assert_in_window(data: Path, point: str) -> None:
     """The kill really happened inside the window the point names (read from the crashed files)."""
     root, state, events = logs(data)
@@ -100,7 +119,7 @@ def assert_in_window(data: Path, point: str) -> None:
         assert len(quiescence_seqs(events[root])) == (point == "after-quiescent"), point
         return
     if point in ("after-recorded", "after-reply"):
-        mail = [m.id for m in state.mail.queued.values() if m.target_id != root]
+        mail = [m.id for m in queued_messages(events[root]) if m.target_id != root]
         recorded = [sid for sid in children if set(mail) & set(history_ids(events[sid]))]
         assert len(recorded) == 1, point
         assert bool(read_oracle(root, state, events)) == (point == "after-reply"), point
@@ -112,8 +131,9 @@ def assert_in_window(data: Path, point: str) -> None:
         assert phases == ["provisioning"] and len(children) == 1
         assert len(pending_ids(events[children[0]])) + len(history_ids(events[children[0]])) == 1
         return
-    undelivered = [m for m in state.mail.queued.values() if not state.mail.is_delivered(m.id)]
+    undelivered = [m for m in queued_messages(events[root]) if m.id not in delivered_ids(events[root])]
     assert len(undelivered) == 1, point
+    assert [m.id for m in state.mail.all_pending()] == [undelivered[0].id], point  # the fold agrees
     (message,) = undelivered
     held = pending_ids(events[message.target_id]) + history_ids(events[message.target_id]) if message.target_id in events else []
     assert (message.id in held) == (point != "after-queued"), point
@@ -125,7 +145,11 @@ def assert_consistent(data: Path) -> tuple[str, Any, dict[str, list[Any]]]:
     root, state, events = logs(data)
     assert state.failure is None
     assert "provisioning" not in member_phases(state).values()
-    for message in state.mail.queued.values():
+    queued = queued_messages(events[root])
+    assert len({m.id for m in queued}) == len(queued)  # each message queued once
+    assert sorted(delivered_ids(events[root])) == sorted(m.id for m in queued)  # and delivered once
+    assert not state.mail.pending and len(state.mail.messages) == state.mail.next_index - len(receipt_ids(events[root]))
+    for message in queued:
         assert state.mail.is_delivered(message.id), message
         target = events[message.target_id]
         assert history_ids(target).count(message.id) == 1, (message.id, message.target_id)
@@ -160,7 +184,7 @@ class TestUninterruptedRun:
         data = crash_then_resume(tmp_path, "none")
         root, state, events = assert_consistent(data)
         assert member_phases(state) == {"beta": "active", "alpha": "active"}
-        assert len(state.mail.queued) == 2
+        assert len(queued_messages(events[root])) == 2 and state.mail.next_index == 2
 
 
 class TestProvisioningCrashes:
@@ -191,7 +215,7 @@ class TestDeliveryCrashes:
         data = crash_then_resume(tmp_path, point)
         root, state, events = assert_consistent(data)
         assert member_phases(state) == {"beta": "active", "alpha": "active"}
-        by_text = {message.content[0]["text"]: message for message in state.mail.queued.values()}
+        by_text = {message.content[0]["text"]: message for message in queued_messages(events[root])}
         assert set(by_text) == {"draft ready", "draft reviewed"}
         ready, reviewed = by_text["draft ready"], by_text["draft reviewed"]
         assert texts_of(events[ready.target_id], ready.id) == f"Team message {ready.id} from alpha:draft ready"
@@ -203,7 +227,7 @@ class TestDeliveryCrashes:
 def read_oracle(root: str, state: Any, events: dict[str, list[Any]]) -> set[str]:
     """Messages whose target's own log has an assistant reply after the message was recorded."""
     found: set[str] = set()
-    for message in state.mail.queued.values():
+    for message in queued_messages(events[root]):
         target = events[message.target_id]
         recorded = [i for i, e in enumerate(target) if e.type == "user/message" and e.value()["id"] == message.id]
         if recorded and any(e.type == "assistant/message" for e in target[recorded[0] + 1 :]):
@@ -225,7 +249,8 @@ class TestReceiptCrashes:
         receipts = receipt_ids(events[root])
         assert len(receipts) == len(set(receipts))
         assert set(receipts) == read_oracle(root, state, events)
-        assert {m.id for m in state.mail.queued.values() if state.mail.is_read(m.id)} == set(receipts)
+        assert {m.id for m in queued_messages(events[root]) if state.mail.is_read(m.id)} == set(receipts)
+        assert {m.id for m in queued_messages(events[root])} - set(receipts) == set(state.mail.messages)  # unread: open
 
     async def test_an_in_process_resume_rebuilds_the_lost_receipts(self, tmp_path: Path) -> None:
         """Killed right after the reply: the restarted Lead reconciles receipts from the targets' logs."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import immutables
 import pytest
 
 from dsh_team.core.fold import evolve, replay
@@ -299,15 +300,32 @@ class TestMailbox:
         state = log.fold()
         assert state.mail.pending_count("m1") == 1 and state.mail.pending_count("m2") == 0
         assert state.mail.pending_for("m2") == ()
-        assert [state.mail.is_delivered(i) for i in ("msg-1", "msg-2", "msg-3", "msg-4")] == [True, True, False, False]
-        assert "msg-1" in state.mail.delivered and "msg-3" not in state.mail.delivered
-        assert "m2" not in state.mail.pending
+        assert [state.mail.is_delivered(i) for i in ("msg-1", "msg-2", "msg-3")] == [True, True, False]
+        assert state.mail.message("msg-4") is None and state.mail.message("msg-3").target_id == "m1"
+        assert "m2" not in state.mail.pending and state.mail.next_index == 3
+
+    def test_a_read_message_is_settled_and_dropped(self) -> None:
+        """The mailbox holds open messages only: a read one leaves it (body and all), its status stays ``read``."""
+        log = Log()
+        log.queued("msg-1", "m1", index=0)
+        log.queued("msg-2", "m1", index=1)
+        log.delivered("msg-1", "m1")
+        log.read("msg-1", "m1")
+        mail = log.fold().mail
+        assert set(mail.messages) == {"msg-2"} and mail.message("msg-1") is None
+        assert (mail.status("msg-1"), mail.status("msg-2")) == ("read", "queued")
+        assert mail.is_delivered("msg-1") and mail.is_read("msg-1") and not mail.is_read("msg-2")
+        assert mail.next_index == 2 and mail.legacy == immutables.Map() and mail.read_count("m1") == 1
 
     @pytest.mark.parametrize(
         ("steps", "failure"),
         [
             ([("q", "msg-1", "m1"), ("q", "msg-1", "m1")], 'team message "msg-1" was queued twice'),
-            ([("d", "msg-1", "m1")], 'team message "msg-1" was delivered before queueing'),
+            ([("q", "msg-1", "m1"), ("d", "msg-1", "m1"), ("r", "msg-1", "m1"), ("q", "msg-1", "m1")],
+             'team message "msg-1" was queued twice'),  # an index-less id is remembered after it settles
+            ([("d", "msg-1", "m1")], 'team message "msg-1" was delivered before queueing (or after it was read)'),
+            ([("q", "msg-1", "m1"), ("d", "msg-1", "m1"), ("r", "msg-1", "m1"), ("d", "msg-1", "m1")],
+             'team message "msg-1" was delivered before queueing (or after it was read)'),
             ([("q", "msg-1", "m1"), ("d", "msg-1", "m2")], 'team message "msg-1" target changed'),
             ([("q", "msg-1", "m1"), ("d", "msg-1", "m1"), ("d", "msg-1", "m1")], 'team message "msg-1" was delivered twice'),
             ([("q", "msg-1", "m1"), ("q", "msg-2", "m1"), ("d", "msg-1", "m1"), ("d", "msg-1", "m1")],
@@ -318,8 +336,50 @@ class TestMailbox:
         """Duplicate queueing, early, retargeted and repeated acknowledgements fail (case 8)."""
         log = Log()
         for kind, message_id, target in steps:
-            (log.queued if kind == "q" else log.delivered)(message_id, target)
+            {"q": log.queued, "d": log.delivered, "r": log.read}[kind](message_id, target)
         assert log.fold().failure.message == failure
+
+    @pytest.mark.parametrize(
+        ("steps", "rule"),
+        [
+            ([("msg-1", 0), ("msg-1", 0)], "message-queued-twice"),  # the same record appended twice
+            ([("msg-1", 0), ("msg-2", 1), ("msg-1", 0)], "message-queued-twice"),
+            ([("msg-1", 0), ("msg-1", 1)], "message-queued-twice"),  # an open id, even at the next index
+            ([("msg-1", None), ("msg-1", 1)], "message-queued-twice"),  # an older record's id
+            ([("msg-1", 0), ("msg-2", 0)], "message-queued-twice"),  # a stale index
+            ([("msg-1", 1)], "message-index-skipped"),
+            ([("msg-1", 0), ("msg-2", 2)], "message-index-skipped"),
+        ],
+    )  # fmt: skip
+    def test_a_queue_index_that_is_not_the_next_fails(self, steps: list[tuple[str, int | None]], rule: str) -> None:
+        """A current queued record carries its queue index: a repeat (stale index) or a gap breaks the stream."""
+        log = Log()
+        for message_id, index in steps:
+            log.queued(message_id, "m1", index=index)
+        failure = log.fold().failure
+        assert failure is not None and failure.rule == rule and failure.seq == len(steps)
+
+    def test_older_and_current_queued_records_share_one_queue_order(self) -> None:
+        """Index-less records are numbered by the fold; a current record continues the count."""
+        log = Log()
+        log.queued("msg-1", "m1")
+        log.queued("msg-2", "m1", index=1)
+        log.queued("msg-3", "m1")
+        state = log.fold()
+        assert state.failure is None and state.mail.next_index == 3
+        assert [m.id for m in state.mail.pending_for("m1")] == ["msg-1", "msg-2", "msg-3"]
+        assert set(state.mail.legacy) == {"msg-1", "msg-3"}
+
+    def test_a_settled_id_of_a_current_record_is_not_remembered(self) -> None:
+        """The documented limit: ids are unique by construction (the writer's uuid); once a message
+        with a queue index is read, a *new* record at the next index may carry its id again."""
+        log = Log()
+        log.queued("msg-1", "m1", index=0)
+        log.delivered("msg-1", "m1")
+        log.read("msg-1", "m1")
+        log.queued("msg-1", "m1", index=1)
+        state = log.fold()
+        assert state.failure is None and state.mail.status("msg-1") == "queued"
 
     def test_retired_tool_result_blocks_fail_the_stream(self) -> None:
         """A queued message carrying a tool-result block is an invalid payload (case 1)."""
