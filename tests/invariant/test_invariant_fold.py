@@ -52,9 +52,10 @@ def task(id: str, revision: int = 1, blocked_by: tuple[str, ...] = (), status: s
                                                        "blocked_by": list(blocked_by), "write_scopes": []}}
 
 
-def queued(id: str, target: str = "child-1") -> dict[str, Any]:
-    return {"version": 2, "team_id": LEAD, "message": {"id": id, "sender_id": LEAD, "sender_name": "lead",
-                                                      "target_id": target, "content": [{"type": "text", "text": "hi"}]}}
+def queued(id: str, target: str = "child-1", index: int | None = None) -> dict[str, Any]:
+    body = {"version": 2, "team_id": LEAD, "message": {"id": id, "sender_id": LEAD, "sender_name": "lead",
+                                                       "target_id": target, "content": [{"type": "text", "text": "hi"}]}}
+    return body if index is None else {**body, "index": index}
 
 
 def delivered(id: str, target: str = "child-1") -> dict[str, Any]:
@@ -133,6 +134,14 @@ class TestRejects:
              "task-duplicate-blocker", "repeats blocker"),
             ([("team/message/queued", queued("m-1"))], ("team/message/queued", queued("m-1")),
              "message-queued-twice", "queued twice"),
+            ([("team/message/queued", queued("m-1", index=0)), ("team/message/delivered", delivered("m-1")),
+              ("team/message/read", delivered("m-1"))],
+             ("team/message/queued", queued("m-1", index=0)), "message-queued-twice", "queued twice"),
+            ([("team/message/queued", queued("m-1", index=0))], ("team/message/queued", queued("m-2", index=2)),
+             "message-index-skipped", "queue index 2, the next one is 1"),
+            ([("team/message/queued", queued("m-1", index=0)), ("team/message/delivered", delivered("m-1")),
+              ("team/message/read", delivered("m-1"))],
+             ("team/message/read", delivered("m-1")), "message-read-before-delivered", "(or read already)"),
             ([], ("team/message/delivered", delivered("m-1")), "message-delivered-before-queued",
              "delivered before queueing"),
             ([("team/message/queued", queued("m-1"))], ("team/message/delivered", delivered("m-1", "child-2")),

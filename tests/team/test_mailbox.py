@@ -58,6 +58,18 @@ class TestLeadDelivery:
         gates.open("worker")
         await host.close()
 
+    async def test_each_queued_record_carries_its_queue_index(self, tmp_path: Path) -> None:
+        """The writer numbers queued records 0, 1, 2, ... from the folded mailbox (what the fold checks)."""
+        host, root, gates, (worker,) = await parked_team(tmp_path, "worker")
+        teams = teams_of(host)
+        sent = [await teams.send_message(root, target="worker", content=text(f"m{n}")) for n in range(3)]
+        sent.append(await teams.send_message(worker, target="lead", content=text("back")))
+        records = of_type(root.session.events, "team/message/queued")
+        assert [(r["message"]["id"], r["index"]) for r in records] == [(s.message_id, n) for n, s in enumerate(sent)]
+        assert teams.journals.get(root.session).state.mail.next_index == 4
+        gates.open("worker")
+        await host.close()
+
     async def test_a_busy_lead_holds_both_reports_in_durable_order_and_a_reload_adds_nothing(self, tmp_path: Path) -> None:
         """Two reports to a running Lead: splice, delivered, splice, delivered; a service reload resends nothing (case 27)."""
         host, root, gates, (worker,) = await parked_team(tmp_path, "worker", lead_script=[PARK])
