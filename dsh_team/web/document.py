@@ -18,7 +18,8 @@ what only a panel needs:
 ``costs`` is ``dsh team show``'s cost section, folded from the same Lead log (a
 new charge is a ``team`` change, so a live panel shows spend as it happens).
 
-:class:`PanelFold` folds incrementally: it keeps the state and the timeline and
+:class:`PanelFold` folds incrementally: it keeps the state and the recent
+timeline (at least :data:`TIMELINE_KEPT` entries, never the whole history) and
 only ever reads events after its position, so a watcher costs one ``evolve`` per
 new event, never a re-scan.
 """
@@ -56,6 +57,10 @@ __all__ = [
 
 #: How many timeline entries a full document carries (the newest; deltas carry all new ones).
 TIMELINE_WINDOW: Final = 300
+
+#: Timeline entries a fold keeps at least (between this and twice this): more than a
+#: document shows, so a watcher further behind than the kept ones is one that gets a snapshot anyway.
+TIMELINE_KEPT: Final = 2 * TIMELINE_WINDOW
 
 #: ``member_id -> "running" | "idle"`` for attached agents, ``None`` when not attached.
 LiveStatus = Callable[[str], "Literal['running', 'idle'] | None"]
@@ -108,7 +113,8 @@ class PanelFold:
         self.state: TeamState = initial_state(team_id)
         self.seq = 0
         self.time = 0
-        self.timeline: list[TimelineEntry] = []
+        self.timeline: list[TimelineEntry] = []  # the newest entries (see TIMELINE_KEPT)
+        self.dropped = 0  # seq of the newest entry let go (0: none)
         self.queued_at: dict[str, int] = {}  # pending message id -> time of its queued record
         self.ledger = CostLedger(team_id)
 
@@ -143,10 +149,20 @@ class PanelFold:
         self.seq = max(self.seq, upto)
         self.state = state
         self.ledger = ledger
+        timeline = self.timeline
+        if len(timeline) > 2 * TIMELINE_KEPT:  # trimmed in batches: amortised O(1) per entry
+            self.dropped = timeline[-TIMELINE_KEPT - 1].seq
+            del timeline[:-TIMELINE_KEPT]
         return change
 
-    def entries_after(self, seq: int) -> list[TimelineEntry]:
-        """Timeline entries with a position after ``seq`` (what a resuming watcher missed)."""
+    def entries_after(self, seq: int) -> list[TimelineEntry] | None:
+        """Timeline entries with a position after ``seq`` (what a resuming watcher missed).
+
+        ``None`` when some of them were let go (more than :data:`TIMELINE_KEPT` came
+        after ``seq``): such a watcher needs a snapshot.
+        """
+        if self.dropped > seq:
+            return None
         timeline = self.timeline
         low, high = 0, len(timeline)
         while low < high:

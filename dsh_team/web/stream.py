@@ -155,16 +155,18 @@ class Feed:
         before = fold.seq
         change = fold.advance(self.source.events, self.source.durable)
         messages: list[Message] = []
-        if fresh:  # the Lead appeared after these watchers connected: they have nothing yet
+        entries = fold.entries_after(before)
+        # The Lead appeared after these watchers connected (they have nothing yet), or more
+        # changes came at once than the fold keeps: a snapshot.
+        if fresh or entries is None:
             doc = self._document(fold)
             self._statuses = self._current_statuses(fold)
             messages.append(_message("snapshot", fold.seq, doc))
         elif change == "team":
             doc = self._document(fold)
-            doc["timeline"] = plain(fold.entries_after(before))
+            doc["timeline"] = plain(entries)
             messages.append(_message("team", fold.seq, doc))
         elif change == "mail":
-            entries = fold.entries_after(before)
             delta = mail_delta(fold, log_length=len(self.source.events), entries=entries)
             delta["timeline"] = plain(entries)
             messages.append(_message("mail", fold.seq, delta))
