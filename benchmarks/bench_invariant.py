@@ -66,7 +66,8 @@ class Workload:
         message_id, target = f"team-message-{number}", f"child-{number % TEAMMATES}"
         self.phase = (phase + 1) % 3
         if phase == 0:
-            return ("team/message/queued", {"version": 2, "team_id": team, "message": {
+            # ``index``: the queue index, as the writer sets it (one queued record per message).
+            return ("team/message/queued", {"version": 2, "team_id": team, "index": number, "message": {
                 "id": message_id, "sender_id": team, "sender_name": "lead", "target_id": target,
                 "content": [{"type": "text", "text": "status: parser done, starting the tests"}]}})
         if phase == 1:

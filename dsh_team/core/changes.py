@@ -72,6 +72,10 @@ class SentMessage(msgspec.Struct, frozen=True, gc=False):
     index: int
     seq: int
 
+    def moved(self, seq: int) -> SentMessage:
+        """This entry after a status change at ``seq``."""
+        return SentMessage(self.message_id, self.sender_name, self.target_id, self.index, seq)
+
 
 class Outbox(msgspec.Struct, frozen=True, gc=False):
     """One sender's messages in the index (immutable).
@@ -132,7 +136,7 @@ class Changes(msgspec.Struct, frozen=True, gc=False):
     def delivered(self, sender_id: str, message_id: str, seq: int) -> Changes:
         """The index after the delivery record of an open message of ``sender_id`` at ``seq``."""
         outbox = self.sent[sender_id]
-        entry = msgspec.structs.replace(outbox.open[message_id], seq=seq)
+        entry = outbox.open[message_id].moved(seq)
         outbox = Outbox(outbox.open.set(message_id, entry), outbox.settled, outbox.dropped)
         return Changes(self.members, self.tasks, self.mail.set(entry.target_id, seq), self.sent.set(sender_id, outbox),
                        self.recent)
@@ -140,7 +144,7 @@ class Changes(msgspec.Struct, frozen=True, gc=False):
     def read(self, sender_id: str, message_id: str, seq: int) -> Changes:
         """The index after the read receipt of an open message of ``sender_id`` at ``seq``: it settles."""
         outbox = self.sent[sender_id]
-        entry = msgspec.structs.replace(outbox.open[message_id], seq=seq)
+        entry = outbox.open[message_id].moved(seq)
         settled, dropped = (*outbox.settled, entry), outbox.dropped
         if len(settled) > SETTLED_KEPT:
             dropped = settled[0].seq
