@@ -344,10 +344,10 @@ def decide_update(
     rule = _RULES.get(action) if isinstance(action, str) else None
     if rule is None:
         raise TeamError(f"unknown task action {action!r}", TeamCode.INVALID_ARGUMENT)
-    fields = {"subject": subject, "description": description, "blocked_by": blocked_by,
-              "write_scopes": write_scopes, "owner": owner}  # fmt: skip
-    for name, value in fields.items():
-        if value is not None and name not in _FIELDS[action]:
+    allowed = _FIELDS[action]
+    for name, value in (("subject", subject), ("description", description), ("blocked_by", blocked_by),
+                        ("write_scopes", write_scopes), ("owner", owner)):  # fmt: skip
+        if value is not None and name not in allowed:
             raise TeamError(f"{action} does not take {name}", TeamCode.INVALID_ARGUMENT, field=name)
     update = _Update(
         state=state,

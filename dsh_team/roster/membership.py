@@ -108,8 +108,11 @@ class DescriptorScan:
             start, found = session.header.seed_length, False
         count = session.last_seq  # membership runs per Team call: nothing new costs no view access
         if not found and start < count:
-            # ``in`` over the mapped types runs in C: a Lead's long log costs no Python step per event.
-            found = EventType.SUBAGENT_DESCRIPTOR in map(_TYPE, session.events[start:count])
+            if count - start == 1:  # the usual case between two Team calls: one event, no slice
+                found = session.events[start].type == EventType.SUBAGENT_DESCRIPTOR
+            else:
+                # ``in`` over the mapped types runs in C: a Lead's long log costs no Python step per event.
+                found = EventType.SUBAGENT_DESCRIPTOR in map(_TYPE, session.events[start:count])
             self._scanned[session.id] = (session, count, found)
         return found
 
@@ -181,6 +184,9 @@ class MembershipResolver:
         """
         if not self.is_live(agent):
             return None
+        parent_id = agent.session.header.parent_session
+        if parent_id is None or self.agents.get(parent_id) is None:  # a root (the usual Lead): no walk
+            return agent
         current, seen = agent, {agent.id}
         while True:
             parent_id = current.session.header.parent_session
