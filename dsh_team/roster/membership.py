@@ -184,9 +184,14 @@ class MembershipResolver:
         """
         if not self.is_live(agent):
             return None
+        agents = self.agents
         parent_id = agent.session.header.parent_session
-        if parent_id is None or self.agents.get(parent_id) is None:  # a root (the usual Lead): no walk
+        parent = agents.get(parent_id) if parent_id is not None else None
+        if parent is None:  # a root (the usual Lead): no walk
             return agent
+        grandparent_id = parent.session.header.parent_session
+        if grandparent_id is None or agents.get(grandparent_id) is None:  # a teammate of a root Lead
+            return parent
         current, seen = agent, {agent.id}
         while True:
             parent_id = current.session.header.parent_session

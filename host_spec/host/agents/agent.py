@@ -84,6 +84,8 @@ class Agent:
         self.runtime = runtime
         self._release = release
         self._session = session
+        #: The agent id (its session's id): a plain attribute, read many times per Team call.
+        self.id: str = session.id
         self._scope = scope
         self._name = name
         self._model = model
@@ -111,10 +113,6 @@ class Agent:
         return f"<Agent {self.id} {self._name!r} {self._status}>"
 
     # ------------------------------------------------------------ identity and state
-
-    @property
-    def id(self) -> str:
-        return self._session.id
 
     @property
     def session(self) -> Session:

@@ -238,6 +238,8 @@ class Session:
         if not 0 <= durable_seq <= len(items):
             raise ValueError(f"durable_seq {durable_seq} outside 0..{len(items)}")
         self._header = header
+        #: The session id: a plain attribute, read on every append and Team call (a property costs a call).
+        self.id: str = header.id
         self._events = items
         self._view = EventsView(items)
         self._own = EventsView(items, header.seed_length)
@@ -249,10 +251,6 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<Session {self._header.id} seq={len(self._events)} durable={self._commit.durable_seq}>"
-
-    @property
-    def id(self) -> str:
-        return self._header.id
 
     @property
     def header(self) -> SessionHeader:
