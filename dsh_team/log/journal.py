@@ -24,9 +24,8 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload, runtime_checkable
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, overload, runtime_checkable
 
-import attrs
 import structlog
 
 from host_spec.carry import CarriedFolds
@@ -79,12 +78,12 @@ class TeamFolds(Protocol):
 FoldSource = Callable[[], "TeamFolds | None"]
 
 
-@attrs.frozen
-class Append:
+class Append(NamedTuple):
     """A record a decision wants in the Lead log: event type, payload (a Struct) and, rarely, its cause.
 
     ``cause`` ``None`` lets the host attribute the record to the current agent and
     tool call; the Team's own records (quiescence) pass an empty :class:`Cause`.
+    A named tuple: one is built per Team mutation, on the durable write path.
     """
 
     type: str
