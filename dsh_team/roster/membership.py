@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-import attrs
 import structlog
 
 from host_spec.events import EventType
@@ -49,9 +48,8 @@ log = structlog.get_logger(__name__)
 _MEMBER_PHASES: Final = frozenset({"active", "provisioning"})
 
 
-@attrs.frozen
-class Membership:
-    """An agent's place in a Team.
+class Membership(NamedTuple):
+    """An agent's place in a Team (a named tuple: one is resolved on every Team call).
 
     Attributes:
         root: The live Lead agent (the caller itself for a Lead).
@@ -61,11 +59,11 @@ class Membership:
         agent: The member agent this membership was resolved for.
     """
 
-    root: Agent = attrs.field(eq=False)
+    root: Agent
     team_id: str
     role: Role
     name: str
-    agent: Agent = attrs.field(eq=False)
+    agent: Agent
 
     @property
     def member_id(self) -> str:
