@@ -12,7 +12,9 @@ R2: the bytes the folded Team state keeps for a log of tasks and mail (one event
     the events are generated, never held); goal: at most 1.5, the board and the
     mailbox follow live tasks and open mail, not the history. Also printed: the
     resident memory the resume adds, per 100k events, beside what the stored
-    events alone cost (a plain ``store.read``).
+    events alone cost (a plain ``store.read``), and the Team state after 100k
+    events of task churn (deleted tasks stay on the board as tombstones: the one
+    part of the fold still proportional to history, shown so it is tracked).
 R3: ``list_tasks`` at 1,000 live tasks (microseconds per call, printed).
 R4: 32 members exchanging 10,000 messages (queued, delivered into the target's
     session, acknowledged) on an in-memory host: time per message of the last
@@ -53,7 +55,9 @@ from dsh_team.core.records import (  # noqa: E402
     MessageDeliveredRecord,
     MessageQueuedRecord,
     MessageReadRecord,
+    TaskRecord,
     TeamMessageSnapshot,
+    TeamTaskSnapshot,
 )
 from host_spec.events import Event, json_encode  # noqa: E402
 from host_spec.host.app import Host  # noqa: E402
@@ -70,6 +74,7 @@ MESSAGES = 10_000
 MAIL_ROUNDS = 3
 LEAD = "lead"
 STATE_SIZES = (100_000, 1_000_000)
+CHURN = 100_000
 
 
 def _rss() -> int:
@@ -153,6 +158,34 @@ def _child_state(count: int) -> dict[str, float]:
     return {"bytes": retained, "messages": len(state.mail.messages), "queued": state.mail.next_index}
 
 
+def _churn_events(count: int, team_id: str) -> Iterator[Event]:
+    """A Lead log of task churn: each step creates a task and, past ``LIVE`` live ones, deletes the oldest."""
+    description = "a realistic description of what this task is about " * 3
+    seq, made, oldest = 0, 0, 1
+    while seq < count:
+        made += 1
+        tasks = [TeamTaskSnapshot(f"task-{made}", 1, f"subject {made}", description, "pending", (), ())]
+        if made - oldest >= LIVE:
+            tasks.append(TeamTaskSnapshot(f"task-{oldest}", 2, f"subject {oldest}", description, "deleted", (), ()))
+            oldest += 1
+        for task in tasks[: count - seq]:
+            seq += 1
+            data = msgspec.Raw(json_encode(TaskRecord(version=VERSION, team_id=team_id, task=task)))
+            yield Event(seq=seq, time=1_700_000_000_000 + seq, type="team/task", data=data)
+
+
+def _child_churn(count: int) -> dict[str, float]:
+    """Bytes the folded Team state keeps after task churn: deleted tasks stay on the board as tombstones."""
+    import gc
+
+    before = _rss()
+    state = replay(_churn_events(count, LEAD), LEAD)
+    gc.collect()
+    retained = _rss() - before
+    assert state.failure is None and len(state.tasks.listed()) == LIVE
+    return {"bytes": retained, "deleted": len(state.tasks.tasks) - len(state.tasks.live)}
+
+
 def _spawn(kind: str, directory: Path) -> dict[str, float]:
     done = subprocess.run(
         [sys.executable, __file__, kind, str(directory)], check=True, capture_output=True, text=True
@@ -171,8 +204,10 @@ def _resume_figures(directory: Path) -> dict[str, float]:
         resumed.append(_spawn("resume", directory))
     read = _spawn("read", directory)
     state = {count: _spawn(f"state-{count}", directory) for count in STATE_SIZES}
+    churn = _spawn(f"churn-{CHURN}", directory)
     return {
         "state": state,
+        "churn": churn,
         "written": written,
         "size": size,
         "typed": min(typed),
@@ -268,6 +303,12 @@ def run() -> list[tuple[str, float, float]]:
         f"({big['bytes'] / small['bytes']:.1f}x for {STATE_SIZES[1] // STATE_SIZES[0]}x the history; "
         f"{big['messages']:.0f} of {big['queued']:.0f} messages kept)"
     )
+    churn = resume["churn"]
+    print(
+        f"scale: Team state after {CHURN} events of task churn (create, delete the oldest; {LIVE} live): "
+        f"{churn['bytes'] / 1e6:.1f} MB; {churn['deleted']:.0f} deleted tasks kept as tombstones "
+        f"({churn['bytes'] / max(churn['deleted'], 1):.0f} B each; not yet bounded)"
+    )
     print(f"scale: list_tasks at {LIST_TASKS} live tasks {live['list_tasks'] * 1e6:.0f} us per call")
     runs = live["mail"]
     print(
@@ -294,6 +335,8 @@ def _child(kind: str, directory: Path) -> None:
         result = asyncio.run(_child_resume(directory))
     elif kind.startswith("state-"):
         result = _child_state(int(kind.removeprefix("state-")))
+    elif kind.startswith("churn-"):
+        result = _child_churn(int(kind.removeprefix("churn-")))
     else:
         result = {"typed": _child_typed, "read": _child_read}[kind](directory)
     print(json.dumps(result))
