@@ -145,8 +145,7 @@ class TeamService:
             return Append(TEAM_TASK, TaskRecord(version=VERSION, team_id=membership.team_id, task=snapshot))
 
         def render(state: TeamState) -> TaskView:
-            view = task_view(state, state.tasks.tasks[decided[0]])
-            return msgspec.structs.replace(view, position=state.position)
+            return task_view(state, state.tasks.tasks[decided[0]], state.position)
 
         async with self.lifecycle.operation():
             return await journal.transact(record, render, what=what, check=check)

@@ -132,8 +132,11 @@ def write_scope_warnings(board: Board, task: TeamTaskSnapshot) -> tuple[str, ...
     )
 
 
-def task_view(state: TeamState, task: TeamTaskSnapshot) -> TaskView:
-    """The view of ``task`` on ``state``'s board (the task need not be listed: tombstones too)."""
+def task_view(state: TeamState, task: TeamTaskSnapshot, position: int | None = None) -> TaskView:
+    """The view of ``task`` on ``state``'s board (the task need not be listed: tombstones too).
+
+    ``position`` is set on a mutation's result (see :attr:`TaskView.position`).
+    """
     board = state.tasks
     return TaskView(
         id=task.id,
@@ -147,6 +150,7 @@ def task_view(state: TeamState, task: TeamTaskSnapshot) -> TaskView:
         write_scope_warnings=write_scope_warnings(board, task),
         owner_id=task.owner_id,
         owner_name=owner_name(state, task.owner_id),
+        position=position,
     )
 
 

@@ -331,13 +331,16 @@ class Journal:
                 # The flush below follows at once: the log may start writing the record now.
                 self.session.append(record.type, record.payload, cause=record.cause, write_ahead=True)
             result = render(self.catch_up()) if render is not None else None
-        task = record is not None and record.type == TEAM_TASK
-        code = TeamCode.TASK_PERSISTENCE_UNCONFIRMED if task else TeamCode.PERSISTENCE_UNCONFIRMED
+        # The flush of :meth:`flush`, inline: one coroutine frame fewer on every mutation.
         try:
-            await self.flush(what, code=code)
-        except UnconfirmedError as error:
+            await self.session.flush()
+        except Exception as exc:
+            task = record is not None and record.type == TEAM_TASK
+            code = TeamCode.TASK_PERSISTENCE_UNCONFIRMED if task else TeamCode.PERSISTENCE_UNCONFIRMED
+            error = self._unconfirmed(what, code, exc)
             error.value = result  # visible: the caller can show it instead of retrying
-            raise
+            raise error from exc
+        self.flushed(self.session.durable_seq)
         return result
 
     async def flush(self, what: str, *, code: str = TeamCode.PERSISTENCE_UNCONFIRMED) -> None:
@@ -354,12 +357,15 @@ class Journal:
         try:
             await self.session.flush()
         except Exception as exc:
-            raise UnconfirmedError(
-                f"{what} is visible but its persistence is unconfirmed ({exc}); read it before retrying",
-                code=code,
-                team_id=self.team_id,
-            ) from exc
+            raise self._unconfirmed(what, code, exc) from exc
         self.flushed(self.session.durable_seq)
+
+    def _unconfirmed(self, what: str, code: str, exc: Exception) -> UnconfirmedError:
+        return UnconfirmedError(
+            f"{what} is visible but its persistence is unconfirmed ({exc}); read it before retrying",
+            code=code,
+            team_id=self.team_id,
+        )
 
 
 class Journals:
