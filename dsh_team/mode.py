@@ -41,20 +41,26 @@ class ModeControl:
         self.journals = journals
         self.default = default
 
-    def is_enabled(self, caller: Agent) -> bool:
-        """Whether Team tools and guidance are on for ``caller``'s tree (``False`` for a stale agent)."""
+    def is_enabled(self, caller: Agent, known: tuple[Agent, TeamState] | None = None) -> bool:
+        """Whether Team tools and guidance are on for ``caller``'s tree (``False`` for a stale agent).
+
+        ``known``: an agent and its folded state the caller already holds; when it
+        is the tree's root its state is used instead of looking the journal up.
+        """
         root = self.members.root_of(caller)
         if root is None:
             return False
+        if known is not None and known[0] is root:
+            return mode_enabled(known[1], self.default)
         return mode_enabled(self.journals.get(root.session).state, self.default)
 
-    def require_enabled(self, caller: Agent) -> None:
-        """Raise unless Team mode is on for ``caller``'s tree.
+    def require_enabled(self, caller: Agent, known: tuple[Agent, TeamState] | None = None) -> None:
+        """Raise unless Team mode is on for ``caller``'s tree (``known``: see :meth:`is_enabled`).
 
         Raises:
             TeamError: ``TEAM_MODE_DISABLED``.
         """
-        if not self.is_enabled(caller):
+        if not self.is_enabled(caller, known):
             raise TeamError("Team mode is switched off for this session tree", TeamCode.MODE_DISABLED)
 
     async def set_enabled(self, root: Agent, enabled: Any) -> None:

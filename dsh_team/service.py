@@ -137,7 +137,7 @@ class TeamService:
 
         def check(state: TeamState) -> None:
             self.lifecycle.admit()
-            self.mode.require_enabled(caller)
+            self.mode.require_enabled(caller, (membership.root, state))  # the Lead's state, just folded
 
         def record(state: TeamState) -> Append:
             snapshot = decide(state, membership)
