@@ -70,8 +70,10 @@ class Session(Protocol):
         ``write_ahead=True`` says the caller flushes right after this step: a host
         may start writing the event to storage at once, so the disk works while the
         event's observers run. The event is still durable only once a flush
-        returns; it may, unlike one appended without the hint, survive a crash
-        that comes before that flush.
+        returns; it may survive a crash that comes before that flush (so may
+        the events appended before it, which that flush covers too). Events
+        appended without the hint, and none with it after them, are written only
+        by a flush.
         """
         ...
 

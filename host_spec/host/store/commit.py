@@ -19,19 +19,22 @@ A write is one :class:`~host_spec.storage.SessionLog` ``append`` at the written
 tail (its compare-and-set) followed by ``sync``.
 
 *Write-ahead*: when a lone writer appends an event it flushes right after
-(``Session.append(..., write_ahead=True)``) to an idle session (no batch forming or
-running, the last batch had one flusher), :meth:`GroupCommit.write_ahead` appends
-that event to an inline log at once and lets the log start writing it out
-(its optional ``write_ahead``), before the host runs the event's observers and the caller
-reaches ``flush``. The disk then works while Python does, and the batch's sync
-only waits for what is left. Nothing is acknowledged earlier than before: the
-batch still ends in ``sync`` (an event written ahead may survive a crash that
-comes before its flush, as any written, unsynced byte may), and a failed write-ahead is forgotten (the log is
-back at its synced tail) so the batch appends those events again. Under
-concurrency (a batch with several flushers) write-ahead stays off: there the
-page would be written twice. Waiters are woken on their own
-loops. A failed write leaves its events pending and raises to every waiter of
-that batch; the next batch retries them at the same tail.
+(``Session.append(..., write_ahead=True)``) to an idle session (no batch forming
+or running, the last batch had one flusher), :meth:`GroupCommit.write_ahead`
+appends the session's pending events to an inline log at once and lets the log
+start writing them out (its optional ``write_ahead``), before the host runs the
+event's observers and the caller reaches ``flush``. The disk then works while
+Python does, and the batch's sync only waits for what is left. Nothing is
+acknowledged earlier than before: the batch still ends in ``sync`` (an event
+written ahead may survive a crash that comes before its flush, as any written,
+unsynced byte may), and a failed write-ahead is forgotten (the log is back at
+its synced tail) so the batch appends those events again. Under concurrency (a
+batch with several flushers) write-ahead stays off: there the page would be
+written twice.
+
+Waiters are woken on their own loops. A failed write leaves its events pending
+and raises to every waiter of that batch; the next batch retries them at the
+same tail.
 """
 
 from __future__ import annotations
@@ -192,7 +195,7 @@ class GroupCommit:
         await waiter  # raises the batch's write error; cancelling us leaves the write alone
 
     def write_ahead(self) -> None:
-        """Append the first event since the last batch to an idle inline log now (see the module doc).
+        """Append the pending events to an idle inline log now, once per batch (see the module doc).
 
         Called by the session right after it appended an event, on the loop thread.
         A failure is not raised here: the log is back at its synced tail and the
