@@ -111,6 +111,17 @@ class TestGroupCommitWriteAhead:
         await session.flush()
         assert log.calls == [("ahead", [1]), ("append", [2, 3]), ("sync", [1, 2, 3])]
 
+    async def test_a_hinted_event_takes_the_pending_events_before_it_along(self) -> None:
+        """Events appended before the hinted one are written ahead with it: its flush covers them too."""
+        log = AheadLog()
+        session = ahead_session(log)
+        session.append("a/b", {})
+        assert log.calls == []
+        session.append("a/b", {}, write_ahead=True)
+        assert log.calls == [("ahead", [1, 2])]
+        await session.flush()
+        assert log.stored == [1, 2] and session.durable_seq == 2
+
     async def test_concurrent_flushers_turn_write_ahead_off_and_still_share_a_write(self) -> None:
         """A batch of several flushers stops write-ahead; a lone batch afterwards turns it on again."""
         log = AheadLog()
