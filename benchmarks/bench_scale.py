@@ -56,9 +56,8 @@ from dsh_team.core.records import (  # noqa: E402
     MessageQueuedRecord,
     MessageReadRecord,
     TaskRecord,
-    TeamMessageSnapshot,
-    TeamTaskSnapshot,
 )
+from dsh_team.core.snapshots import TeamMessageSnapshot, TeamTaskSnapshot  # noqa: E402
 from host_spec.events import Event, json_encode  # noqa: E402
 from host_spec.host.app import Host  # noqa: E402
 from host_spec.host.models.scripted import ScriptedModel  # noqa: E402

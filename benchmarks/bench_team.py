@@ -42,7 +42,8 @@ if __package__ in (None, ""):
 
 from benchmarks._common import Rounds, Totals, report, timed, atimed  # noqa: E402
 from benchmarks.peers import RawAppend, RawPreallocated, SqliteBoard  # noqa: E402
-from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord, TaskRecord, TeamMemberSnapshot, TeamTaskSnapshot  # noqa: E402
+from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord, TaskRecord  # noqa: E402
+from dsh_team.core.snapshots import TeamMemberSnapshot, TeamTaskSnapshot  # noqa: E402
 from dsh_team.core.fold import replay  # noqa: E402
 from dsh_team.log.journal import Append  # noqa: E402
 from dsh_team.api import TeamServiceAPI  # noqa: E402

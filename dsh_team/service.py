@@ -32,7 +32,8 @@ from dsh_team.config import TeamConfig
 from dsh_team.coordination import Coordination
 from dsh_team.cost.costs import TeamCosts
 from dsh_team.cost.report import MemberCost
-from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_MESSAGE_READ, TEAM_TASK, VERSION, TaskRecord, TeamTaskSnapshot
+from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_MESSAGE_READ, TEAM_TASK, VERSION, TaskRecord
+from dsh_team.core.snapshots import TeamTaskSnapshot
 from dsh_team.log.journal import Append, Journal, Journals, TeamFolds
 from dsh_team.mail.holdings import asleep_with_work
 from dsh_team.mail.send import SendResult

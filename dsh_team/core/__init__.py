@@ -3,7 +3,8 @@
 Nothing here touches asyncio, a host or a file: every function is a value in, a value out,
 so the service, the offline view and the invariant can share it and tests can drive it alone.
 
-Modules: :mod:`.records` (the seven durable record types and their decoders),
+Modules: :mod:`.records` (the seven durable record types and their decoders), :mod:`.snapshots`
+(the entity values records carry), :mod:`.content` (the shape of message content blocks),
 :mod:`.state` (the immutable folded state), :mod:`.fold` (``evolve``/``replay``), :mod:`.upcast` (older record versions),
 :mod:`.changes` (where each entity last changed), :mod:`.delta` (the
 delta of a cursor wait), :mod:`.dag` (the incremental dependency check), :mod:`.board` (task decisions),
@@ -25,7 +26,6 @@ from dsh_team.core.records import (
     TEAM_QUIESCENT,
     TEAM_TASK,
     VERSION,
-    MemberPhase,
     MemberRecord,
     MessageDeliveredRecord,
     MessageReadRecord,
@@ -34,14 +34,11 @@ from dsh_team.core.records import (
     QuiescentRecord,
     StalledTask,
     TaskRecord,
-    TaskStatus,
-    TeamMemberSnapshot,
-    TeamMessageSnapshot,
     TeamRecord,
     TeamStalled,
-    TeamTaskSnapshot,
     decode_payload,
 )
+from dsh_team.core.snapshots import MemberPhase, TaskStatus, TeamMemberSnapshot, TeamMessageSnapshot, TeamTaskSnapshot
 from dsh_team.core.quiescence import durably_quiet, may_record, stalled_work
 from dsh_team.core.state import (
     Board, FoldFailure, FoldRule, Mailbox, Quiescence, Roster, TeamState, initial_state, mode_enabled,

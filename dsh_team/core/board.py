@@ -16,7 +16,7 @@ import msgspec
 
 from dsh_team.config import is_safe_positive_int
 from dsh_team.errors import TeamCode, TeamError
-from dsh_team.core.records import TeamTaskSnapshot
+from dsh_team.core.snapshots import TeamTaskSnapshot
 from dsh_team.core.state import Board, TeamState
 from dsh_team.core.dag import check_candidate
 from dsh_team.core.task_view import LEAD_NAME, blockers_completed, is_ready, owner_name

@@ -22,7 +22,7 @@ from typing import Final, Literal, NamedTuple
 
 import immutables
 
-from dsh_team.core.records import TeamTaskSnapshot
+from dsh_team.core.snapshots import TeamTaskSnapshot
 from dsh_team.core.state import EMPTY, Board
 
 __all__ = ["DagViolation", "check_candidate", "relink"]

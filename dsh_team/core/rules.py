@@ -33,9 +33,8 @@ from dsh_team.core.records import (
     ModeRecord,
     QuiescentRecord,
     TaskRecord,
-    TeamTaskSnapshot,
-    numeric_task_number,
 )
+from dsh_team.core.snapshots import TeamTaskSnapshot, numeric_task_number
 from dsh_team.core.changes import SentMessage
 from dsh_team.core.quiescence import durably_quiet, stalled_work
 from dsh_team.core.state import EMPTY, Board, FoldFailure, FoldRule, Mailbox, Memo, Quiescence, Roster, TeamState

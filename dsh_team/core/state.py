@@ -26,7 +26,8 @@ import immutables
 import msgspec
 
 from dsh_team.core.changes import Changes
-from dsh_team.core.records import TeamMemberSnapshot, TeamMessageSnapshot, TeamStalled, TeamTaskSnapshot
+from dsh_team.core.records import TeamStalled
+from dsh_team.core.snapshots import TeamMemberSnapshot, TeamMessageSnapshot, TeamTaskSnapshot
 
 __all__ = [
     "EMPTY", "Memo", "Roster", "Board", "Mailbox", "FoldFailure", "FoldRule", "Quiescence", "TeamState",

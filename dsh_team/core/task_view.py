@@ -11,7 +11,7 @@ from typing import Final
 
 import msgspec
 
-from dsh_team.core.records import TaskStatus, TeamTaskSnapshot
+from dsh_team.core.snapshots import TaskStatus, TeamTaskSnapshot
 from dsh_team.core.state import Board, TeamState
 
 __all__ = [

@@ -14,7 +14,7 @@ from host_spec.errors import InvalidEventError
 from host_spec.events import encode_data, json_decode
 
 from dsh_team.errors import TeamCode, TeamError
-from dsh_team.core.records import validate_content
+from dsh_team.core.content import validate_content
 
 __all__ = [
     "check_content",

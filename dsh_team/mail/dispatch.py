@@ -37,7 +37,8 @@ import structlog
 from host_spec.events import EventType
 
 from dsh_team.errors import TeamError, render_reason
-from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, VERSION, MessageDeliveredRecord, TeamMessageSnapshot
+from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, VERSION, MessageDeliveredRecord
+from dsh_team.core.snapshots import TeamMessageSnapshot
 from dsh_team.log.journal import Append, Journal
 from dsh_team.mail.framing import framed_content, recorded_team_message, team_source, team_user_message
 from dsh_team.mail.holdings import SessionMessages

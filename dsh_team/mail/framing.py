@@ -16,7 +16,7 @@ import msgspec
 from host_spec.events import Event
 from host_spec.messages import ContentBlock, Source, UserMessage, text_block
 
-from dsh_team.core.records import TeamMessageSnapshot
+from dsh_team.core.snapshots import TeamMessageSnapshot
 
 __all__ = [
     "MESSAGE_ID_PREFIX",

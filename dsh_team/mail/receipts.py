@@ -31,7 +31,8 @@ import structlog
 
 from host_spec.events import EventType
 
-from dsh_team.core.records import TEAM_MESSAGE_READ, VERSION, MessageReadRecord, TeamMessageSnapshot
+from dsh_team.core.records import TEAM_MESSAGE_READ, VERSION, MessageReadRecord
+from dsh_team.core.snapshots import TeamMessageSnapshot
 from dsh_team.errors import render_reason
 from dsh_team.log.journal import Append, Journal
 from dsh_team.mail.framing import recorded_team_message

@@ -27,7 +27,8 @@ import structlog
 from host_spec.events import json_encode
 
 from dsh_team.errors import TeamCode, TeamError, UnconfirmedError, render_reason
-from dsh_team.core.records import TEAM_MESSAGE_QUEUED, VERSION, MessageQueuedRecord, TeamMessageSnapshot
+from dsh_team.core.records import TEAM_MESSAGE_QUEUED, VERSION, MessageQueuedRecord
+from dsh_team.core.snapshots import TeamMessageSnapshot
 from dsh_team.log.journal import Append
 from dsh_team.roster.roster import resolve_target
 from dsh_team.mail.framing import MESSAGE_ID_PREFIX, framed_content

@@ -38,7 +38,8 @@ import structlog
 from host_spec.records import AbortSignal
 
 from dsh_team.errors import TeamCode, TeamError, render_reason
-from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord, TeamMemberSnapshot
+from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord
+from dsh_team.core.snapshots import TeamMemberSnapshot
 from dsh_team.log.journal import Append, Journal
 from dsh_team.roster.roster import TEXT_MAX, MemberView, RosterService, validate_name
 from dsh_team.mail.holdings import SessionMessages, await_accepted, creation_aborted

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any, Final
 import structlog
 
 from dsh_team.errors import render_reason
-from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord, TeamMemberSnapshot
+from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord
+from dsh_team.core.snapshots import TeamMemberSnapshot
 from dsh_team.log.journal import Append
 from dsh_team.mail.holdings import fold_messages, own_descriptor
 from dsh_team.core.state import TeamState

@@ -22,7 +22,7 @@ import msgspec
 import structlog
 
 from dsh_team.errors import TeamCode, TeamError
-from dsh_team.core.records import TeamMemberSnapshot
+from dsh_team.core.snapshots import TeamMemberSnapshot
 from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import LEAD_NAME
 

@@ -17,7 +17,7 @@ import structlog
 
 from host_spec.records import Handle
 
-from dsh_team.core.records import MemberPhase
+from dsh_team.core.snapshots import MemberPhase
 from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import LEAD_NAME, TaskView, list_views
 

@@ -27,7 +27,7 @@ import msgspec
 from host_spec.messages import message_text
 
 from dsh_team.core.changes import RECENT_KEPT
-from dsh_team.core.records import MemberPhase, TaskStatus
+from dsh_team.core.snapshots import MemberPhase, TaskStatus
 from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import LEAD_NAME, list_views, owner_name
 from dsh_team.cost.report import CostReport

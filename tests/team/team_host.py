@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord, TeamMemberSnapshot
+from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord
+from dsh_team.core.snapshots import TeamMemberSnapshot
 from dsh_team.log.journal import Append
 from dsh_team.api import TeamServiceAPI
 from dsh_team.service import TeamService

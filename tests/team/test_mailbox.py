@@ -429,7 +429,8 @@ def text_user(value: str) -> Any:
 
 async def queue_only(teams: Any, root: Any, target: Any, value: str) -> Any:
     """Append a queued record without dispatching it (what a crash right after the queue leaves)."""
-    from dsh_team.core.records import VERSION, MessageQueuedRecord, TeamMessageSnapshot
+    from dsh_team.core.records import VERSION, MessageQueuedRecord
+    from dsh_team.core.snapshots import TeamMessageSnapshot
     from dsh_team.log.journal import Append
 
     journal = teams.journals.get(root.session)

@@ -6,7 +6,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_QUEUED, VERSION, MessageQueuedRecord, TeamMessageSnapshot
+from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_QUEUED, VERSION, MessageQueuedRecord
+from dsh_team.core.snapshots import TeamMessageSnapshot
 from dsh_team.log.journal import Append
 from dsh_team.mail import team_user_message
 from host_spec import hookimpl

@@ -16,7 +16,8 @@ import msgspec
 import pytest
 from structlog.testing import capture_logs
 
-from dsh_team.core.records import TEAM_MESSAGE_READ, TeamMessageSnapshot
+from dsh_team.core.records import TEAM_MESSAGE_READ
+from dsh_team.core.snapshots import TeamMessageSnapshot
 from dsh_team.mail import team_user_message
 from dsh_team.mail.receipts import scan_receipts
 from host_spec.events import Event, EventType

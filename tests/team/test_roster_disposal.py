@@ -11,7 +11,8 @@ from structlog.testing import capture_logs
 
 from dsh_team.api import TeamServiceAPI
 from dsh_team.errors import TeamError
-from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord, TeamMemberSnapshot
+from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord
+from dsh_team.core.snapshots import TeamMemberSnapshot
 from host_spec.messages import text_block
 
 from roster_kit import (

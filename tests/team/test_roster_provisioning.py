@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from dsh_team.errors import TeamError
-from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord, TeamMemberSnapshot
+from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord
+from dsh_team.core.snapshots import TeamMemberSnapshot
 from host_spec.errors import SubagentError
 from host_spec.events import EventType
 from host_spec.messages import user_message

@@ -149,7 +149,8 @@ class TestReconcileOnLeadStart:
 
 
 async def add_member_terminal(host: Any, root: Any, member_id: str, name: str, phase: str) -> None:
-    from dsh_team.core.records import VERSION, MemberRecord, TeamMemberSnapshot
+    from dsh_team.core.records import VERSION, MemberRecord
+    from dsh_team.core.snapshots import TeamMemberSnapshot
     from dsh_team.log.journal import Append
 
     snapshot = TeamMemberSnapshot(id=member_id, name=name, description="worker", provider="spawn", context="fresh", phase=phase)

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_team.core.dag import check_candidate
-from dsh_team.core.records import TeamTaskSnapshot
+from dsh_team.core.snapshots import TeamTaskSnapshot
 from dsh_team.core.state import TeamState
 
 from team_builders import Log

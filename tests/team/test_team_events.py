@@ -7,15 +7,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from dsh_team.core.records import (
-    TEAM_EVENT_TYPES,
-    TaskRecord,
-    TeamTaskSnapshot,
-    decode_payload,
-    decode_selector,
-    numeric_task_number,
-    validate_content,
-)
+from dsh_team.core.content import validate_content
+from dsh_team.core.records import TEAM_EVENT_TYPES, TaskRecord, decode_payload, decode_selector
+from dsh_team.core.snapshots import TeamTaskSnapshot, numeric_task_number
 from host_spec.events import json_encode
 
 from team_builders import member, mode, queued, task

@@ -19,7 +19,8 @@ from hypothesis import given, strategies as st
 from workspace_kit import agent_in, call, events_of, open_host
 
 from dsh_team.api import TeamServiceAPI
-from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord, TeamMemberSnapshot
+from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord
+from dsh_team.core.snapshots import TeamMemberSnapshot
 from dsh_team.core.write_audit import covers
 from dsh_team.log.journal import Append
 from host_spec.host.cli.main import main
