@@ -27,7 +27,7 @@ committed (``committed``): the stage of that very object is adopted without
 looking the event up in the log, so the per-append cost of the check is one fold
 and two dictionary lookups.
 A refused candidate's violation carries the fold's own rule name
-(:class:`~dsh_team.core.state.FoldRule`).
+(:class:`~dsh_team.core.fold_failure.FoldRule`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ so the service, the offline view and the invariant can share it and tests can dr
 
 Modules: :mod:`.records` (the seven durable record types and their decoders), :mod:`.snapshots`
 (the entity values records carry), :mod:`.content` (the shape of message content blocks),
-:mod:`.state` (the immutable folded state), :mod:`.fold` (``evolve``/``replay``), :mod:`.upcast` (older record versions),
+:mod:`.state` (the immutable folded state), :mod:`.mailbox` (its open mail), :mod:`.persistent`
+(the shared empty map and memo), :mod:`.fold_failure` (why a stream stopped folding),
+:mod:`.fold` (``evolve``/``replay``), :mod:`.upcast` (older record versions),
 :mod:`.changes` (where each entity last changed), :mod:`.delta` (the
 delta of a cursor wait), :mod:`.dag` (the incremental dependency check), :mod:`.board` (task decisions),
 :mod:`.task_view` (what a task looks like to readers), :mod:`.validation`
@@ -40,9 +42,9 @@ from dsh_team.core.records import (
 )
 from dsh_team.core.snapshots import MemberPhase, TaskStatus, TeamMemberSnapshot, TeamMessageSnapshot, TeamTaskSnapshot
 from dsh_team.core.quiescence import durably_quiet, may_record, stalled_work
-from dsh_team.core.state import (
-    Board, FoldFailure, FoldRule, Mailbox, Quiescence, Roster, TeamState, initial_state, mode_enabled,
-)
+from dsh_team.core.fold_failure import FoldFailure, FoldRule
+from dsh_team.core.mailbox import Mailbox
+from dsh_team.core.state import Board, Quiescence, Roster, TeamState, initial_state, mode_enabled
 from dsh_team.core.task_view import LEAD_NAME, TaskView, list_views, task_view
 from dsh_team.core.validation import check_content
 

@@ -34,16 +34,14 @@ delta after P reports it even when P is the position the receipt left in place.
 from __future__ import annotations
 
 from operator import attrgetter
-from typing import Any, Final
+from typing import Final
 
 import immutables
 import msgspec
 
+from dsh_team.core.persistent import EMPTY
 
 __all__ = ["DELTA_CAP", "SETTLED_KEPT", "RECENT_KEPT", "SentMessage", "Outbox", "Changes", "ChangedKeys"]
-
-#: The shared empty map (the state module's own ``EMPTY`` is the same value).
-EMPTY: Final[immutables.Map[Any, Any]] = immutables.Map()
 
 #: Most rows of one kind in a delta; more and that kind is ``truncated`` (re-list it).
 DELTA_CAP: Final = 24

@@ -23,7 +23,8 @@ from typing import Final, Literal, NamedTuple
 import immutables
 
 from dsh_team.core.snapshots import TeamTaskSnapshot
-from dsh_team.core.state import EMPTY, Board
+from dsh_team.core.persistent import EMPTY
+from dsh_team.core.state import Board
 
 __all__ = ["DagViolation", "check_candidate", "relink"]
 

@@ -12,7 +12,7 @@ all fold the Lead log with this function, so they cannot disagree. Rules:
    folded like a current one.
 5. An unreadable selector, a payload that fails the strict schema, an unsupported
    ``version`` or a broken transition rule yields a *new* state whose ``failure``
-   is a :class:`~dsh_team.core.state.FoldFailure` naming the rule, and the last
+   is a :class:`~dsh_team.core.fold_failure.FoldFailure` naming the rule, and the last
    valid collections.
 6. An applied event yields a new state that replaces only the touched collection
    (roster, board or mailbox); the others keep their identity.
@@ -40,7 +40,9 @@ from host_spec.events import Event
 from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_TASK, VERSION, TaskRecord, decode_payload, decode_selector
 from dsh_team.core.changes import Changes
 from dsh_team.core.rules import RULES, TransitionRule
-from dsh_team.core.state import Board, FoldFailure, FoldRule, Memo, TeamState, initial_state
+from dsh_team.core.fold_failure import FoldFailure, FoldRule
+from dsh_team.core.persistent import Memo
+from dsh_team.core.state import Board, TeamState, initial_state
 from dsh_team.core.upcast import UnsupportedVersion, decode_older
 
 __all__ = ["evolve", "replay"]

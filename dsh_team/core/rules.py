@@ -1,7 +1,7 @@
 """The transition rules of the Team fold: one pure function per Team record type.
 
 Each rule takes the state before, the event and its strictly decoded current
-record, and returns the next state or the :class:`~dsh_team.core.state.FoldFailure`
+record, and returns the next state or the :class:`~dsh_team.core.fold_failure.FoldFailure`
 the record causes (the fold turns that into a failed state). Rules replace only
 the collection they touch; :mod:`dsh_team.core.fold` dispatches to them.
 """
@@ -37,7 +37,10 @@ from dsh_team.core.records import (
 from dsh_team.core.snapshots import TeamTaskSnapshot, numeric_task_number
 from dsh_team.core.changes import SentMessage
 from dsh_team.core.quiescence import durably_quiet, stalled_work
-from dsh_team.core.state import EMPTY, Board, FoldFailure, FoldRule, Mailbox, Memo, Quiescence, Roster, TeamState
+from dsh_team.core.fold_failure import FoldFailure, FoldRule
+from dsh_team.core.mailbox import Mailbox
+from dsh_team.core.persistent import EMPTY, Memo
+from dsh_team.core.state import Board, Quiescence, Roster, TeamState
 
 __all__ = ["RULES", "TransitionRule"]
 

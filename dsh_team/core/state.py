@@ -12,6 +12,11 @@ value of the ``pending`` map for mail); listings sort a small subset (the
 non-deleted tasks, the roster, one target's pending mail) and memoise the result
 on the immutable collection object itself where it is reused.
 
+The roster and the board live here beside the state that holds them; the
+mailbox is :mod:`dsh_team.core.mailbox`, the shared empty map and memo are
+:mod:`dsh_team.core.persistent`, and a stream's failure is
+:mod:`dsh_team.core.fold_failure`.
+
 These are msgspec Structs rather than attrs classes because the fold builds
 several of them per event and P3 (cold replay) is measured against a plain msgspec
 decode: a Struct is about ten times cheaper to construct.
@@ -19,47 +24,19 @@ decode: a Struct is about ten times cheaper to construct.
 
 from __future__ import annotations
 
-from operator import itemgetter
-from typing import Any, Final, Literal
+from typing import Any
 
 import immutables
 import msgspec
 
 from dsh_team.core.changes import Changes
+from dsh_team.core.fold_failure import FoldFailure
+from dsh_team.core.mailbox import Mailbox
+from dsh_team.core.persistent import EMPTY, Memo
 from dsh_team.core.records import TeamStalled
-from dsh_team.core.snapshots import TeamMemberSnapshot, TeamMessageSnapshot, TeamTaskSnapshot
+from dsh_team.core.snapshots import TeamMemberSnapshot, TeamTaskSnapshot
 
-__all__ = [
-    "EMPTY", "Memo", "Roster", "Board", "Mailbox", "FoldFailure", "FoldRule", "Quiescence", "TeamState",
-    "initial_state", "mode_enabled",
-]
-
-#: The shared empty map every fresh collection starts from.
-EMPTY: Final[immutables.Map[Any, Any]] = immutables.Map()
-
-#: Sort key of a ``(message id, queue index)`` item of a pending map.
-_BY_INDEX: Final = itemgetter(1)
-
-
-class Memo(dict[str, Any]):
-    """A per-object cache that never takes part in equality.
-
-    Collections are immutable, so anything derived from one (a sorted listing) is
-    valid for its whole life; storing it here keeps repeated reads O(k) without
-    making two equal collections compare unequal.
-    """
-
-    __slots__ = ()
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Memo)
-
-    # typeshed declares ``dict.__hash__`` as ``None``; a Memo must hash so the Structs holding it do.
-    def __hash__(self) -> int:  # type: ignore[override]
-        return 0
-
-    def __repr__(self) -> str:
-        return "Memo()"
+__all__ = ["Roster", "Board", "Quiescence", "TeamState", "initial_state", "mode_enabled"]
 
 
 def _sorted_values(values: immutables.Map[str, Any], order: immutables.Map[str, int], ids: Any) -> tuple[Any, ...]:
@@ -131,151 +108,6 @@ class Board(msgspec.Struct, frozen=True, gc=False):
         """Non-deleted tasks that list ``task_id`` as a blocker, in board order."""
         found = self.dependents.get(task_id)
         return () if found is None else tuple(sorted(found.keys(), key=self.order.__getitem__))
-
-
-class Mailbox(msgspec.Struct, frozen=True, gc=False):
-    """The open peer messages: queued, or delivered and not read yet.
-
-    Sized by open mail, not by history: a message is held from its queued record
-    until its read receipt, which settles it (its status never moves again), and
-    then dropped, body and all. Delivery is not stored separately: an open
-    message is delivered exactly when it has left its target's ``pending`` map for
-    its ``unread`` map (the fold moves it there and nowhere else).
-
-    Queue order is a counter: ``next_index`` is the queue index of the next queued
-    record, and a current queued record carries its index, so a record appended
-    twice (its index is stale) fails the fold without the mailbox remembering
-    every id it ever saw. Queued records of older logs carry no index; their ids
-    are kept in ``legacy`` so a repeat of one still fails (only such logs keep a
-    set that grows with their history).
-
-    Because a settled message is dropped, "read" and "never queued" look the
-    same here: :meth:`status`, :meth:`is_delivered` and :meth:`is_read` answer for
-    a message the caller knows was queued (from a record, the change index or its
-    send), and :meth:`message` tells whether a message is still open.
-
-    Attributes:
-        messages: message id -> :class:`TeamMessageSnapshot` of every open message.
-        pending: target id -> {undelivered message id -> queue index}.
-        unread: target id -> {delivered, not yet read message id -> queue index}.
-        read: target id -> how many of its messages were read (a counter, not a set).
-        next_index: Queue index of the next queued record (how many were queued).
-        legacy: Ids of queued records without a queue index (older logs only).
-    """
-
-    messages: immutables.Map[str, TeamMessageSnapshot] = EMPTY
-    pending: immutables.Map[str, immutables.Map[str, int]] = EMPTY
-    unread: immutables.Map[str, immutables.Map[str, int]] = EMPTY
-    read: immutables.Map[str, int] = EMPTY
-    next_index: int = 0
-    legacy: immutables.Map[str, None] = EMPTY
-
-    def message(self, message_id: str) -> TeamMessageSnapshot | None:
-        """The open message ``message_id`` (queued, or delivered and unread), else ``None``."""
-        return self.messages.get(message_id)
-
-    def status(self, message_id: str) -> Literal["queued", "delivered", "read"]:
-        """``queued``, ``delivered`` or ``read`` for a message that was queued.
-
-        A message the mailbox no longer holds was read (settled); an id that was
-        never queued cannot be told from it, so callers ask only about messages
-        they know were queued.
-        """
-        message = self.messages.get(message_id)
-        if message is None:
-            return "read"
-        found = self.pending.get(message.target_id)
-        return "queued" if found is not None and message_id in found else "delivered"
-
-    def is_delivered(self, message_id: str) -> bool:
-        """Whether a message that was queued has been acknowledged by its target (read ones included)."""
-        return self.status(message_id) != "queued"
-
-    def is_read(self, message_id: str) -> bool:
-        """Whether a message that was queued was delivered and a model step of its target has since completed with it."""
-        return message_id not in self.messages
-
-    def unread_count(self, target_id: str) -> int:
-        """Messages delivered to ``target_id`` that no completed model step of it has seen yet."""
-        found = self.unread.get(target_id)
-        return 0 if found is None else len(found)
-
-    def read_count(self, target_id: str) -> int:
-        """Messages to ``target_id`` that a completed model step of it has seen."""
-        return self.read.get(target_id, 0)
-
-    def unread_for(self, target_id: str) -> tuple[TeamMessageSnapshot, ...]:
-        """Delivered, unread messages of one target, in queue order."""
-        found = self.unread.get(target_id)
-        return () if found is None else self._in_order(found.items())
-
-    def pending_count(self, target_id: str) -> int:
-        found = self.pending.get(target_id)
-        return 0 if found is None else len(found)
-
-    def pending_for(self, target_id: str) -> tuple[TeamMessageSnapshot, ...]:
-        """Undelivered messages for one target, in queue order."""
-        found = self.pending.get(target_id)
-        return () if found is None else self._in_order(found.items())
-
-    def all_pending(self) -> tuple[TeamMessageSnapshot, ...]:
-        """Every undelivered message of the Team, in queue order."""
-        return self._in_order([item for inner in self.pending.values() for item in inner.items()])
-
-    def _in_order(self, items: Any) -> tuple[TeamMessageSnapshot, ...]:
-        messages = self.messages
-        return tuple(messages[key] for key, _ in sorted(items, key=_BY_INDEX))
-
-
-class FoldFailure(msgspec.Struct, frozen=True):
-    """Why a Team stream stopped folding: a value, so readers branch on ``rule``, not on text.
-
-    Attributes:
-        rule: The broken rule, a stable name (``task-revision-not-contiguous``,
-            ``unsupported-version``, ``invalid-payload``, ...; see :class:`FoldRule`).
-        message: The human-readable account, naming the record and the rule.
-        seq: The log position of the record that failed.
-    """
-
-    rule: str
-    message: str
-    seq: int
-
-
-class FoldRule:
-    """The stable names of the rules a Team record can break (``FoldFailure.rule``).
-
-    A read message is settled and leaves the mailbox, so a delivery or receipt
-    naming a message that is not open (never queued, or already read) fails as
-    ``message-delivered-before-queued`` or ``message-read-before-delivered``;
-    ``message-delivered-twice`` is a second delivery of a message still unread,
-    and ``message-read-twice`` is no longer produced (a second receipt finds its
-    message settled). A queued record fails as ``message-queued-twice`` when its
-    id is open or an older (index-less) record's, or its queue index is below the
-    next one, and as ``message-index-skipped`` when its index is above it.
-    """
-
-    INVALID_PAYLOAD: Final = "invalid-payload"
-    UNSUPPORTED_VERSION: Final = "unsupported-version"
-    MEMBER_MUST_BEGIN_PROVISIONING: Final = "member-must-begin-provisioning"
-    MEMBER_NAME_REUSED: Final = "member-name-reused"
-    MEMBER_IDENTITY_CHANGED: Final = "member-identity-changed"
-    MEMBER_INVALID_TRANSITION: Final = "member-invalid-transition"
-    TASK_MUST_BEGIN_AT_REVISION_1: Final = "task-must-begin-at-revision-1"
-    TASK_REVISION_NOT_CONTIGUOUS: Final = "task-revision-not-contiguous"
-    TASK_DEPENDENCY_CYCLE: Final = "task-dependency-cycle"
-    TASK_DUPLICATE_BLOCKER: Final = "task-duplicate-blocker"
-    TASK_MISSING_BLOCKER: Final = "task-missing-blocker"
-    MESSAGE_QUEUED_TWICE: Final = "message-queued-twice"
-    MESSAGE_INDEX_SKIPPED: Final = "message-index-skipped"
-    MESSAGE_DELIVERED_BEFORE_QUEUED: Final = "message-delivered-before-queued"
-    MESSAGE_TARGET_CHANGED: Final = "message-target-changed"
-    MESSAGE_DELIVERED_TWICE: Final = "message-delivered-twice"
-    MESSAGE_READ_BEFORE_DELIVERED: Final = "message-read-before-delivered"
-    MESSAGE_READ_TWICE: Final = "message-read-twice"
-    QUIESCENCE_REPEATED: Final = "quiescence-repeated"
-    QUIESCENCE_WHILE_BUSY: Final = "quiescence-while-busy"
-    QUIESCENCE_STALLED_MISMATCH: Final = "quiescence-stalled-mismatch"
 
 
 class Quiescence(msgspec.Struct, frozen=True, gc=False):

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from dsh_team.core.fold import evolve
 from dsh_team.core.quiescence import durably_quiet, may_record, stalled_work
 from dsh_team.core.records import StalledTask, TeamStalled
-from dsh_team.core.state import FoldRule, TeamState
+from dsh_team.core.fold_failure import FoldRule
+from dsh_team.core.state import TeamState
 
 from team_builders import TEAM, Log, delivered, member, mode, queued, task
 
