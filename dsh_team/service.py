@@ -46,7 +46,8 @@ from dsh_team.views.cursor import CursorDeltas
 from dsh_team.views.remote import RemoteTeam
 from dsh_team.roster.roster import InterruptResult, MemberView
 from dsh_team.core.state import TeamState, mode_enabled
-from dsh_team.core.board import Actor, decide_create, decide_update, require_task
+from dsh_team.core.actor import Actor
+from dsh_team.core.board import decide_create, decide_update, require_task
 from dsh_team.core.task_view import TaskView, list_views, task_view
 
 if TYPE_CHECKING:

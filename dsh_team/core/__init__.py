@@ -10,11 +10,13 @@ Modules: :mod:`.records` (the seven durable record types and their decoders), :m
 :mod:`.fold` (``evolve``/``replay``), :mod:`.upcast` (older record versions),
 :mod:`.changes` (where each entity last changed), :mod:`.delta` (the
 delta of a cursor wait), :mod:`.dag` (the incremental dependency check), :mod:`.board` (task decisions),
+:mod:`.task_actions` (the rule of each update action), :mod:`.actor` (who is asking),
 :mod:`.task_view` (what a task looks like to readers), :mod:`.validation`
 (argument rules shared by decisions), :mod:`.quiescence` (when a Team is quiet, what it leaves undone).
 """
 
-from dsh_team.core.board import ACTIONS, Actor, Role, decide_create, decide_update, require_task
+from dsh_team.core.actor import Actor, Role
+from dsh_team.core.board import decide_create, decide_update, require_task
 from dsh_team.core.delta import DELTA_CAP, MailChange, MemberChange, SentChange, TaskChange, TeamDelta, team_delta
 from dsh_team.core.dag import DagViolation, check_candidate
 from dsh_team.core.fold import evolve, replay
@@ -45,6 +47,7 @@ from dsh_team.core.quiescence import durably_quiet, may_record, stalled_work
 from dsh_team.core.fold_failure import FoldFailure, FoldRule
 from dsh_team.core.mailbox import Mailbox
 from dsh_team.core.state import Board, Quiescence, Roster, TeamState, initial_state, mode_enabled
+from dsh_team.core.task_actions import ACTIONS
 from dsh_team.core.task_view import LEAD_NAME, TaskView, list_views, task_view
 from dsh_team.core.validation import check_content
 

@@ -31,7 +31,7 @@ import structlog
 from host_spec.events import EventType
 
 from dsh_team.errors import TeamCode, TeamError
-from dsh_team.core.board import Role
+from dsh_team.core.actor import Role
 from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import LEAD_NAME
 

@@ -17,7 +17,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from dsh_team.errors import TeamError
 from dsh_team.core.fold import evolve, replay
-from dsh_team.core.board import Actor, decide_create, decide_update
+from dsh_team.core.actor import Actor
+from dsh_team.core.board import decide_create, decide_update
 from dsh_team.core.task_view import list_views
 
 from team_builders import TEAM, BoardHarness

@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from dsh_team.errors import TeamError
-from dsh_team.core.board import ACTIONS, Actor, decide_create, decide_update, require_task
+from dsh_team.core.actor import Actor
+from dsh_team.core.board import decide_create, decide_update, require_task
+from dsh_team.core.task_actions import ACTIONS
 from dsh_team.core.task_view import list_views
 
 from team_builders import TEAM, BoardHarness, Log

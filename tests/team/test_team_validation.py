@@ -152,7 +152,8 @@ class TestInputTheValidatorsOnceLetThrough:
     )  # fmt: skip
     def test_a_field_the_action_does_not_read_is_refused_by_name(self, action: str, field: str, value: object) -> None:
         """Stray fields are a mistake to report, never silently ignored (and nothing is decided)."""
-        from dsh_team.core.board import Actor, decide_update
+        from dsh_team.core.actor import Actor
+        from dsh_team.core.board import decide_update
 
         log = Log()
         log.task("task-1", status="in_progress", owner_id="lead")
