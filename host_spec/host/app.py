@@ -5,12 +5,15 @@ seams the lower layers expose without importing pluggy: ``SessionObserver``
 (``pre_append`` / ``committed`` / ``flushed``) and ``AgentHooks`` (``created`` ...
 ``disposed``). Each seam call becomes one hook call through
 :class:`~host_spec.host.plugins.manager.PluginManager`, which applies the veto/observer rules.
+The seams run on every append and flush, so each is one direct call into the manager.
 
 Session activation is the host's job because the store and the agent layer never
 call hooks themselves: :meth:`Host.create_session` / :meth:`Host.resume_session`
 announce a session (``dsh_session_created``, veto) *before* its agent is built, and
 :meth:`Host.release_session` detaches it (final flush) and fires
-``dsh_session_disposed``, exactly once per activation.
+``dsh_session_disposed``, exactly once per activation
+(:mod:`host_spec.host.session_activation`). Starting agents, running a root to
+quiescence and disposing agents child-first are in :mod:`host_spec.host.runs`.
 
 Lifecycle: ``await Host.open(data_dir, profile, model)`` -> ``run`` / ``resume`` ->
 ``close()`` (plugins unload last-first with teardown, agents are disposed, sessions
@@ -21,7 +24,6 @@ CLI configures it, never this module.
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import inspect
 import os
 from collections.abc import Callable, Sequence
@@ -30,16 +32,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
-from host_spec.messages import UserMessage, user_message
 from host_spec.storage import StorageBackend
 
-from host_spec.host.children.activation import fold_descriptor
 from host_spec.host.agents.registry import AgentRegistry, AgentRuntime
 from host_spec.host.models.registry import ModelRoutes, resolve_spec
 from host_spec.host.plugins.manager import PluginManager
 from host_spec.host.plugins.profiles import Profile, load_profile
 from host_spec.host.agents.prompt import PromptRegistry
-from host_spec.host.cli.resume import continue_run
+from host_spec.host.runs import HostRuns
 from host_spec.host.store.sessions import SessionStore
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.host.children.manager import ContinuationManager
@@ -70,8 +70,13 @@ def resolve_model(model: Any) -> Any:
     return resolve_spec(os.fspath(model))
 
 
-class Host:
+class Host(HostRuns):
     """The reference host (implements ``protocols.Host``, ``SessionObserver``, ``AgentHooks``).
+
+    Its session activations and runs are inherited from
+    :class:`~host_spec.host.runs.HostRuns` (and its
+    :class:`~host_spec.host.session_activation.SessionActivation`); the state they
+    work on is built here.
 
     Attributes:
         sessions, agents, tools, prompts: The services plugins use.
@@ -228,163 +233,6 @@ class Host:
         if not task.cancelled() and task.exception() is not None:
             log.error("host.call_soon_failed", exc_info=task.exception())
 
-    # ------------------------------------------------------------ sessions
-
-    async def create_session(self, session_id: str | None = None, **options: Any) -> Any:
-        """Create a session in the store and announce it (``dsh_session_created``, veto).
-
-        Raises:
-            Exception: a vetoing plugin's error, after the session was released.
-        """
-        session = self.sessions.create(session_id, **options)
-        await self._announce(session)
-        return session
-
-    async def resume_session(self, session_id: str) -> Any:
-        """Activate a stored session (torn tail repaired) and announce it.
-
-        Raises:
-            SessionNotFoundError: nothing is stored under ``session_id``.
-            SessionLockedError: another process holds the log.
-        """
-        session = self.sessions.resume(session_id)
-        await self._announce(session)
-        return session
-
-    async def _announce(self, session: Any) -> None:
-        self._announced[session.id] = session
-        try:
-            self.plugins.veto("dsh_session_created", host=self, session=session)
-        except BaseException:
-            await self.discard_session(session)  # a vetoed session leaves nothing written (a fork seed included)
-            raise
-
-    async def release_session(self, session: Any) -> None:
-        """Final flush, detach from the live store, then ``dsh_session_disposed`` (once)."""
-        try:
-            await self.sessions.dispose(session)
-        finally:
-            self._unannounce(session)
-
-    async def discard_session(self, session: Any) -> None:
-        """Release a session that must leave no trace (a rolled-back child): no final flush."""
-        try:
-            self.sessions.discard(session)
-        finally:
-            self._unannounce(session)
-
-    def _unannounce(self, session: Any) -> None:
-        """``dsh_session_disposed``, once per announced activation of ``session``."""
-        session_id: str = session.id
-        if self._announced.get(session_id) is session:
-            del self._announced[session_id]
-            self.plugins.notify("dsh_session_disposed", host=self, session=session)
-
-    # ------------------------------------------------------------ agents
-
-    def start_agent(self, session: Any, *, name: str, source: str = "startup", model: str | None = None) -> Any:
-        """Build and publish the agent of an announced session (``dsh_agent_created`` may veto)."""
-        return self.agents.create(session, name=name, model=model, source=source)
-
-    def member_model(self, name: str, parent: Any) -> str | None:
-        """The model spec of a new child named ``name``: the profile's first matching
-        ``[models]`` pattern (``fnmatch``), else its parent's model."""
-        for pattern, spec in (self.profile.models.items() if self.profile is not None else ()):
-            if fnmatch.fnmatchcase(name, pattern):
-                return spec
-        return getattr(parent, "model", None)
-
-    async def dispose_agent(self, agent: Any) -> None:
-        """Dispose ``agent`` (quiesce, unwind its scope) and release its session.
-
-        Its resident continuable children are released first (child-first, inboxes kept).
-        """
-        try:
-            if self.continuations is not None:
-                await self.continuations.release_children(agent)
-        finally:
-            try:
-                await self.agents.dispose(agent)
-                if self.continuations is not None:
-                    # A tool the agent was still running may have started a child after
-                    # the first release; the agent is idle now, so nothing new can start.
-                    await self.continuations.release_children(agent)
-            finally:
-                await self.release_session(agent.session)  # never leave the lock held
-
-    async def run(
-        self,
-        prompt: str | UserMessage,
-        *,
-        name: str = "lead",
-        session_id: str | None = None,
-        cwd: str | None = None,
-        session: Any = None,
-    ) -> Any:
-        """Create a root session and agent, give it ``prompt``, and wait until quiescent.
-
-        Args:
-            prompt: The user's task.
-            name: The root agent's name (the scripted model's key).
-            session_id: The root's id (default: a fresh ``session-<n>``).
-            cwd: The absolute workspace directory, recorded in the session header (children
-                inherit it, a resume reads it back); ``None``: no workspace tools.
-            session: A root session already created (and locked) by the caller, used
-                instead of creating one (``session_id`` and ``cwd`` are then ignored).
-
-        Returns:
-            The root agent (still live; ``close`` disposes it).
-        """
-        if session is None:
-            session = await self.create_session(session_id, cwd=cwd)
-        try:
-            agent = self.start_agent(session, name=name, source="startup", model=self.models.default_spec)
-        except BaseException:
-            await self.release_session(session)
-            raise
-        agent.followup(prompt if isinstance(prompt, UserMessage) else user_message(prompt))
-        await self.quiesce()
-        return agent
-
-    async def resume(self, session_id: str) -> Any:
-        """Cold-resume a stored session's agent and wait until quiescent.
-
-        The agent closes a turn a crash left open and works off its pending inbox;
-        :func:`~host_spec.host.cli.resume.continue_run` then restarts an interrupted turn
-        and cold-resumes direct children that still have work.
-
-        Raises:
-            SessionNotFoundError: unknown session id.
-            SessionLockedError: the session is live elsewhere.
-        """
-        session = await self.resume_session(session_id)
-        try:
-            agent = self.start_agent(session, name=agent_name(session), source="resume", model=self.models.default_spec)
-        except BaseException:
-            await self.release_session(session)
-            raise
-        await continue_run(self, agent, interrupted=bool(agent.repaired))  # see host_spec.host.cli.resume
-        await self.quiesce()
-        return agent
-
-    async def quiesce(self) -> None:
-        """Wait until every live agent is idle and no scheduled host work is pending; then flush."""
-        while True:
-            await asyncio.sleep(0)
-            busy = [agent for agent in self.agents.list() if agent.status == "running"]
-            if busy:
-                await asyncio.gather(*(agent.when_idle() for agent in busy))
-                continue
-            if self._soon_pending or self._soon_tasks:
-                await asyncio.gather(*self._soon_tasks, return_exceptions=True)
-                continue
-            if self.continuations is not None and not self.continuations.idle():
-                await self.continuations.quiescent()  # settling children may still notify a parent
-                continue
-            break
-        for session in list(self.sessions.list()):
-            await session.flush()
-
     # ------------------------------------------------------------ SessionObserver
 
     def pre_append(self, session: Any, event: Any) -> None:
@@ -423,14 +271,3 @@ class Host:
         answers = self.plugins.collect("dsh_context_brief", host=self, agent=agent)
         return "\n\n".join(text.strip() for text in answers if isinstance(text, str) and text.strip())
 
-
-def agent_name(session: Any) -> str:
-    """The scripted-model name of a session's agent: ``lead`` for a root, else its descriptor name or label.
-
-    Raises:
-        SubagentError: ``INVALID_DESCRIPTOR`` for a malformed version-2 descriptor.
-    """
-    if session.header.parent_session is None:
-        return "lead"
-    descriptor = fold_descriptor(session.own_events())
-    return (descriptor and (descriptor.name or descriptor.label)) or session.id

@@ -12,7 +12,8 @@ import structlog
 from host_spec import hookimpl
 from host_spec.errors import InvariantError, ModelError, PluginError, ServiceNotFoundError, SessionNotFoundError
 from host_spec.events import EventType, SubagentDescriptor
-from host_spec.host.app import Host, agent_name, resolve_model
+from host_spec.host.app import Host, resolve_model
+from host_spec.host.runs import agent_name
 from host_spec.host.models.scripted import ScriptedModel
 from host_spec.host.plugins.profiles import PluginEntry, Profile
 from host_spec.host.store.jsonl import JsonlStore

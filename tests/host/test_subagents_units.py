@@ -168,7 +168,7 @@ def test_descriptor_round_trips_its_name() -> None:
 
 async def test_agent_name_prefers_the_descriptor_name(tmp_path: Path) -> None:
     """``dsh resume CHILD`` runs a child under its recorded name, else its label; a root is ``lead``."""
-    from host_spec.host.app import agent_name
+    from host_spec.host.runs import agent_name
 
     host = await open_host(tmp_path, {})
     try:

@@ -39,7 +39,8 @@ from host_spec.cli import HANDLER_KEY
 from host_spec.errors import DshError, ModelError, SessionExistsError, SessionLockedError, SessionNotFoundError
 from host_spec.events import EventType, encode_event, encode_header
 
-from host_spec.host.app import Host, agent_name
+from host_spec.host.app import Host
+from host_spec.host.runs import agent_name
 from host_spec.host.cli.extensions import CliEnvironment, Extension, StoreReader, discover_extensions, register_extensions
 from host_spec.host.cli.run_settings import RunSettings, absolute_spec, lookup, record
 from host_spec.host.store.jsonl import JsonlStore
