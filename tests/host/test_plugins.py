@@ -12,7 +12,7 @@ import structlog
 from host_spec import hookimpl
 from kit_waits import ready_work_ran, until
 from host_spec.errors import ConfigError, InvariantError, PluginError, RegistrationError
-from host_spec.host.plugins import discovery, manager as plugins_module
+from host_spec.host.plugins import discovery, loading
 from host_spec.host.plugins.discovery import discover
 from host_spec.host.plugins.manager import PluginManager
 from host_spec.host.agents.tools import ToolRegistry
@@ -73,8 +73,8 @@ class TestLoading:
 
     def test_import_failure_is_reported(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """An entry point whose module cannot import fails with the plugin's name."""
-        broken = plugins_module.EntryPoint("ghost", "no_such_module_xyz", "dsh")
-        monkeypatch.setattr(plugins_module, "discover", lambda: {"ghost": broken})
+        broken = discovery.EntryPoint("ghost", "no_such_module_xyz", "dsh")
+        monkeypatch.setattr(loading, "discover", lambda: {"ghost": broken})
         with pytest.raises(PluginError, match='plugin "ghost" failed to import: ModuleNotFoundError'):
             manager().load("ghost")
 
