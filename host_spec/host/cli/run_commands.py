@@ -1,0 +1,209 @@
+"""``dsh run`` and ``dsh resume``: drive a root session to quiescence in a host of its own.
+
+Both open a host on the data directory with the CLI's transcript printer loaded
+first (so it unloads last and prints to the end), optionally the Team panel
+(``--web``) and watch mode (``--watch``), and exit 0 when the root's last turn
+completed, else 1.
+
+A new run claims a fresh root id under that session's lock and records its profile
+and model (:mod:`host_spec.host.cli.run_settings`) before the root does anything,
+so a run killed at its first step still resumes with the same settings and two
+runs on one data directory never share a root. ``dsh resume`` reads those
+settings back; flags given again override them. ``--base-url`` and
+``--api-key-env`` are folded into the ``openai:`` spec so the record keeps them;
+the key itself never is recorded, only the name of its variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from host_spec.errors import ModelError, SessionExistsError, SessionLockedError, SessionNotFoundError
+from host_spec.events import EventType
+
+from host_spec.host.app import Host
+from host_spec.host.cli.extensions import CliEnvironment, StoreReader
+from host_spec.host.cli.run_settings import RunSettings, absolute_spec, lookup, record
+from host_spec.host.cli.transcript import Transcript
+from host_spec.host.cli.usage import CliError, check_data_dir, workspace_dir
+from host_spec.host.cli.watching import wait_for_stop, watching
+from host_spec.host.runs import agent_name
+from host_spec.host.store.jsonl import JsonlStore
+
+__all__ = ["WEB_PLUGIN", "add_parsers", "resume", "run"]
+
+#: Entry-point name of the browser panel ``--web`` loads after the profile's plugins.
+WEB_PLUGIN = "dsh-team-web"
+
+
+class _NoModel:
+    """Stands in when ``resume`` gets no ``--model``: a turn that needs one fails clearly."""
+
+    async def complete(self, request: Any) -> Any:
+        raise ModelError("no model configured; pass --model scripted:FILE", code="MODEL_UNKNOWN")
+
+
+def add_parsers(commands: Any, env: CliEnvironment) -> None:
+    """Register the ``run`` and ``resume`` subcommands on the ``dsh`` parser."""
+
+    def model_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--base-url", default=None,
+                         help="openai: server root, e.g. http://127.0.0.1:8080/v1 (default: $OPENAI_BASE_URL)")
+        sub.add_argument("--api-key-env", default=None, metavar="NAME",
+                         help="openai: environment variable holding the API key (default: OPENAI_API_KEY)")
+
+    def watch(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--watch", action="store_true",
+                         help="reload plugins whose source files change; stay up after the team is quiescent "
+                              "until Ctrl-C (needs the dev extra: watchfiles)")
+        sub.add_argument("--watch-path", action="append", default=[], type=Path, metavar="PATH",
+                         help="also watch PATH (repeatable); a change there reloads every plugin")
+
+    def web(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--web", nargs="?", const=0, default=None, type=_port, metavar="PORT",
+                         help="serve the Team panel on 127.0.0.1 during the run (--web=PORT; default: any free port)")
+
+    run = commands.add_parser("run", help="run a new root session until the team is quiescent",
+                              description="Run a new root session from PROMPT until every agent is idle.")
+    run.add_argument("--profile", default="headless", help="built-in profile name or path to a .toml (default: headless)")
+    run.add_argument("--model", required=True,
+                     help="model spec: scripted:FILE, openai:MODEL[?tools=constrained&...] (entry points dsh.models)")
+    model_options(run)
+    run.add_argument("--workspace", default=".", type=Path,
+                     help="directory the agents' file and shell tools work in (default: the current directory; "
+                          "recorded in the session, so resume uses it again)")
+    env.add_data_dir(run)
+    web(run)
+    watch(run)
+    run.add_argument("prompt", help="the user's task")
+
+    resume = commands.add_parser("resume", help="resume a stored session and finish its pending work",
+                                 description="Cold-resume a stored session (default: the most recent root).")
+    resume.add_argument("--profile", default=None,
+                        help="profile to load (default: the one the run was started with, else headless)")
+    resume.add_argument("--model", default=None,
+                        help="model spec, e.g. scripted:script.json (default: the one the run was started with)")
+    model_options(resume)
+    env.add_data_dir(resume)
+    web(resume)
+    watch(resume)
+    resume.add_argument("session_id", nargs="?", default=None, help="session to resume")
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"PORT must be an integer, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"PORT must be 0..65535, got {value}")
+    return value
+
+
+def _exit_code(agent: Any) -> int:
+    for event in reversed(agent.session.events):
+        if event.type == EventType.TURN_END:
+            return 0 if (event.value().get("reason") or {}).get("kind") == "completed" else 1
+    return 0
+
+
+async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -> int:
+    transcript = Transcript(write=print, fallback=agent_name)
+    if isinstance(model, str):
+        model = absolute_spec(model, prefix="scripted:")  # agents and child descriptors record it as well
+    host = await Host.open(args.data_dir, args.profile, model, extra_plugins=[("dsh-transcript", transcript)])
+    try:
+        if args.web is not None:  # after the profile's plugins: it unloads first, while the Team still runs
+            host.plugins.load(WEB_PLUGIN, {"port": args.web})
+        if args.watch or args.watch_path:
+            async with watching(host, args.watch_path):
+                agent = await _start(host, args, model, session_id)
+                sys.stdout.flush()
+                await wait_for_stop()
+        else:
+            agent = await _start(host, args, model, session_id)
+        code = _exit_code(agent)
+        print(f"dsh: session {agent.id}", file=sys.stderr)
+    finally:
+        await host.close()
+    sys.stdout.flush()
+    return code
+
+
+async def _start(host: Host, args: argparse.Namespace, model: Any, session_id: str | None) -> Any:
+    """Run a new root (``session_id`` None) or resume one, to quiescence."""
+    if session_id is not None:
+        return await host.resume(session_id)
+    session = await _claim_root(host, args.workspace)
+    # Under the session's lock (no other run can hold this id), before the root
+    # runs (a crash at step 1 still resumes with the right profile and model).
+    record(args.data_dir, session.id, RunSettings(absolute_spec(args.profile), model))
+    return await host.run(args.prompt, session=session)
+
+
+#: Fresh ids tried before a new run gives up (other runs on the same data dir hold them).
+_CLAIM_ATTEMPTS = 1000
+
+
+async def _claim_root(host: Host, cwd: str | None) -> Any:
+    """Create and lock a fresh root session; an id another run holds is skipped, never shared.
+
+    Raises:
+        SessionLockedError: every id tried was taken.
+    """
+    attempts = _CLAIM_ATTEMPTS
+    while True:
+        attempts -= 1
+        try:
+            return await host.create_session(host.sessions.new_id(), cwd=cwd)
+        except (SessionLockedError, SessionExistsError):
+            if not attempts:
+                raise
+            # another process created it between the check and the lock: take the next id
+
+
+def _with_options(spec: str, args: argparse.Namespace) -> str:
+    """Fold ``--base-url`` / ``--api-key-env`` into an ``openai:`` spec, so the run record keeps them.
+
+    The spec is recorded and resolved again by ``dsh resume``; the key never is: only
+    the *name* of its variable goes into the spec.
+    """
+    options = [(key, value) for key, value in (("base_url", args.base_url), ("api_key_env", args.api_key_env))
+               if value is not None]
+    if not options:
+        return spec
+    if not spec.startswith("openai:"):
+        raise CliError("--base-url and --api-key-env apply to openai: models only", code="CLI_USAGE")
+    query = "&".join(f"{key}={quote(value, safe=':/')}" for key, value in options)
+    return f"{spec}{'&' if '?' in spec else '?'}{query}"
+
+
+async def run(args: argparse.Namespace) -> int:
+    """``dsh run``: a new root session from ``args.prompt`` to quiescence; the exit status."""
+    check_data_dir(args.data_dir, create=True)
+    args.workspace = workspace_dir(args.workspace)
+    args.model = _with_options(args.model, args)
+    return await _drive(args, args.model, None)
+
+
+async def resume(args: argparse.Namespace) -> int:
+    """``dsh resume``: a stored root (default: the most recent) to quiescence; the exit status.
+
+    Raises:
+        SessionNotFoundError: nothing is stored under the session id.
+    """
+    store = JsonlStore(check_data_dir(args.data_dir, create=False))
+    session_id = args.session_id or StoreReader(store).latest_root()  # headers only: a damaged child log is no obstacle
+    if not store.exists(session_id):
+        raise SessionNotFoundError(f"session {session_id} not found in {args.data_dir}")
+    args.prompt = None
+    recorded = lookup(args.data_dir, session_id)
+    if args.profile is None:
+        args.profile = recorded.profile if recorded is not None else "headless"
+    spec = args.model or (recorded.model if recorded is not None else None)
+    model = _with_options(spec, args) if spec is not None else _NoModel()
+    return await _drive(args, model, session_id)
