@@ -17,7 +17,8 @@ from host_spec.host.agents.inbox import NEXT_STEP, NEXT_TURN, Inbox
 from host_spec.host.agents.repair import fold_tail
 from host_spec.host.agents.scope import Scope
 from host_spec.host.store.jsonl import JsonlStore
-from host_spec.host.store.session import Extended, Prefix, Session
+from host_spec.host.store.sequence_views import Extended, Prefix
+from host_spec.host.store.session import Session
 from host_spec.host.store.sessions import SessionStore
 from host_spec.messages import user_message
 

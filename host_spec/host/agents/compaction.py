@@ -34,7 +34,7 @@ from host_spec.messages import message_text, text_block
 from host_spec.host.agents.context import BRIEF_SOURCE, ContextEntry, Conversation
 from host_spec.host.agents.window import CompactionSettings
 from host_spec.host.models.adapter import tool_definitions
-from host_spec.host.store.session import Extended
+from host_spec.host.store.sequence_views import Extended
 
 if TYPE_CHECKING:
     from host_spec.messages import Usage

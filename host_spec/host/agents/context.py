@@ -23,7 +23,7 @@ import attrs
 from host_spec.events import ContextCompaction, EventType
 from host_spec.messages import text_block
 
-from host_spec.host.store.session import Prefix
+from host_spec.host.store.sequence_views import Prefix
 
 if TYPE_CHECKING:
     from host_spec.protocols import Session

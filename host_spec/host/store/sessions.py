@@ -24,7 +24,8 @@ from host_spec.errors import SessionError, SessionExistsError, SessionNotFoundEr
 from host_spec.events import Event, SessionHeader
 from host_spec.storage import StorageBackend
 
-from host_spec.host.store.session import EventsView, Prefix, Session, SessionObserver, time_ms
+from host_spec.host.store.sequence_views import EventsView, Prefix
+from host_spec.host.store.session import Session, SessionObserver, time_ms
 
 __all__ = ["PersistedSession", "SessionStore"]
 
