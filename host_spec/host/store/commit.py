@@ -16,7 +16,8 @@ bookkeeping (``durable_seq``, next batch) under a lock, so a write's outcome is
 never lost even if the loop that started it has closed.
 
 A write is one :class:`~host_spec.storage.SessionLog` ``append`` at the written
-tail (its compare-and-set) followed by ``sync``.
+tail (its compare-and-set) followed by ``sync``; :mod:`.batch` holds that write,
+the batch record and the waking of its waiters.
 
 *Write-ahead*: when a lone writer appends an event it flushes right after
 (``Session.append(..., write_ahead=True)``) to an idle session (no batch forming
@@ -42,8 +43,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import types
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable
 
 import structlog
 
@@ -51,6 +51,7 @@ from host_spec.errors import SessionNotLiveError
 from host_spec.events import Event
 from host_spec.storage import SessionLog
 
+from host_spec.host.store.batch import Batch, BatchWrite, loop_pass, running_loop, wake, write_batch
 from host_spec.host.store.iothread import submit
 
 __all__ = ["GroupCommit", "INLINE_MAX_SECONDS"]
@@ -61,51 +62,6 @@ INLINE_MAX_SECONDS = 0.005
 _EWMA_WEIGHT = 0.25
 
 log = structlog.get_logger(__name__)
-
-
-_Job = tuple[SessionLog, int, Sequence[Event]]
-
-
-def _store(job: _Job) -> None:
-    """One batch ``(log, tail, events)``: appended at the durable tail, then synced."""
-    target, tail, events = job
-    target.append(events, expected_seq=tail)
-    target.sync()
-
-
-@types.coroutine
-def _yield() -> Generator[None, None, None]:
-    """One pass of the event loop (what ``asyncio.sleep(0)`` does, without its call)."""
-    yield
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    """The event loop running in this thread, if any (``None`` in a worker thread)."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-class _Batch:
-    """One write: the events up to ``end`` and the flushers waiting for it."""
-
-    __slots__ = ("end", "foreign", "loop", "waiters")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.end = 0  # set on submission
-        self.loop = loop  # where the flushed notification goes
-        self.waiters: list[asyncio.Future[None]] = []
-        self.foreign = False  # a waiter from another loop joined
-
-
-def _wake(waiters: list[asyncio.Future[None]], error: BaseException | None) -> None:
-    for waiter in waiters:
-        if not waiter.done():
-            if error is None:
-                waiter.set_result(None)
-            else:
-                waiter.set_exception(error)
 
 
 class GroupCommit:
@@ -134,8 +90,8 @@ class GroupCommit:
         self._durable = durable_seq
         self._on_flushed = on_flushed
         self._lock = threading.Lock()
-        self._inflight: _Batch | None = None  # submitted, being written
-        self._forming: _Batch | None = None  # next batch, gathering flushers
+        self._inflight: Batch | None = None  # submitted, being written
+        self._forming: Batch | None = None  # next batch, gathering flushers
         self._open = True
         self._released = backend is None
         self._write_seconds = 0.0  # moving average of write durations (inline-capable backends)
@@ -179,14 +135,14 @@ class GroupCommit:
                 elif self._durable >= target:  # pragma: no cover - a worker finished between our checks
                     return
                 else:
-                    batch = self._forming = _Batch(loop)
+                    batch = self._forming = Batch(loop)
                     lead = inflight is None  # else the running write's bookkeeping submits it
             if batch.loop is not loop:
                 batch.foreign = True  # woken through its own loop (read once the batch is unreachable)
             batch.waiters.append(waiter)
         if lead:
             try:
-                await _yield()  # the tasks already scheduled run first: they join this batch
+                await loop_pass()  # the tasks already scheduled run first: they join this batch
             except BaseException:
                 waiter.cancel()  # nobody will read its outcome
                 self._submit()  # still written: others may have joined the batch
@@ -235,8 +191,8 @@ class GroupCommit:
             assert backend is not None  # a backend-less flush never forms a batch
             job = (backend, tail, pending)
             if not getattr(backend, "inline", False):
-                submit(_store, job, lambda error, _: self._finished(batch, error))
-            elif self._write_seconds <= INLINE_MAX_SECONDS and _running_loop() is batch.loop:
+                submit(write_batch, job, lambda error, _: self._finished(batch, error))
+            elif self._write_seconds <= INLINE_MAX_SECONDS and running_loop() is batch.loop:
                 self._finished(batch, self._timed(job))
             else:
                 submit(self._timed, job, lambda _, error: self._finished(batch, error))
@@ -244,7 +200,7 @@ class GroupCommit:
             self._release_if_idle()  # before waking anyone: a woken waiter may reopen the session
             self._deliver(batch, self._not_live())
 
-    def _timed(self, job: _Job) -> BaseException | None:
+    def _timed(self, job: BatchWrite) -> BaseException | None:
         """Store one batch, fold the write's duration into the moving average.
 
         Returns the write's error instead of raising it, so the inline and the
@@ -253,13 +209,13 @@ class GroupCommit:
         error: BaseException | None = None
         start = time.perf_counter()
         try:
-            _store(job)
+            write_batch(job)
         except BaseException as exc:  # raised to the batch's waiters, never lost
             error = exc
         self._write_seconds += (time.perf_counter() - start - self._write_seconds) * _EWMA_WEIGHT
         return error
 
-    def _finished(self, batch: _Batch, error: BaseException | None) -> None:
+    def _finished(self, batch: Batch, error: BaseException | None) -> None:
         """Bookkeeping of a write (in the worker thread, or on the loop for an inline write)."""
         with self._lock:
             self._inflight = None
@@ -292,14 +248,14 @@ class GroupCommit:
         except RuntimeError:  # that loop closed: nothing appends there any more
             self._submit()
 
-    def _deliver(self, batch: _Batch, error: BaseException | None) -> None:
+    def _deliver(self, batch: Batch, error: BaseException | None) -> None:
         """Wake each waiter on its own loop; notify the observer on the batch's loop."""
         end = batch.end
-        current = _running_loop()
+        current = running_loop()
         if not batch.foreign and batch.loop is current:  # an inline write, every waiter on this loop
             if error is None:
                 self._on_flushed(end)
-            _wake(batch.waiters, error)
+            wake(batch.waiters, error)
             return
         by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {batch.loop: []}
         for waiter in batch.waiters:
@@ -319,7 +275,7 @@ class GroupCommit:
     ) -> None:
         if end is not None:
             self._on_flushed(end)
-        _wake(waiters, error)
+        wake(waiters, error)
 
     def close(self) -> None:
         """Refuse new batches; release the backend once no write is running. Idempotent."""
