@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from dsh_team.errors import TeamCode, TeamError
 from dsh_team.core.records import TEAM_MODE, VERSION, ModeRecord
-from dsh_team.log.journal import Append, Journals
+from dsh_team.log.journal import Append
+from dsh_team.log.journals import Journals
 from dsh_team.core.state import TeamState, mode_enabled
 
 if TYPE_CHECKING:

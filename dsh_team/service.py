@@ -34,7 +34,9 @@ from dsh_team.cost.costs import TeamCosts
 from dsh_team.cost.report import MemberCost
 from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_MESSAGE_READ, TEAM_TASK, VERSION, TaskRecord
 from dsh_team.core.snapshots import TeamTaskSnapshot
-from dsh_team.log.journal import Append, Journal, Journals, TeamFolds
+from dsh_team.log.journal import Append, Journal
+from dsh_team.log.journals import Journals
+from dsh_team.log.lead_fold import TeamFolds
 from dsh_team.mail.holdings import asleep_with_work
 from dsh_team.mail.send import SendResult
 from dsh_team.log.lifecycle import Lifecycle

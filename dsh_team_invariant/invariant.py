@@ -20,7 +20,7 @@ found there (or none) means it was vetoed. Every Team event passes this check
 before it can be committed, so no committed Team event is ever missed.
 
 That makes this fold the committed Team fold of every live session: the plugin
-provides it as :class:`~dsh_team.log.journal.TeamFolds`, and the Team journal adopts it
+provides it as :class:`~dsh_team.log.lead_fold.TeamFolds`, and the Team journal adopts it
 instead of folding each committed event again (one fold owner per session). The
 journal, which observes every committed Team event, names the event that just
 committed (``committed``): the stage of that very object is adopted without
@@ -137,7 +137,7 @@ class TeamStreamInvariant:
     def state(self, session: Session) -> TeamState:
         """The committed fold of ``session`` (seeding it on first use).
 
-        This is the :class:`~dsh_team.log.journal.TeamFolds` the plugin provides: the Team
+        This is the :class:`~dsh_team.log.lead_fold.TeamFolds` the plugin provides: the Team
         journal adopts it rather than folding every committed event a second time.
         """
         fold = self._folds.get(session.id)

@@ -6,7 +6,7 @@ is not replayed for sessions that are already live) and registers it with that
 host's hooks through ``ctx.register``: it seeds each later session, stages each
 candidate in ``dsh_pre_append`` and settles it at the next check of that session
 (no ``dsh_session_event`` observer: see :mod:`dsh_team_invariant.invariant`). It
-also provides that fold as :class:`~dsh_team.log.journal.TeamFolds`, so the Team journal
+also provides that fold as :class:`~dsh_team.log.lead_fold.TeamFolds`, so the Team journal
 adopts it instead of folding each committed Team event a second time.
 Unload unregisters it with the rest of the plugin's ledger; the module itself
 keeps no state, so one import serves any number of hosts.

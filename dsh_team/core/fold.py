@@ -18,7 +18,7 @@ all fold the Lead log with this function, so they cannot disagree. Rules:
    (roster, board or mailbox); the others keep their identity.
 
 The fold keeps nothing between calls: it is a function of its arguments only.
-Whoever folds a session owns that fold (see :class:`dsh_team.log.journal.TeamFolds`).
+Whoever folds a session owns that fold (see :class:`dsh_team.log.lead_fold.TeamFolds`).
 
 Fast path: the strict payload of the current version is decoded first, and the
 loose selector only when that fails; the outcome is the same as decoding the

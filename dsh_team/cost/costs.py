@@ -58,7 +58,8 @@ if TYPE_CHECKING:
     from host_spec.protocols import Agent, Host, Session
 
     from dsh_team.core.state import TeamState
-    from dsh_team.log.journal import Journal, Journals
+    from dsh_team.log.journal import Journal
+    from dsh_team.log.journals import Journals
     from dsh_team.mail.holdings import SessionMessages
     from dsh_team.roster.membership import Membership, MembershipResolver
 

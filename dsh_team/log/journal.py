@@ -1,81 +1,40 @@
 """The per-Lead journal: serialized read-check-append, then a shared flush.
 
 A Team's truth is its Lead session's log. Every mutation runs inside that Lead's
-serialized section: read the current folded state, decide (pure, may raise), and
-append the record. The section ends *before* the flush, so concurrent mutations
-of one Team append back to back and then share the session's group commit; each
-caller still returns only after its own record is durable. Waiters are told only
-after a flush made the change durable, so nobody can observe a change that a
-crash could take back.
-
-The state is maintained incrementally: each new event of the session is folded
-exactly once (from the session's event view, starting where the journal stopped),
-so no read ever re-scans the log. When another plugin already folds every
-committed Team event of the session (a :class:`TeamFolds` provider:
-the stream invariant folds each candidate before it is appended), the journal
-adopts that fold instead of folding the event a second time. A failed flush leaves the record appended and
-visible (the session retries it on the next flush); the caller gets
-an :class:`~dsh_team.errors.UnconfirmedError` (its code names a task or any
-other record) and should read before retrying.
+serialized section: read the current folded state (kept current incrementally by
+:mod:`dsh_team.log.lead_fold`), decide (pure, may raise), and append the record.
+The section ends *before* the flush, so concurrent mutations of one Team append
+back to back and then share the session's group commit; each caller still
+returns only after its own record is durable. Waiters are told only after a
+flush made the change durable, so nobody can observe a change that a crash could
+take back. A failed flush leaves the record appended and visible (the session
+retries it on the next flush); the caller gets an
+:class:`~dsh_team.errors.UnconfirmedError` (its code names a task or any other
+record) and should read before retrying.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar, overload, runtime_checkable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, overload
 
-import structlog
-
-from host_spec.carry import CarriedFolds
-
-from dsh_team.errors import TeamCode, TeamError, UnconfirmedError
-from dsh_team.core.fold import evolve, replay
-from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_TASK
+from dsh_team.errors import TeamCode, UnconfirmedError
+from dsh_team.core.records import TEAM_TASK
 from dsh_team.core.state import TeamState, initial_state
+from dsh_team.log.lead_fold import FoldSource, LeadFold
 
 if TYPE_CHECKING:
-    from host_spec.events import Cause, Event
+    from host_spec.events import Cause
     from host_spec.protocols import Session
 
-__all__ = ["TeamFolds", "Append", "Journal", "Journals"]
-
-log = structlog.get_logger(__name__)
+__all__ = ["Append", "Journal"]
 
 T = TypeVar("T")
 
 #: Called with the journal whose folded state changed (projection publication).
 ChangeListener = Callable[["Journal"], None]
-
-
-@runtime_checkable
-class TeamFolds(Protocol):
-    """A provider of each live session's committed Team fold.
-
-    One fold owner per session: ``dsh-team-invariant`` folds every Team event once,
-    before it is appended, to decide its veto; it provides that fold so the Team
-    journal adopts it instead of folding the committed event again. Without a
-    provider the journal folds on its own; both folds are
-    :func:`dsh_team.core.fold.evolve`, so they cannot disagree.
-    """
-
-    def state(self, session: Session) -> TeamState:
-        """The fold of every committed event of exactly this session object (seeded on first use)."""
-        ...
-
-    def committed(self, session: Session, event: Event) -> TeamState:
-        """:meth:`state` right after the host committed ``event`` as ``session``'s newest event.
-
-        The journal says which event just committed, so a provider that staged
-        exactly that event's outcome adopts it without looking the event up in
-        the log; any other provider answers :meth:`state`.
-        """
-        ...
-
-
-#: The current :class:`TeamFolds` provider of the host, if one is loaded.
-FoldSource = Callable[[], "TeamFolds | None"]
 
 
 class Append(NamedTuple):
@@ -91,7 +50,7 @@ class Append(NamedTuple):
     cause: Cause | None = None
 
 
-class Journal:
+class Journal(LeadFold):
     """One Lead session's folded Team state and its serialized section.
 
     Args:
@@ -141,115 +100,9 @@ class Journal:
         return f"<Journal {self.team_id} folded={self._folded} position={self._announced}>"
 
     @property
-    def state(self) -> TeamState:
-        """The folded state including every event appended so far (durable or not)."""
-        return self.catch_up()
-
-    @property
     def position(self) -> int:
         """Seq of the last Team change known durable (what waits report and compare)."""
         return self._announced
-
-    def authoritative(self) -> TeamState:
-        """The state for a decision.
-
-        Raises:
-            TeamError: ``TEAM_STREAM_FAILED`` with the failure text when the Team
-                stream is corrupt (no authoritative operation can run on it); its
-                details carry the broken ``rule`` and the failing ``seq``.
-        """
-        state = self.catch_up()
-        failure = state.failure
-        if failure is not None:
-            raise TeamError(
-                f"the Team stream failed at seq {failure.seq}: {failure.message}",
-                TeamCode.STREAM_FAILED,
-                team_id=self.team_id,
-                rule=failure.rule,
-                seq=failure.seq,
-            )
-        return state
-
-    def catch_up(self) -> TeamState:
-        """Fold the events appended since the last call (each event folded once).
-
-        The fold provider's state is adopted for the first fold and for a single new
-        Team event (the per-append case); a longer stretch is folded here, so every
-        change's position is queued for its own announcement.
-        """
-        count = self.session.last_seq  # == len(events); cheaper than sizing the view
-        start = self._folded
-        if start >= count:
-            return self._state
-        events = self.session.events
-        before = state = self._state
-        pending = self._pending
-        source = self._folds() if self._folds is not None else None
-        if source is not None and (start == 0 or (count - start == 1 and events[start].type in TEAM_EVENT_TYPES)):
-            state = source.state(self.session)
-            if state.position != before.position:
-                pending.append(state.position)
-        else:
-            durable = min(count, self.session.durable_seq)
-            if durable - start > 1:
-                # A durable stretch (a resumed log): batch-folded, and only its newest
-                # change is queued. Every later flush reports at least this durable_seq,
-                # so the announcement is the one each of its changes would have made.
-                folded = replay(events[start:durable], self.team_id, state)
-                if folded.position != state.position:
-                    pending.append(folded.position)
-                state, start = folded, durable
-            for index in range(start, count):
-                folded = evolve(state, events[index])
-                if folded.position != state.position:
-                    pending.append(folded.position)
-                state = folded
-        self._folded = count
-        return self._changed(before, state)
-
-    def observe(self, event: Event) -> TeamState:
-        """:meth:`catch_up` after the host committed ``event`` (the per-append case).
-
-        When ``event`` is the newest event and the only Team event not folded yet
-        (the events before it, if any, are other kinds the fold ignores), it is
-        folded, or the provider's fold of it adopted (:meth:`TeamFolds.committed`),
-        without reading it back from the session's log; otherwise this is
-        :meth:`catch_up`. Each skipped event is looked at once, here.
-        """
-        seq = event.seq
-        start = self._folded
-        if seq <= start or seq != self.session.last_seq or event.type not in TEAM_EVENT_TYPES:
-            return self.catch_up()
-        if seq != start + 1:
-            events = self.session.events
-            for index in range(start, seq - 1):
-                if events[index].type in TEAM_EVENT_TYPES:
-                    return self.catch_up()
-        before = self._state
-        source = self._folds() if self._folds is not None else None
-        state = source.committed(self.session, event) if source is not None else evolve(before, event)
-        if state.position != before.position:
-            self._pending.append(state.position)
-        self._folded = seq
-        return self._changed(before, state)
-
-    def _changed(self, before: TeamState, state: TeamState) -> TeamState:
-        """Keep ``state`` as the folded state; report a new failure once and tell the listener."""
-        self._state = state
-        failure = state.failure
-        if failure is not None and before.failure is None:
-            # Said once, where a user running the host sees it (the CLI shows warnings).
-            log.error(
-                "team.stream_failed",
-                code=TeamCode.STREAM_FAILED,
-                team=self.team_id,
-                seq=failure.seq,
-                rule=failure.rule,
-                error=failure.message,
-            )
-        if state is not before and self._on_change is not None:
-            self._on_change(self)
-        return state
 
     def flushed(self, durable_seq: int) -> None:
         """Record that the session is durable up to ``durable_seq``; announce a new change.
@@ -366,56 +219,3 @@ class Journal:
             code=code,
             team_id=self.team_id,
         )
-
-
-class Journals:
-    """The journals of every live session that may lead a Team, by session id."""
-
-    def __init__(
-        self,
-        *,
-        on_change: ChangeListener | None = None,
-        on_durable: ChangeListener | None = None,
-        folds: FoldSource | None = None,
-    ) -> None:
-        self._by_id: dict[str, Journal] = {}
-        self._on_change = on_change
-        self._on_durable = on_durable
-        self._folds = folds
-        #: Folds of sessions that left the live store: a woken member continues its own.
-        self._carried: CarriedFolds[TeamState] = CarriedFolds()
-
-    def __iter__(self) -> Iterator[Journal]:
-        return iter(list(self._by_id.values()))
-
-    def __len__(self) -> int:
-        return len(self._by_id)
-
-    def get(self, session: Session) -> Journal:
-        """The journal of ``session``, created (one full fold) on first use.
-
-        A new session object for the same id (a resumed activation) gets a new journal.
-        """
-        journal = self._by_id.get(session.id)
-        if journal is None or journal.session is not session:
-            journal = Journal(
-                session,
-                on_change=self._on_change,
-                on_durable=self._on_durable,
-                folds=self._folds,
-                carried=self._carried.take(session.header, session.events),
-            )
-            self._by_id[session.id] = journal
-        return journal
-
-    def find(self, session_id: str) -> Journal | None:
-        """The existing journal of a session id, if any (never creates one)."""
-        return self._by_id.get(session_id)
-
-    def drop(self, session: Session) -> None:
-        """Forget ``session``'s journal (the session left the live store)."""
-        journal = self._by_id.get(session.id)
-        if journal is not None and journal.session is session:
-            del self._by_id[session.id]
-            state = journal.state
-            self._carried.keep(session.header, session.events, session.last_seq, state)

@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from host_spec.protocols import Host
 
     from dsh_team.core.state import TeamState
-    from dsh_team.log.journal import Journal, Journals
+    from dsh_team.log.journal import Journal
+    from dsh_team.log.journals import Journals
     from dsh_team.log.lifecycle import Lifecycle
 
 __all__ = ["QuiescenceWatch", "quiet_result"]

@@ -47,7 +47,7 @@ from dsh_team.core.state import TeamState
 if TYPE_CHECKING:
     from host_spec.events import Event
     from host_spec.protocols import Agent, Host, Session
-    from dsh_team.log.journal import Journals
+    from dsh_team.log.journals import Journals
     from dsh_team.log.lifecycle import Lifecycle
     from dsh_team.roster.membership import MembershipResolver
 

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from dsh_team.config import TeamConfig
     from dsh_team.mail.dispatch import Dispatcher
-    from dsh_team.log.journal import Journals
+    from dsh_team.log.journals import Journals
     from dsh_team.log.lifecycle import Lifecycle
     from dsh_team.roster.membership import MembershipResolver
 

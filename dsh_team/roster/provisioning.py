@@ -49,7 +49,7 @@ from dsh_team.core.validation import check_content, required_text
 if TYPE_CHECKING:
     from host_spec.protocols import Agent, Host
     from dsh_team.config import TeamConfig
-    from dsh_team.log.journal import Journals
+    from dsh_team.log.journals import Journals
     from dsh_team.log.lifecycle import Lifecycle
     from dsh_team.roster.membership import MembershipResolver
 

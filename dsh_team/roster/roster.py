@@ -28,7 +28,8 @@ from dsh_team.core.task_view import LEAD_NAME
 
 if TYPE_CHECKING:
     from host_spec.protocols import Agent, Host
-    from dsh_team.log.journal import Journal, Journals
+    from dsh_team.log.journal import Journal
+    from dsh_team.log.journals import Journals
     from dsh_team.log.lifecycle import Lifecycle
     from dsh_team.roster.membership import Membership, MembershipResolver
 

@@ -18,7 +18,8 @@ from dsh_team.log.waits import StatusMarks
 if TYPE_CHECKING:
     from host_spec.protocols import Agent
 
-    from dsh_team.log.journal import Journal, Journals
+    from dsh_team.log.journal import Journal
+    from dsh_team.log.journals import Journals
     from dsh_team.roster.membership import MembershipResolver
     from dsh_team.roster.roster import RosterService
 

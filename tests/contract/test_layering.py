@@ -257,5 +257,5 @@ class TestCycleFinder:
     def test_type_checking_and_function_level_imports_are_edges(self) -> None:
         edges = graph()
         # Known imports of each kind: a TYPE_CHECKING one and a module-level one.
-        assert "host_spec.protocols" in edges["dsh_team.log.journal"]
-        assert "dsh_team.core.fold" in edges["dsh_team.log.journal"]
+        assert "host_spec.protocols" in edges["dsh_team.log.lead_fold"]
+        assert "dsh_team.core.fold" in edges["dsh_team.log.lead_fold"]

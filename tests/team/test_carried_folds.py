@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_team.core.fold import replay
-from dsh_team.log.journal import Journals
+from dsh_team.log.journals import Journals
 from dsh_team.mail.holdings import SessionMessages, fold_messages
 from dsh_team.mail.receipts import scan_receipts
 from dsh_team_invariant.invariant import TeamStreamInvariant

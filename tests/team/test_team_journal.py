@@ -6,7 +6,8 @@ import asyncio
 from typing import Any
 
 from dsh_team.log.waits import Activity, WaitResult
-from dsh_team.log.journal import Append, Journal, Journals
+from dsh_team.log.journal import Append, Journal
+from dsh_team.log.journals import Journals
 from host_spec.events import SessionHeader
 from host_spec.host.store.session import Session
 from host_spec.records import AbortSignal
