@@ -6,7 +6,7 @@ fails the load), refuses a host whose sessions do not survive the process
 persist; ``allow_volatile_store`` is the test-only opt-in), builds one :class:`~dsh_team.service.TeamService` for this host,
 folds the sessions that are already live (``dsh_session_created`` is not
 replayed for them), registers the service with this host's hooks (its host
-feed: session events, flushes, disposals, agent status and start, and the
+feed, :mod:`dsh_team.host_feed`: session events, flushes, disposals, agent status and start, and the
 teardown that disposes it), and provides it as
 :class:`~dsh_team.api.TeamServiceAPI` -- and its write-scope audit as the
 workspace contract's :class:`~host_spec.workspace.WriteAuditor`, so the host's file

@@ -3,67 +3,58 @@
 Every method takes the exact live calling agent as its credential and resolves
 its membership again (a stale object is no member). Reads come from the Lead's
 incrementally folded state; mutations go through the Lead's journal (serialized
-read-check-append, shared flush, waiters told after the flush). The host feeds
-the service through its own hooks: the ``dsh-team`` plugin registers the service
-object with the host it was built for (:mod:`dsh_team.plugin`), so session events
-keep the folds current, flushes announce durable changes, status changes wake
-waiters, and plugin teardown disposes it.
+read-check-append, shared flush, waiters told after the flush).
 
-Roster and mailbox operations (``list_members``, ``spawn_teammate``,
-``send_message``, ``interrupt``) live in :mod:`dsh_team.coordination` and its
-rooms; they share the journal, membership, activity and lifecycle built here.
+The service is also the ``dsh-team`` plugin object: the host feeds it through the
+hooks of :class:`~dsh_team.host_feed.HostFeed` (session events, flushes, status
+changes, teardown). The roster and mailbox operations (``list_members``,
+``spawn_teammate``, ``send_message``, ``interrupt``) are
+:class:`~dsh_team.member_operations.MemberOperations`, carried out by
+:mod:`dsh_team.coordination` and its rooms; they share the journal, membership,
+activity and lifecycle built here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-import structlog
 
-from host_spec import hookimpl
 from host_spec.records import AbortSignal, Handle
 
+from dsh_team.host_feed import HostFeed
+from dsh_team.member_operations import MemberOperations
 from dsh_team.log.quiescence import QuiescenceWatch, quiet_result
 from dsh_team.log.waits import Activity, Timer, WaitResult, check_since, check_timeout
 from dsh_team.config import TeamConfig
 from dsh_team.coordination import Coordination
 from dsh_team.cost.costs import TeamCosts
-from dsh_team.cost.report import MemberCost
-from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_MESSAGE_READ, TEAM_TASK, VERSION, TaskRecord
+from dsh_team.core.records import TEAM_TASK, VERSION, TaskRecord
 from dsh_team.core.snapshots import TeamTaskSnapshot
 from dsh_team.log.journal import Append, Journal
 from dsh_team.log.journals import Journals
 from dsh_team.log.lead_fold import TeamFolds
 from dsh_team.mail.holdings import asleep_with_work
-from dsh_team.mail.send import SendResult
 from dsh_team.log.lifecycle import Lifecycle
 from dsh_team.roster.membership import Membership, MembershipResolver, TeammateResolver, roster_teammate
 from dsh_team.mode import ModeControl
 from dsh_team.views.projection import Publisher, TeamView, ViewListener
-from dsh_team.views.brief import team_brief
 from dsh_team.views.cursor import CursorDeltas
 from dsh_team.views.remote import RemoteTeam
-from dsh_team.roster.roster import InterruptResult, MemberView
 from dsh_team.core.state import TeamState, mode_enabled
 from dsh_team.core.actor import Actor
 from dsh_team.core.board import decide_create, decide_update, require_task
 from dsh_team.core.task_view import TaskView, list_views, task_view
 
 if TYPE_CHECKING:
-    from host_spec.events import Event
     from host_spec.protocols import Agent, Host, Session
 
 __all__ = ["TeamService"]
 
-log = structlog.get_logger(__name__)
 
-T = TypeVar("T")
-
-
-class TeamService:
+class TeamService(MemberOperations, HostFeed):
     """The Team domain service.
 
     Args:
@@ -110,20 +101,6 @@ class TeamService:
         # Membership reads the last valid roster even of a failed stream, so members keep
         # their tools and learn of the failure (TEAM_STREAM_FAILED) from every Team call.
         return self.journals.get(session).state
-
-    def _changed(self, journal: Journal) -> None:
-        if self.publisher.listening:  # building a view is O(board): only for subscribers
-            state = journal.state
-            self.publisher.publish(state, mode_enabled(state, self.config.team_mode_default))
-
-    def _may_be_quiet(self, agent: Agent) -> None:
-        membership = self.try_membership(agent)
-        if membership is not None:
-            self.quiescence.poke(membership.team_id)
-
-    def _durable(self, journal: Journal) -> None:
-        self.activity.notify(journal.team_id)
-        self.coordination.dispatcher.durable(journal)
 
     def _lead(self, membership: Membership) -> Journal:
         return self.journals.get(membership.root.session)
@@ -175,56 +152,6 @@ class TeamService:
             TeamError: ``TEAM_NOT_MEMBER``.
         """
         return self._lead(self.membership(caller)).position
-
-    # ------------------------------------------------------------ roster and mailbox (dsh_team.coordination)
-
-    def list_members(self, caller: Agent) -> list[MemberView]:
-        """The Lead row, then every teammate ever provisioned in creation order.
-
-        Raises:
-            TeamError: ``TEAM_NOT_MEMBER``, ``TEAM_STREAM_FAILED``.
-        """
-        return self.coordination.roster.list_members(caller)
-
-    async def spawn_teammate(
-        self,
-        caller: Agent,
-        *,
-        name: Any,
-        description: Any,
-        prompt: Any,
-        context: Any = "fresh",
-        provider: Any,
-        signal: AbortSignal | None = None,
-    ) -> MemberView:
-        """Create a named continuable teammate (Lead only); see :mod:`dsh_team.roster.provisioning`.
-
-        A reached Team budget refuses it (``TEAM_BUDGET_EXCEEDED``, see :mod:`dsh_team.cost`).
-        """
-        membership = self.try_membership(caller)
-        if membership is not None and membership.is_lead:
-            self.costs.require_spawn(membership)
-        return await self.coordination.provisioner.spawn(
-            caller, name=name, description=description, prompt=prompt, context=context, provider=provider, signal=signal
-        )
-
-    async def send_message(
-        self, caller: Agent, *, target: Any, content: Any, signal: AbortSignal | None = None
-    ) -> SendResult:
-        """Queue a peer message durably and try to deliver it; see :mod:`dsh_team.mail.send`."""
-        return await self.coordination.sender.send(caller, target=target, content=content, signal=signal)
-
-    def interrupt(self, caller: Agent, target: Any) -> InterruptResult:
-        """Cancel an active teammate's current turn, keeping its inbox (Lead only)."""
-        return self.coordination.roster.interrupt(caller, target)
-
-    def member_costs(self, caller: Agent) -> dict[str, MemberCost]:
-        """Spend per member id of the caller's Team (charged so far) and whether a budget refuses it.
-
-        Raises:
-            TeamError: ``TEAM_NOT_MEMBER``.
-        """
-        return self.costs.costs(self._lead(self.membership(caller)))
 
     # ------------------------------------------------------------ tasks
 
@@ -375,99 +302,3 @@ class TeamService:
     def subscribe(self, listener: ViewListener) -> Handle:
         """Receive every changed Team view ``(team_id, view)`` until the handle is disposed."""
         return self.publisher.subscribe(listener)
-
-    # ------------------------------------------------------------ host feed (this host's hooks)
-
-    @hookimpl(specname="dsh_session_created")
-    def session_created(self, session: Session) -> None:
-        """Fold a created or resumed session once; it may lead a Team."""
-        self.journals.get(session)
-
-    @hookimpl(specname="dsh_session_event")
-    def session_event(self, session: Session, event: Event) -> None:
-        """Fold a committed Team event into its session's journal (O(1) per event)."""
-        self.coordination.session_event(session, event)
-        self.costs.session_event(session, event)
-        if event.type in TEAM_EVENT_TYPES:
-            journal = self.journals.find(session.id)
-            if journal is not None and journal.session is session:
-                journal.observe(event)
-                if event.type == TEAM_MESSAGE_READ:  # the last unread message may have kept the Team busy
-                    self.quiescence.poke(journal.team_id)
-
-    @hookimpl(specname="dsh_session_flushed")
-    def session_flushed(self, session: Session, durable_seq: int) -> None:
-        """Announce a Team change that just became durable."""
-        journal = self.journals.find(session.id)
-        if journal is not None and journal.session is session:
-            journal.flushed(durable_seq)
-        self.costs.session_flushed(session, durable_seq)
-
-    @hookimpl(specname="dsh_session_disposed")
-    def session_disposed(self, session: Session) -> None:
-        """Forget a session that left the live store."""
-        self.journals.drop(session)
-        self.members.descriptors.forget(session)
-        self.publisher.forget(session.id)
-        self.coordination.session_disposed(session)
-        self.costs.session_disposed(session)
-
-    @hookimpl(specname="dsh_agent_status")
-    def agent_status(self, agent: Agent, status: str) -> None:
-        """A member's live status changed: marked for cursor deltas; a member stopping may leave the Team quiet.
-
-        No waiter is woken for it (no idle pings): the quiescence record is the one signal.
-        """
-        membership = self.try_membership(agent)
-        if membership is not None:
-            self.cursors.status_changed(membership.team_id, agent.id)
-            if status != "running":
-                self.quiescence.poke(membership.team_id)
-
-    @hookimpl(specname="dsh_context_brief")
-    def context_brief(self, agent: Agent) -> str | None:
-        """The Team brief of a compacted or cold-resumed member (:mod:`dsh_team.views.brief`).
-
-        ``None`` for a non-member, with Team mode off, or when the Team stream failed
-        (a brief must never state what the log does not hold).
-        """
-        membership = self.try_membership(agent)
-        if membership is None or not self.is_enabled(agent):
-            return None
-        state = self._lead(membership).state
-        if state.failure is not None:
-            return None
-        teammates = self.list_members(agent) if membership.role == "lead" else None
-        return team_brief(state, agent.id, membership.name, teammates)
-
-    @hookimpl(specname="dsh_agent_session_start")
-    def agent_session_start(self, agent: Agent, source: str) -> None:
-        """An agent was published: schedule its recovery (reconcile, retry queued mail, lost charges), then a quiescence check."""
-        self.costs.agent_session_start(agent)
-        self.coordination.agent_started(agent)
-        self._may_be_quiet(agent)
-
-    @hookimpl(specname="dsh_agent_pre_step")
-    def agent_pre_step(self, agent: Agent) -> None:
-        """Refuse a member's model call once a budget is used up (``TEAM_BUDGET_EXCEEDED``)."""
-        self.costs.agent_pre_step(agent)
-
-    # ------------------------------------------------------------ disposal
-
-    @hookimpl(specname="dsh_plugin_teardown")
-    async def dispose(self) -> None:
-        """Close admission and waits, then settle admitted operations (bounded).
-
-        The host awaits this as plugin teardown, before the plugin's ledger
-        withdraws the service and unregisters these hooks.
-
-        Raises:
-            ExceptionGroup: "Agent Teams runtime disposal failed" with every failure
-                (``TEAM_DISPOSAL_TIMEOUT`` when the bound passed).
-        """
-        self.lifecycle.close()
-        self.activity.close()
-        failures = await self.lifecycle.settle()
-        failures += await self.coordination.dispose()
-        if failures:
-            raise BaseExceptionGroup("Agent Teams runtime disposal failed", failures)

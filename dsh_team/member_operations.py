@@ -1,0 +1,94 @@
+"""The roster and mailbox operations of the Team service, and what its members spent.
+
+``list_members``, ``spawn_teammate``, ``send_message`` and ``interrupt`` are
+carried out by the rooms :class:`dsh_team.coordination.Coordination` wires (the
+roster, the provisioner, the sender); the service hands them the exact live
+caller, after the Team budget had its say on a spawn. ``member_costs`` reads
+the spend the cost room charged (:mod:`dsh_team.cost`).
+
+:class:`MemberOperations` is a part of :class:`dsh_team.service.TeamService`: it
+holds no state of its own and works on the service's rooms and membership.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from host_spec.protocols import Agent
+    from host_spec.records import AbortSignal
+
+    from dsh_team.coordination import Coordination
+    from dsh_team.cost.costs import TeamCosts
+    from dsh_team.cost.report import MemberCost
+    from dsh_team.log.journal import Journal
+    from dsh_team.mail.send import SendResult
+    from dsh_team.roster.membership import Membership
+    from dsh_team.roster.roster import InterruptResult, MemberView
+
+__all__ = ["MemberOperations"]
+
+
+class MemberOperations:
+    """Roster, mailbox and spend calls of the Team service (a part of ``TeamService``).
+
+    Attributes:
+        coordination, costs: The service's roster and mailbox runtime and its cost room.
+    """
+
+    coordination: Coordination
+    costs: TeamCosts
+
+    if TYPE_CHECKING:  # the service's own membership calls
+
+        def membership(self, agent: Agent) -> Membership: ...
+        def try_membership(self, agent: Agent) -> Membership | None: ...
+        def _lead(self, membership: Membership) -> Journal: ...
+
+    def list_members(self, caller: Agent) -> list[MemberView]:
+        """The Lead row, then every teammate ever provisioned in creation order.
+
+        Raises:
+            TeamError: ``TEAM_NOT_MEMBER``, ``TEAM_STREAM_FAILED``.
+        """
+        return self.coordination.roster.list_members(caller)
+
+    async def spawn_teammate(
+        self,
+        caller: Agent,
+        *,
+        name: Any,
+        description: Any,
+        prompt: Any,
+        context: Any = "fresh",
+        provider: Any,
+        signal: AbortSignal | None = None,
+    ) -> MemberView:
+        """Create a named continuable teammate (Lead only); see :mod:`dsh_team.roster.provisioning`.
+
+        A reached Team budget refuses it (``TEAM_BUDGET_EXCEEDED``, see :mod:`dsh_team.cost`).
+        """
+        membership = self.try_membership(caller)
+        if membership is not None and membership.is_lead:
+            self.costs.require_spawn(membership)
+        return await self.coordination.provisioner.spawn(
+            caller, name=name, description=description, prompt=prompt, context=context, provider=provider, signal=signal
+        )
+
+    async def send_message(
+        self, caller: Agent, *, target: Any, content: Any, signal: AbortSignal | None = None
+    ) -> SendResult:
+        """Queue a peer message durably and try to deliver it; see :mod:`dsh_team.mail.send`."""
+        return await self.coordination.sender.send(caller, target=target, content=content, signal=signal)
+
+    def interrupt(self, caller: Agent, target: Any) -> InterruptResult:
+        """Cancel an active teammate's current turn, keeping its inbox (Lead only)."""
+        return self.coordination.roster.interrupt(caller, target)
+
+    def member_costs(self, caller: Agent) -> dict[str, MemberCost]:
+        """Spend per member id of the caller's Team (charged so far) and whether a budget refuses it.
+
+        Raises:
+            TeamError: ``TEAM_NOT_MEMBER``.
+        """
+        return self.costs.costs(self._lead(self.membership(caller)))
