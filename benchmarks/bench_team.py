@@ -15,6 +15,11 @@ P6: serial durable ``update_task`` against a crew-style SQLite CAS update (WAL,
     ``synchronous=FULL``, one commit per mutation; :mod:`benchmarks.peers`), goal >= 1.
 P7: 16 members updating at once against SQLite with 16 writer connections, goal >= 4.
 
+Printed without a goal: the host's own share of a serial update, an event of the
+same size appended to another session of the same host and flushed (the store,
+its group commit and every plugin's session hooks, but no Team logic), against
+SQLite serial. It splits P6 into what the host costs and what the Team adds.
+
 fsync latency drifts on shared machines, so contenders run in alternating short
 segments (every other round backwards) and each goal ratio is the median of the
 rounds' ratios, each round's contenders having run side by side; the printed
@@ -57,6 +62,8 @@ SEGMENT = 0.4  # seconds per measurement segment (reads)
 ROUNDS = 5  # segments per contender (reads)
 DURABLE_SEGMENT = 0.25  # seconds per durable-write segment
 DURABLE_ROUNDS = 10  # rounds of durable-write segments, every contender once per round
+FLOOR_EVENT = "bench/note"  # a plain event type no plugin folds
+FLOOR_WARMUP = 300
 MEMBERS = 16
 LIVE_TASKS = 200
 BIG, SMALL = 100_000, 1_000
@@ -100,6 +107,16 @@ async def _durable(directory: Path) -> dict[str, float]:
     raw, preallocated = RawAppend(directory / "raw.jsonl", line), RawPreallocated(directory / "raw.pre", line)
     sqlite = SqliteBoard(directory / "peer.sqlite", MEMBERS, line.decode())
     labels = ("bench task", "bench task, edited")
+    plain = await host.create_session("host-floor")  # no Team logic: the host's share of P6
+    note = session.events[-1].data  # the same payload bytes as the Team line
+    for _ in range(FLOOR_WARMUP):  # past the preallocation threshold, as the Lead log is
+        plain.append(FLOOR_EVENT, note, write_ahead=True)
+        await plain.flush()
+
+    async def floor() -> int:
+        plain.append(FLOOR_EVENT, note, write_ahead=True)
+        await plain.flush()
+        return 1
 
     async def edit(member: Any) -> None:
         view = views[member.id]
@@ -133,6 +150,8 @@ async def _durable(directory: Path) -> dict[str, float]:
     async def segment(key: str) -> tuple[int, float]:
         if key == "serial":
             return await atimed(serial, DURABLE_SEGMENT)
+        if key == "floor":
+            return await atimed(floor, DURABLE_SEGMENT)
         if key == "group":
             return await group(DURABLE_SEGMENT)
         if key == "sqlite_group":
@@ -141,7 +160,7 @@ async def _durable(directory: Path) -> dict[str, float]:
         return timed(step, DURABLE_SEGMENT)
 
     rounds = Rounds()
-    order = ["raw", "serial", "sqlite", "group", "sqlite_group", "preallocated"]
+    order = ["raw", "serial", "sqlite", "group", "sqlite_group", "preallocated", "floor"]
     try:
         for number in range(DURABLE_ROUNDS):
             # Every other round runs the contenders backwards, so a drift inside a
@@ -159,6 +178,7 @@ async def _durable(directory: Path) -> dict[str, float]:
         "P2": rounds.median_ratio("group", "raw"),
         "P6": rounds.median_ratio("serial", "sqlite"),
         "P7": rounds.median_ratio("group", "sqlite_group"),
+        "floor_sqlite": rounds.median_ratio("floor", "sqlite"),
     }
     return {key: rounds.rate(key) for key in rounds} | ratios | {"line": float(len(line))}
 
@@ -302,6 +322,10 @@ def run() -> list[tuple[str, float, float]]:
     print(f"team: raw pwrite+fdatasync (prealloc) {pre:9.0f} ops/s  ({pre / raw:.2f} of raw)")
     print(f"team: SQLite WAL CAS update (serial)  {sqlite:9.0f} ops/s  ({sqlite / raw:.2f} of raw)")
     print(f"team: SQLite, {MEMBERS} writer connections  {sqlite_group:9.0f} ops/s  ({sqlite_group / raw:.2f} of raw)")
+    print(
+        f"team: host append+flush, no Team logic {durable['floor']:8.0f} ops/s  "
+        f"({durable['floor_sqlite']:.2f} of SQLite serial; P6 is {durable['P6']:.2f}: the rest is the Team's share)"
+    )
     print(
         f"team: {BIG} events: typed decode {reads['typed_s'] * 1000:.0f} ms, "
         f"cold replay {reads['replay_s'] * 1000:.0f} ms ({reads['replay_ratio']:.2f} of decode speed)"
