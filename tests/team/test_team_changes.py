@@ -217,6 +217,23 @@ class TestDeltaOracle:
         assert all(len(box.settled) <= SETTLED_KEPT for box in end.changes.sent.values())
         assert len(end.mail.messages) == sum(1 for _, _, status in models[-1].messages.values() if status != "read")
 
+    def test_an_old_cursor_past_the_kept_reads_gets_sent_truncated(self) -> None:
+        """The long-history property's truncation, made certain: one sender's reads exceed SETTLED_KEPT.
+
+        The random histories above reach it only when they happen to read enough of one
+        sender's mail; this history always does, so the re-list path runs in every run.
+        """
+        rounds = max(SETTLED_KEPT, DELTA_CAP) + 5
+        ops = [("member", 0, 0), ("member", 0, 1), *[("send", 0, 1), ("deliver", 0, 0), ("read", 0, 0)] * rounds]
+        events, models = run(ops)
+        end = states(events)[-1]
+        fresh = models[-1].read(TEAM)
+        delta = team_delta(end, 0, TEAM, offline_statuses(end))
+        assert "sent" in delta.truncated
+        assert len(moved_after(events, 0, TEAM)) == rounds
+        assert apply_delta(models[0].read(TEAM), delta, relist=fresh) == fresh
+        assert all(len(box.settled) <= SETTLED_KEPT for box in end.changes.sent.values())
+
     @settings(max_examples=150, deadline=None)
     @given(OPS)
     def test_the_index_names_the_last_record_of_each_entity(self, ops: list[tuple[str, int, int]]) -> None:
