@@ -13,7 +13,9 @@ calls, which the Lead already paid for.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
+from itertools import compress
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -43,6 +45,8 @@ class _Reply(msgspec.Struct):
 
 _REPLY: Final = msgspec.json.Decoder(_Reply)
 _CALLS: Final = frozenset({EventType.ASSISTANT_MESSAGE, EventType.CONTEXT_COMPACTED})
+#: An event's type, read in C by the scan of :func:`spend_after`.
+_TYPE: Final = operator.attrgetter("type")
 
 
 def call_spend(event: Event) -> Spend | None:
@@ -59,10 +63,16 @@ def call_spend(event: Event) -> Spend | None:
 
 
 def spend_after(own_events: Iterable[Event], after_seq: int) -> tuple[Spend, int]:
-    """The spend of ``own_events`` with seq > ``after_seq``, and the last such call's seq (0: none)."""
+    """The spend of ``own_events`` with seq > ``after_seq``, and the last such call's seq (0: none).
+
+    A cold-resumed Lead's whole log may be scanned here once, so the events that are
+    no model call (nearly all of a long Team log) are passed over in C: only the
+    calls reach a Python step.
+    """
     total = Spend()
     last = 0
-    for event in own_events:
+    events = own_events if isinstance(own_events, Sequence) else tuple(own_events)
+    for event in compress(events, map(_CALLS.__contains__, map(_TYPE, events))):
         if event.seq <= after_seq:
             continue
         spend = call_spend(event)
