@@ -23,7 +23,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.bench_team import add_member, teams_of  # noqa: E402
+from benchmarks.team_setup import add_member, teams_of  # noqa: E402
 from host_spec.events import EventType  # noqa: E402
 from host_spec.host.app import Host  # noqa: E402
 from host_spec.host.models.scripted import ScriptedModel  # noqa: E402

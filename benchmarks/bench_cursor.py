@@ -18,7 +18,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import measure, report  # noqa: E402
-from benchmarks.bench_team import BIG, SMALL, lead_events  # noqa: E402
+from benchmarks.team_setup import BIG, SMALL, lead_events  # noqa: E402
 from dsh_team.core import replay, team_delta  # noqa: E402
 from host_spec.schema import compact_json  # noqa: E402
 

@@ -45,7 +45,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import report  # noqa: E402
-from benchmarks.bench_team import TypedLine, lead_events, teams_of, write_log  # noqa: E402
+from benchmarks.team_setup import TypedLine, lead_events, teams_of, write_log  # noqa: E402
 from dsh_team.core.fold import replay  # noqa: E402
 from dsh_team.core.records import (  # noqa: E402
     TEAM_MESSAGE_DELIVERED,

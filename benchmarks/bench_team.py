@@ -31,13 +31,12 @@ fdatasync) per acknowledged mutation or per group commit.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +47,9 @@ if __package__ in (None, ""):
 
 from benchmarks._common import Rounds, Totals, report, timed, atimed  # noqa: E402
 from benchmarks.peers import RawAppend, RawPreallocated, SqliteBoard  # noqa: E402
-from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord, TaskRecord  # noqa: E402
-from dsh_team.core.snapshots import TeamMemberSnapshot, TeamTaskSnapshot  # noqa: E402
+from benchmarks.team_setup import BIG, LIVE_TASKS, SMALL, TypedLine, add_member, lead_events, teams_of, write_log  # noqa: E402
 from dsh_team.core.fold import replay  # noqa: E402
-from dsh_team.log.journal import Append  # noqa: E402
-from dsh_team.api import TeamServiceAPI  # noqa: E402
-from dsh_team.service import TeamService  # noqa: E402
-from host_spec.events import Event, SessionHeader, encode_event, json_encode  # noqa: E402
+from host_spec.events import encode_event  # noqa: E402
 from host_spec.host.app import Host  # noqa: E402
 from host_spec.host.models.scripted import ScriptedModel  # noqa: E402
 from host_spec.host.store.jsonl import JsonlStore  # noqa: E402
@@ -66,31 +61,8 @@ DURABLE_ROUNDS = 10  # rounds of durable-write segments, every contender once pe
 FLOOR_EVENT = "bench/note"  # a plain event type no plugin folds
 FLOOR_WARMUP = 300
 MEMBERS = 16
-LIVE_TASKS = 200
-BIG, SMALL = 100_000, 1_000
 
 # ---------------------------------------------------------------- P1 / P2
-
-
-def teams_of(host: Host) -> TeamService:
-    """The host's concrete Team service (provided by type; the benches read its journals)."""
-    teams = host.service(TeamServiceAPI)
-    assert isinstance(teams, TeamService)
-    return teams
-
-
-async def add_member(host: Host, root: Any, index: int) -> Any:
-    """A teammate: a child session listed on the Lead's roster (what spawn_teammate leaves behind)."""
-    session = await host.create_session(f"member-{index}", parent_session=root.id)
-    agent = host.start_agent(session, name=f"m{index}")
-    journal = teams_of(host).journals.get(root.session)
-    for phase in ("provisioning", "active"):
-        snapshot = TeamMemberSnapshot(
-            id=agent.id, name=f"m{index}", description="bench", provider="spawn", context="fresh", phase=phase
-        )
-        record = MemberRecord(version=VERSION, team_id=root.id, member=snapshot)
-        await journal.transact(lambda state, r=record: Append(TEAM_MEMBER, r), lambda state: None, what="member")
-    return agent
 
 
 async def _durable(directory: Path) -> dict[str, float]:
@@ -190,61 +162,6 @@ async def _durable(directory: Path) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------- P3 / P4
-
-
-def lead_events(count: int, team_id: str, live: int = LIVE_TASKS) -> Iterator[Event]:
-    """A Lead log of ``count`` task events: ``live`` creations, then CAS updates.
-
-    Updates cycle claim -> complete -> reopen over every task, so revisions stay
-    contiguous and the final board has ``live`` live tasks whatever ``count``.
-    """
-    cycle = (("in_progress", "member-1"), ("completed", "member-1"), ("pending", None))
-    latest: dict[str, TeamTaskSnapshot] = {}
-    for seq in range(1, count + 1):
-        index = (seq - 1) % live
-        task_id = f"task-{index + 1}"
-        previous = latest.get(task_id)
-        if previous is None:
-            blockers = (f"task-{index}",) if index % 7 == 6 else ()
-            task = TeamTaskSnapshot(
-                id=task_id,
-                revision=1,
-                subject=f"subject of {task_id}",
-                description="a realistic description of what this task is about " * 3,
-                status="pending",
-                blocked_by=blockers,
-                write_scopes=(f"src/module{index % 13}",),
-            )
-        else:
-            status, owner = cycle[(previous.revision - 1) % 3]
-            task = msgspec.structs.replace(previous, revision=previous.revision + 1, status=status, owner_id=owner)
-        latest[task_id] = task
-        data = msgspec.Raw(json_encode(TaskRecord(version=2, team_id=team_id, task=task)))
-        yield Event(seq=seq, time=1_700_000_000_000 + seq, type="team/task", data=data)
-
-
-def write_log(store: JsonlStore, session_id: str, events: Iterable[Event]) -> None:
-    """Store ``events`` as the log of a new session, 10k events per append (never all in memory)."""
-    backend = store.create(SessionHeader(id=session_id, created_at=0))
-    try:
-        written, chunk = 0, list(itertools.islice(events, 10_000))
-        while chunk:
-            backend.append(chunk, expected_seq=written)
-            backend.sync()
-            written += len(chunk)
-            chunk = list(itertools.islice(events, 10_000))
-    finally:
-        backend.close()
-
-
-class TypedLine(msgspec.Struct):
-    """The baseline: each line decoded straight into a fully typed task event."""
-
-    seq: int
-    time: int
-    type: str
-    data: TaskRecord
-    cause: dict[str, Any] | None = None
 
 
 def _replay_ratio(store: JsonlStore, session_id: str, count: int) -> tuple[float, float, float]:
