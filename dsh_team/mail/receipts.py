@@ -36,7 +36,7 @@ from dsh_team.core.snapshots import TeamMessageSnapshot
 from dsh_team.errors import render_reason
 from dsh_team.log.journal import Append, Journal
 from dsh_team.mail.framing import recorded_team_message
-from dsh_team.mail.holdings import MessageIndex
+from dsh_team.mail.message_index import MessageIndex
 from dsh_team.core.state import TeamState
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ from dsh_team.errors import render_reason
 from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord
 from dsh_team.core.snapshots import TeamMemberSnapshot
 from dsh_team.log.journal import Append
-from dsh_team.mail.holdings import fold_messages, own_descriptor
+from dsh_team.mail.message_index import fold_messages, own_descriptor
 from dsh_team.core.state import TeamState
 
 if TYPE_CHECKING:

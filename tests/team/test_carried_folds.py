@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from dsh_team.core.fold import replay
 from dsh_team.log.journals import Journals
-from dsh_team.mail.holdings import SessionMessages, fold_messages
+from dsh_team.mail.holdings import SessionMessages
+from dsh_team.mail.message_index import fold_messages
 from dsh_team.mail.receipts import scan_receipts
 from dsh_team_invariant.invariant import TeamStreamInvariant
 from host_spec.events import EventType, SessionHeader

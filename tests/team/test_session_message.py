@@ -10,14 +10,8 @@ import msgspec
 import pytest
 
 from dsh_team.errors import TeamError
-from dsh_team.mail.holdings import (
-    MessageIndex,
-    SessionMessages,
-    await_accepted,
-    creation_aborted,
-    fold_messages,
-    own_descriptor,
-)
+from dsh_team.mail.holdings import SessionMessages, await_accepted, creation_aborted
+from dsh_team.mail.message_index import MessageIndex, fold_messages, own_descriptor
 from host_spec.errors import SessionNotFoundError
 from host_spec.events import Event, EventType, InboxSplice, SubagentDescriptor, json_encode
 from host_spec.records import AbortSignal, CancelCause
