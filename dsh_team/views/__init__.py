@@ -2,7 +2,8 @@
 
 Modules: :mod:`.projection` (the memoised browser view and its publication),
 :mod:`.remote` (browser operations with rejections inside the result),
-:mod:`.show` and :mod:`.show_text` (the offline view, JSON and text),
+:mod:`.show`, :mod:`.show_messages` and :mod:`.show_text` (the offline view, its mail
+part, JSON and text),
 :mod:`.cli` (the ``dsh team`` command group), :mod:`.trace` (the Team's span events and
 receipt links in ``dsh trace export``).
 """

@@ -14,23 +14,21 @@ follow from being offline, and the output says so rather than guessing:
 :class:`TeamShow` is also the ``--json`` document. Its keys are snake_case, every
 key is always present (``null`` when empty) and ``version`` changes only when a
 key's meaning does, so scripts can rely on them. The text rendering is in
-:mod:`dsh_team.views.show_text`.
+:mod:`dsh_team.views.show_text`, the mail part in :mod:`dsh_team.views.show_messages`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 import msgspec
 
-from host_spec.messages import message_text
-
-from dsh_team.core.changes import RECENT_KEPT
 from dsh_team.core.snapshots import MemberPhase, TaskStatus
 from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import LEAD_NAME, list_views, owner_name
 from dsh_team.cost.report import CostReport
+from dsh_team.views.show_messages import ShowMessage, ShowMessageStatus, pending_messages, recent_messages
 from dsh_team.views.writes import ShowWrite
 from dsh_team.views.usage import MemberUsage
 
@@ -39,16 +37,11 @@ __all__ = [
     "OfflineStatus",
     "ShowMember",
     "ShowTask",
-    "ShowMessage",
-    "ShowMessageStatus",
-    "RECENT_MESSAGES",
     "ShowFailure",
     "ShowStalledTask",
     "ShowQuiescence",
     "TeamShow",
     "offline_status",
-    "pending_messages",
-    "recent_messages",
     "build_show",
     "show_quiescence",
     "render_json",
@@ -101,32 +94,6 @@ class ShowTask(msgspec.Struct, frozen=True):
     write_scopes: tuple[str, ...]
     ready: bool
     write_scope_warnings: tuple[str, ...]
-
-
-class ShowMessage(msgspec.Struct, frozen=True):
-    """A message queued and not yet delivered; ``text`` joins its text blocks."""
-
-    id: str
-    sender_id: str
-    sender_name: str
-    target_id: str
-    target_name: str | None
-    text: str
-    content: tuple[dict[str, Any], ...]
-
-
-#: Messages in the "messages" part: the most recently queued ones (the change index keeps that many).
-RECENT_MESSAGES: Final = RECENT_KEPT
-
-
-class ShowMessageStatus(msgspec.Struct, frozen=True):
-    """One recently queued message and how far it got: ``queued``, ``delivered`` or ``read``."""
-
-    id: str
-    sender_name: str
-    target_id: str
-    target_name: str | None
-    status: str
 
 
 class ShowFailure(msgspec.Struct, frozen=True):
@@ -189,8 +156,8 @@ class TeamShow(msgspec.Struct, frozen=True):
         pending_mail: Undelivered messages in queue order.
         writes: Every member's audited file write, oldest first
             (:mod:`dsh_team.views.writes`).
-        messages: The :data:`RECENT_MESSAGES` most recently queued messages with
-            their status, in queue order.
+        messages: The :data:`~dsh_team.views.show_messages.RECENT_MESSAGES` most
+            recently queued messages with their status, in queue order.
         costs: Spend per member and per task and the budgets reached, from the
             Lead log's charges (:mod:`dsh_team.cost.report`).
         quiescence: The latest quiescence record, ``null`` when the Team was never quiet.
@@ -244,33 +211,6 @@ def _enabled(state: TeamState) -> bool | None:
     if len(state.tasks.tasks) or len(state.members.members):
         return True
     return None
-
-
-def pending_messages(state: TeamState) -> tuple[ShowMessage, ...]:
-    """Every undelivered message of ``state`` in queue order, as the view shows it."""
-    return tuple(
-        ShowMessage(
-            id=m.id, sender_id=m.sender_id, sender_name=m.sender_name, target_id=m.target_id,
-            target_name=owner_name(state, m.target_id), text=message_text(list(m.content)), content=m.content,
-        )
-        for m in state.mail.all_pending()
-    )
-
-
-def recent_messages(state: TeamState, limit: int = RECENT_MESSAGES) -> tuple[ShowMessageStatus, ...]:
-    """The ``limit`` (at most :data:`RECENT_MESSAGES`) most recently queued messages of ``state`` with their status, in queue order.
-
-    Read from the change index's window of recent messages: a read message is no
-    longer in the mailbox, but the window still names it.
-    """
-    mail = state.mail
-    return tuple(
-        ShowMessageStatus(
-            id=entry.message_id, sender_name=entry.sender_name, target_id=entry.target_id,
-            target_name=owner_name(state, entry.target_id), status=mail.status(entry.message_id),
-        )
-        for entry in state.changes.recent_messages(limit)
-    )
 
 
 def build_show(

@@ -38,7 +38,8 @@ from dsh_team.core.state import TeamState, initial_state
 from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_QUEUED, TEAM_MESSAGE_READ
 from dsh_team.cost.ledger import CostLedger, fold_cost
 from dsh_team.cost.report import build_report
-from dsh_team.views.show import ShowTask, build_show, offline_status, pending_messages
+from dsh_team.views.show import ShowTask, build_show, offline_status
+from dsh_team.views.show_messages import pending_messages
 from dsh_team.views.usage import MemberUsage
 from dsh_team.views.writes import ShowWrite
 from dsh_team.web.timeline import TimelineEntry, timeline_entry

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from dsh_team.core import DELTA_CAP, TeamDelta, evolve, initial_state, team_delta
 from dsh_team.core.changes import RECENT_KEPT, SETTLED_KEPT, Outbox
 from dsh_team.core.state import TeamState
-from dsh_team.views.show import recent_messages
+from dsh_team.views.show_messages import recent_messages
 from host_spec.events import Event
 
 from team_builders import TEAM, apply_delta, delivered, event, member, mode, queued, task
