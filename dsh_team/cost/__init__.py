@@ -3,8 +3,8 @@
 Modules: :mod:`.records` (``team/cost`` charges and ``team/budget`` limits reached),
 :mod:`.ledger` (their pure fold), :mod:`.attribution` (which spend a model call is
 and which task it is charged to), :mod:`.budget` (which limit a spend reached),
-:mod:`.costs` (the live charges, the refusal of model calls and spawns, the Lead's
-notice), :mod:`.report` (the cost section of ``dsh team show`` and the web panel).
+:mod:`.costs` (the live charges), :mod:`.limits` (the refusal of model calls and
+spawns, the Lead's notice), :mod:`.report` (the cost section of ``dsh team show`` and the web panel).
 """
 
 from dsh_team.cost.attribution import call_spend, charged_task, spend_after

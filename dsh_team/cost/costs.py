@@ -1,4 +1,4 @@
-"""Cost per member and per task, live, and the budgets that refuse model calls.
+"""Cost per member and per task, live: every model call of a member charged once, durably.
 
 How a charge is made (the durable, exact attribution rule):
 
@@ -17,47 +17,33 @@ How a charge is made (the durable, exact attribution rule):
    record, to the task it owns at that moment): rebuilt from the logs, never
    counted twice (a charge must advance its member's seq).
 
-Budgets (:class:`~dsh_team.config.BudgetConfig`) are checked before every model
-call (the host's ``dsh_agent_pre_step`` seam) against the ledger plus the charges
-not yet appended, so a refusal is exact; its ``team/budget`` record follows once
-the charges that reach the limit are written. A reached limit refuses with
-``TEAM_BUDGET_EXCEEDED``; nothing is claimed, so queued mail stays queued. It is
-recorded once per limit value (``team/budget``) and the Lead is told once: a
-user message whose id derives from the record, re-delivered at the Lead's start
-only when its log does not hold it (a crash between record and notice).
+Budgets are checked against the ledger plus the charges observed and not yet
+appended, so a refusal is exact; a charge that reaches a limit is followed by its
+``team/budget`` record and the Lead's notice. Those checks live in the stateless
+base class :class:`~dsh_team.cost.limits.CostLimits`; the charges themselves,
+which run on every append and flush of a member's log, stay here.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import structlog
 
 from host_spec.carry import LogMark
 
 from dsh_team.config import BudgetConfig
-from dsh_team.core.task_view import LEAD_NAME
 from dsh_team.cost.attribution import call_spend, charged_task, own_tail, spend_after
-from dsh_team.cost.budget import (
-    budget_error,
-    budget_record,
-    first_reached,
-    limited,
-    member_limit,
-    notice,
-    notice_id,
-    team_limit,
-)
-from dsh_team.cost.ledger import NOTHING, CostLedger, LiveLedgers, limit_key
-from dsh_team.cost.records import COST_VERSION, TEAM_BUDGET, TEAM_COST, BudgetRecord, ChargeRecord, Spend, added
-from dsh_team.cost.report import MemberCost
+from dsh_team.cost.budget import limited, notice_id
+from dsh_team.cost.ledger import LiveLedgers
+from dsh_team.cost.limits import CostLimits, PendingCharge
+from dsh_team.cost.records import COST_VERSION, TEAM_COST, ChargeRecord
 from dsh_team.errors import render_reason
 
 if TYPE_CHECKING:
     from host_spec.events import Event
     from host_spec.protocols import Agent, Host, Session
 
-    from dsh_team.core.state import TeamState
     from dsh_team.log.journal import Journal
     from dsh_team.log.journals import Journals
     from dsh_team.mail.holdings import SessionMessages
@@ -68,13 +54,7 @@ __all__ = ["TeamCosts"]
 log = structlog.get_logger(__name__)
 
 
-class _Charge(NamedTuple):
-    seq: int
-    spend: Spend
-    task_id: str | None
-
-
-class TeamCosts:
+class TeamCosts(CostLimits):
     """The live cost ledgers, charges and budget checks of one service (see the module docstring).
 
     Args:
@@ -99,43 +79,12 @@ class TeamCosts:
         self.messages = messages
         self._limited = limited(budget)
         self._ledgers = LiveLedgers()
-        #: Team id -> member id -> charges observed and not yet appended.
-        self._pending: dict[str, dict[str, list[_Charge]]] = {}
+        self._pending = {}
         #: Member session id -> (its Team id, the last seq its own log holds durably), while it has pending charges.
         self._durable: dict[str, tuple[str, int]] = {}
         self._scheduled: set[str] = set()
         #: Member session id -> how far its log was scanned at its last start (one per member).
         self._scanned: dict[str, LogMark] = {}
-
-    # ------------------------------------------------------------ the ledger
-
-    def ledger(self, journal: Journal) -> CostLedger:
-        """The ledger of ``journal``'s Lead log, folded up to its last event (each event once)."""
-        return self._ledgers.ledger(journal.session)
-
-    def _unwritten(self, team_id: str, ledger: CostLedger, member_id: str | None = None) -> Spend:
-        """Charges observed but not appended yet (of one member, or of the whole Team)."""
-        total = NOTHING
-        for pending_member, charges in self._pending.get(team_id, {}).items():
-            if member_id is not None and pending_member != member_id:
-                continue
-            last = ledger.last_charged(pending_member)
-            for charge in charges:
-                if charge.seq > last:
-                    total = added(total, charge.spend)
-        return total
-
-    def costs(self, journal: Journal) -> dict[str, MemberCost]:
-        """Every charged member's spend (pending charges included) and whether a limit refuses it."""
-        ledger = self.ledger(journal)
-        team = added(ledger.team, self._unwritten(journal.team_id, ledger))
-        ids = set(ledger.members) | set(self._pending.get(journal.team_id, {}))
-        rows = {}
-        for member_id in ids:
-            spend = added(ledger.member(member_id), self._unwritten(journal.team_id, ledger, member_id))
-            exceeded = self._limited and first_reached(self.budget, member_id, spend, team) is not None
-            rows[member_id] = MemberCost(spend, exceeded)
-        return rows
 
     # ------------------------------------------------------------ host feed (delegated by the service's hooks)
 
@@ -148,7 +97,7 @@ class TeamCosts:
         if found is not None:
             membership, journal = found
             member_id = membership.member_id
-            charge = _Charge(event.seq, spend, charged_task(journal.state, member_id))
+            charge = PendingCharge(event.seq, spend, charged_task(journal.state, member_id))
             self._queue(journal, member_id, charge, session.durable_seq)
 
     def session_flushed(self, session: Session, durable_seq: int) -> None:
@@ -182,34 +131,11 @@ class TeamCosts:
         spend, last = spend_after(own_tail(session, after), after)
         self._scanned[session.id] = LogMark.of(session.header, session.events, session.last_seq)
         if last:  # read from the loaded log: durable
-            self._queue(journal, member_id, _Charge(last, spend, charged_task(journal.state, member_id)), last)
+            self._queue(journal, member_id, PendingCharge(last, spend, charged_task(journal.state, member_id)), last)
         if membership.is_lead:
             for seq, record in ledger.reached:
                 if not self.messages.holds(journal.session, notice_id(journal.team_id, seq)):
                     self._notify(journal, journal.state, seq, record)
-
-    def agent_pre_step(self, agent: Agent) -> None:
-        """Refuse a member's model call once a limit is reached (``TEAM_BUDGET_EXCEEDED``).
-
-        Raises:
-            TeamError: ``TEAM_BUDGET_EXCEEDED``.
-        """
-        if not self._limited:
-            return
-        found = self._member_of(agent.session)
-        if found is None:
-            return
-        membership, journal = found
-        ledger = self.ledger(journal)
-        member_id = membership.member_id
-        member, team = ledger.member(member_id), ledger.team
-        if journal.team_id in self._pending:  # charges observed, not appended yet
-            member = added(member, self._unwritten(journal.team_id, ledger, member_id))
-            team = added(team, self._unwritten(journal.team_id, ledger))
-        limit = first_reached(self.budget, member_id, member, team)
-        if limit is not None:
-            self.write(journal)  # the record and the Lead's notice, once
-            raise budget_error(limit, membership.name)
 
     def session_disposed(self, session: Session) -> None:
         """Forget a Lead session's ledger, and a member's charges its log never stored, when it leaves."""
@@ -223,24 +149,7 @@ class TeamCosts:
                 members[session.id] = kept
                 self._durable[session.id] = known
 
-    # ------------------------------------------------------------ spawns
-
-    def require_spawn(self, membership: Membership) -> None:
-        """Refuse a spawn once a Team limit is reached.
-
-        Raises:
-            TeamError: ``TEAM_BUDGET_EXCEEDED``.
-        """
-        if not self._limited:
-            return
-        journal = self.journals.get(membership.root.session)
-        ledger = self.ledger(journal)
-        limit = team_limit(self.budget, added(ledger.team, self._unwritten(journal.team_id, ledger)))
-        if limit is not None:
-            self.write(journal)
-            raise budget_error(limit, LEAD_NAME)
-
-    # ------------------------------------------------------------ charges and notices
+    # ------------------------------------------------------------ charges
 
     def _member_of(self, session: Session) -> tuple[Membership, Journal] | None:
         agent = self.host.agents.get(session.id)
@@ -252,7 +161,7 @@ class TeamCosts:
         journal = self.journals.get(membership.root.session)
         return membership, journal
 
-    def _queue(self, journal: Journal, member_id: str, charge: _Charge, durable: int) -> None:
+    def _queue(self, journal: Journal, member_id: str, charge: PendingCharge, durable: int) -> None:
         """Hold ``charge`` until the member's log holds it (``durable``: what it holds now)."""
         self._pending.setdefault(journal.team_id, {}).setdefault(member_id, []).append(charge)
         known = self._durable.get(member_id, (journal.team_id, 0))[1]
@@ -302,29 +211,3 @@ class TeamCosts:
         except Exception as exc:  # a closed Lead log: the next start charges from the logs
             log.warning("team.cost_write_failed", team=journal.team_id, error=render_reason(exc))
             return wrote
-
-    def _settle(self, journal: Journal) -> bool:
-        """Record each limit reached for the first time (at its value) and tell the Lead."""
-        if not self._limited:
-            return False
-        ledger = self.ledger(journal)
-        state = journal.state
-        ids = [journal.team_id, *(m.id for m in state.members.listed())]
-        reached = [member_limit(self.budget, member_id, ledger.member(member_id)) for member_id in ids]
-        reached.append(team_limit(self.budget, ledger.team))
-        wrote = False
-        for limit in reached:
-            if limit is not None and limit_key(limit.member_id, limit.kind, limit.value) not in ledger.keys:
-                journal.session.append(TEAM_BUDGET, budget_record(journal.team_id, limit))
-                ledger = self.ledger(journal)
-                self._notify(journal, state, ledger.reached[-1][0], ledger.reached[-1][1])
-                wrote = True
-        return wrote
-
-    def _notify(self, journal: Journal, state: TeamState, seq: int, record: BudgetRecord) -> None:
-        """Steer the Lead's notice of the budget record at ``seq`` (when the Lead is live)."""
-        lead = self.host.agents.get(journal.team_id)
-        if lead is None or lead.session is not journal.session:
-            return  # re-told when the Lead starts
-        member = state.members.members.get(record.member_id) if record.member_id is not None else None
-        lead.steer(notice(journal.team_id, seq, record, member.name if member is not None else LEAD_NAME))
