@@ -82,14 +82,14 @@ async def _durable(directory: Path) -> dict[str, float]:
     labels = ("bench task", "bench task, edited")
     plain = await host.create_session("host-floor")  # no Team logic: the host's share of P6
     note = session.events[-1].data  # the same payload bytes as the Team line
-    for _ in range(FLOOR_WARMUP):  # past the preallocation threshold, as the Lead log is
-        plain.append(FLOOR_EVENT, note, write_ahead=True)
-        await plain.flush()
 
     async def floor() -> int:
         plain.append(FLOOR_EVENT, note, write_ahead=True)
         await plain.flush()
         return 1
+
+    for _ in range(FLOOR_WARMUP):  # past the preallocation threshold, as the Lead log is
+        await floor()
 
     async def edit(member: Any) -> None:
         view = views[member.id]
@@ -123,6 +123,8 @@ async def _durable(directory: Path) -> dict[str, float]:
     async def segment(key: str) -> tuple[int, float]:
         if key == "serial":
             return await atimed(serial, DURABLE_SEGMENT)
+        if key == "floor":
+            return await atimed(floor, DURABLE_SEGMENT)
         if key == "group":
             return await group(DURABLE_SEGMENT)
         if key == "sqlite_group":
@@ -142,10 +144,7 @@ async def _durable(directory: Path) -> dict[str, float]:
         assert session.durable_seq == session.last_seq
         for number in range(DURABLE_ROUNDS):
             for key in ("floor", "sqlite") if number % 2 == 0 else ("sqlite", "floor"):
-                if key == "floor":
-                    share.add(key, await atimed(floor, DURABLE_SEGMENT))
-                else:
-                    share.add(key, timed(sqlite.serial, DURABLE_SEGMENT))
+                share.add(key, await segment(key))
     finally:
         raw.close()
         preallocated.close()

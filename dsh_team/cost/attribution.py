@@ -13,9 +13,7 @@ calls, which the Lead already paid for.
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Iterable, Sequence
-from itertools import compress
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 import msgspec
@@ -23,7 +21,7 @@ import msgspec
 from host_spec.events import Event, EventType
 
 from dsh_team.core.state import TeamState
-from dsh_team.cost.records import Spend, added
+from dsh_team.cost.records import Spend, added, of_types
 
 if TYPE_CHECKING:
     from host_spec.protocols import Session
@@ -45,8 +43,6 @@ class _Reply(msgspec.Struct):
 
 _REPLY: Final = msgspec.json.Decoder(_Reply)
 _CALLS: Final = frozenset({EventType.ASSISTANT_MESSAGE, EventType.CONTEXT_COMPACTED})
-#: An event's type, read in C by the scan of :func:`spend_after`.
-_TYPE: Final = operator.attrgetter("type")
 
 
 def call_spend(event: Event) -> Spend | None:
@@ -62,7 +58,7 @@ def call_spend(event: Event) -> Spend | None:
     return Spend(1, usage.input_tokens, usage.output_tokens, usage.cached_tokens or 0)
 
 
-def spend_after(own_events: Iterable[Event], after_seq: int) -> tuple[Spend, int]:
+def spend_after(own_events: Sequence[Event], after_seq: int) -> tuple[Spend, int]:
     """The spend of ``own_events`` with seq > ``after_seq``, and the last such call's seq (0: none).
 
     A cold-resumed Lead's whole log may be scanned here once, so the events that are
@@ -71,8 +67,7 @@ def spend_after(own_events: Iterable[Event], after_seq: int) -> tuple[Spend, int
     """
     total = Spend()
     last = 0
-    events = own_events if isinstance(own_events, Sequence) else tuple(own_events)
-    for event in compress(events, map(_CALLS.__contains__, map(_TYPE, events))):
+    for event in of_types(own_events, _CALLS):
         if event.seq <= after_seq:
             continue
         spend = call_spend(event)

@@ -15,8 +15,6 @@ is a failure too (the writer decides each once).
 
 from __future__ import annotations
 
-import itertools
-import operator
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -36,6 +34,7 @@ from dsh_team.cost.records import (
     Spend,
     added,
     decode_cost,
+    of_types,
 )
 
 __all__ = ["NOTHING", "CostLedger", "LimitKey", "LiveLedgers", "limit_key", "fold_cost", "replay_costs"]
@@ -46,7 +45,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 #: An event's type (a C-level getter for scans of long logs).
-_TYPE: Final = operator.attrgetter("type")
 
 #: No spend at all.
 NOTHING: Final = Spend()
@@ -175,7 +173,7 @@ class LiveLedgers:
             # Only cost records fold; they are picked out in C, so a Lead's long log costs
             # no Python step per other event (the result is fold_cost over every event).
             tail = session.events[start:count]
-            for event in itertools.compress(tail, map(COST_EVENT_TYPES.__contains__, map(_TYPE, tail))):
+            for event in of_types(tail, COST_EVENT_TYPES):
                 ledger = fold_cost(ledger, event)
             self._by_id[session.id] = (session, count, ledger)
             if ledger.failure is not None and before is None:
