@@ -18,9 +18,11 @@ crash lost (:mod:`dsh_team.mail.receipts`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import structlog
+
+from host_spec.events import EventType
 
 from dsh_team.mail.dispatch import Dispatcher
 from dsh_team.mail.send import MessageSender
@@ -40,6 +42,10 @@ if TYPE_CHECKING:
     from dsh_team.roster.membership import MembershipResolver
 
 __all__ = ["Coordination"]
+
+#: The only events the mail rooms read: a recorded message (acknowledged, then read
+#: once answered) and the reply that makes it read. Every other event skips both.
+_MAIL_TRACES: Final = frozenset({EventType.USER_MESSAGE, EventType.ASSISTANT_MESSAGE})
 
 log = structlog.get_logger(__name__)
 
@@ -81,8 +87,9 @@ class Coordination:
     def session_event(self, session: Session, event: Event) -> None:
         """Wake checkpoint waiters of ``session``; acknowledge Team mail it recorded; note what it read."""
         self.messages.poke(session)
-        self.dispatcher.observe(session, event)
-        self.receipts.observe(session, event)
+        if event.type in _MAIL_TRACES:  # per event of every session: the rest returns here
+            self.dispatcher.observe(session, event)
+            self.receipts.observe(session, event)
 
     def session_disposed(self, session: Session) -> None:
         self.messages.forget(session)

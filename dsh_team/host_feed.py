@@ -118,7 +118,7 @@ class HostFeed:
     def session_disposed(self, session: Session) -> None:
         """Forget a session that left the live store."""
         self.journals.drop(session)
-        self.members.descriptors.forget(session)
+        self.members.forget(session)
         self.publisher.forget(session.id)
         self.coordination.session_disposed(session)
         self.costs.session_disposed(session)

@@ -39,6 +39,10 @@ _GRAPH_CODES: Final = MappingProxyType(
 )
 
 
+#: The optional fields of an update, in the order :func:`decide_update` checks them.
+_OPTIONAL_FIELDS: Final = ("subject", "description", "blocked_by", "write_scopes", "owner")
+
+
 def require_task(state: TeamState, task_id: Any) -> TeamTaskSnapshot:
     """The current snapshot of ``task_id``, deleted tombstones included.
 
@@ -136,18 +140,8 @@ def decide_update(
     if rule is None:
         raise TeamError(f"unknown task action {action!r}", TeamCode.INVALID_ARGUMENT)
     allowed = ACTION_FIELDS[action]
-    for name, value in (("subject", subject), ("description", description), ("blocked_by", blocked_by),
-                        ("write_scopes", write_scopes), ("owner", owner)):  # fmt: skip
+    for name, value in zip(_OPTIONAL_FIELDS, (subject, description, blocked_by, write_scopes, owner)):
         if value is not None and name not in allowed:
             raise TeamError(f"{action} does not take {name}", TeamCode.INVALID_ARGUMENT, field=name)
-    update = TaskUpdate(
-        state=state,
-        actor=actor,
-        current=current,
-        subject=subject,
-        description=description,
-        blocked_by=blocked_by,
-        write_scopes=write_scopes,
-        owner=owner,
-    )
+    update = TaskUpdate(state, actor, current, subject, description, blocked_by, write_scopes, owner)
     return _checked(state.tasks, rule(update), current)

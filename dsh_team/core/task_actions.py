@@ -77,7 +77,6 @@ class TaskUpdate:
 
     def __init__(
         self,
-        *,
         state: TeamState,
         actor: Actor,
         current: TeamTaskSnapshot,

@@ -35,8 +35,10 @@ def disposed_error(message: str = "Agent Teams service disposed") -> TeamError:
 class Operation:
     """One admitted block of :meth:`Lifecycle.operation`.
 
-    A plain class rather than a generator-based context manager: it runs on every
-    Team mutation, so entering and leaving it costs two set updates. Only a
+    A plain synchronous context manager rather than a generator-based or an
+    asynchronous one: it runs on every Team mutation, so entering and leaving it
+    costs two set updates and no coroutine. It may enclose ``await`` (it is left
+    when the awaiting coroutine finishes, fails or is cancelled). Only a
     settlement that starts while the block runs gives it a marker (:meth:`watch`):
     a future whose *result* is the block's exception (or ``None``), never its
     exception, so an unread failure is not reported as never retrieved.
@@ -49,11 +51,11 @@ class Operation:
         self._blocks = blocks
         self._marker: asyncio.Future[Any] | None = None
 
-    async def __aenter__(self) -> None:
+    def __enter__(self) -> None:
         self._lifecycle.admit()
         self._blocks.add(self)
 
-    async def __aexit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
         self._blocks.discard(self)
         marker = self._marker
         if marker is not None:
@@ -113,10 +115,12 @@ class Lifecycle:
         return future
 
     def operation(self) -> Operation:
-        """Admit the enclosing ``async with`` block and track it until the block exits.
+        """Admit the enclosing ``with`` block and track it until the block exits.
 
         Cheaper than :meth:`track` on hot paths (no extra task): the block runs in
         the caller's task, and disposal waits for a settlement marker instead.
+        A block is entered when its ``with`` starts (for a journal transaction's
+        ``guard``: when the transaction starts running).
 
         Raises:
             TeamError: ``TEAM_DISPOSED`` when the block is entered after disposal started.

@@ -91,12 +91,16 @@ class ReadReceipts:
         self._seen: dict[str, dict[str, str]] = {}
 
     def observe(self, session: Session, event: Event) -> None:
-        """Remember recorded Team messages; a reply makes them read (the receipts are appended soon)."""
+        """Remember recorded Team messages; a reply makes them read (the receipts are appended soon).
+
+        Given only user and assistant messages: the coordination room skips every
+        other event before it reaches the mail rooms.
+        """
         if event.type == EventType.USER_MESSAGE:
             found = recorded_team_message(event)
             if found is not None:
                 self._seen.setdefault(session.id, {})[found[1]] = found[0]
-        elif event.type == EventType.ASSISTANT_MESSAGE:
+        else:  # an assistant message: the reply
             seen = self._seen.pop(session.id, None)
             if seen is not None and not self.lifecycle.disposed:
                 for message_id, team_id in seen.items():

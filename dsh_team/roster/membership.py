@@ -120,8 +120,26 @@ class DescriptorScan:
             del self._scanned[session.id]
 
 
+class _Resolved(NamedTuple):
+    """One agent's last resolution and the inputs it read (see :meth:`MembershipResolver.try_resolve`)."""
+
+    agent: Any
+    session: Any
+    parent_id: str | None
+    parent: Any  # the live parent then (``None``: none)
+    roster: Any  # the parent's roster then (``None``: no parent)
+    membership: Membership | None  # the answer (``None``: a descriptor, never a member again)
+
+
 class MembershipResolver:
     """Resolves :class:`Membership` for exact live agents.
+
+    The answer is a function of a few inputs: the agent object, its live parent,
+    the parent's roster and the agent's own log (a descriptor). Membership runs on
+    every Team call, so each agent's last answer is kept with the inputs it read;
+    a call whose inputs are the same objects answers from it, and only the
+    liveness checks and the descriptor scan of new events run again. A custom
+    teammate seam may read anything, so with one nothing is kept.
 
     Args:
         agents: The host's live-agent registry (the identity authority).
@@ -140,6 +158,7 @@ class MembershipResolver:
         self.state_of = state_of
         self.teammate = teammate
         self.descriptors = DescriptorScan()
+        self._known: dict[str, _Resolved] | None = {} if teammate is roster_teammate else None
 
     def is_live(self, agent: Agent) -> bool:
         """Whether ``agent`` is exactly the registered live agent for its id."""
@@ -149,20 +168,53 @@ class MembershipResolver:
     def try_resolve(self, agent: Agent) -> Membership | None:
         """The agent's membership, or ``None`` (never raises)."""
         try:
-            if not self.is_live(agent):
+            agent_id = getattr(agent, "id", None)
+            agents = self.agents
+            if not isinstance(agent_id, str) or agents.get(agent_id) is not agent:
                 return None
-            parent_id = agent.session.header.parent_session
-            parent = self.agents.get(parent_id) if parent_id is not None else None
-            if parent is not None:
-                found = self.teammate(agent, parent, self.state_of(parent.session))
-                if found is not None:
-                    return found
-            if self.descriptors.has_descriptor(agent.session):
-                return None
-            return Membership(root=agent, team_id=agent.id, role="lead", name=LEAD_NAME, agent=agent)
+            known = self._known.get(agent_id) if self._known is not None else None
+            if known is not None and known.agent is agent:
+                parent_id = known.parent_id
+                parent = agents.get(parent_id) if parent_id is not None else None
+                if parent is known.parent and (
+                    parent is None or self.state_of(parent.session).members is known.roster
+                ):
+                    membership = known.membership
+                    # No Team stays no Team (a descriptor stays in the log); a Lead
+                    # stays one until a descriptor is appended.
+                    if membership is None or membership.role == "teammate":
+                        return membership
+                    if not self.descriptors.has_descriptor(known.session):
+                        return membership
+            return self._resolve(agent)
         except Exception as exc:
             log.warning("team.membership_failed", agent=getattr(agent, "id", None), error=repr(exc))
             return None
+
+    def _resolve(self, agent: Agent) -> Membership | None:
+        """Resolve a live agent from its inputs, and keep the answer with them."""
+        session = agent.session
+        parent_id = session.header.parent_session
+        parent = self.agents.get(parent_id) if parent_id is not None else None
+        roster = None
+        found: Membership | None = None
+        if parent is not None:
+            state = self.state_of(parent.session)
+            roster = state.members
+            found = self.teammate(agent, parent, state)
+        if found is None and not self.descriptors.has_descriptor(session):
+            found = Membership(root=agent, team_id=agent.id, role="lead", name=LEAD_NAME, agent=agent)
+        if self._known is not None:
+            self._known[agent.id] = _Resolved(agent, session, parent_id, parent, roster, found)
+        return found
+
+    def forget(self, session: Session) -> None:
+        """Drop what is kept for ``session`` (it left the live store)."""
+        self.descriptors.forget(session)
+        if self._known is not None:
+            known = self._known.get(session.id)
+            if known is not None and known.session is session:
+                del self._known[session.id]
 
     def resolve(self, agent: Agent) -> Membership:
         """The agent's membership.
@@ -183,7 +235,9 @@ class MembershipResolver:
         if not self.is_live(agent):
             return None
         agents = self.agents
-        parent_id = agent.session.header.parent_session
+        known = self._known.get(agent.id) if self._known is not None else None
+        # A kept resolution read the same parent id (the agent's session, and so its header, is fixed).
+        parent_id = known.parent_id if known is not None and known.agent is agent else agent.session.header.parent_session
         parent = agents.get(parent_id) if parent_id is not None else None
         if parent is None:  # a root (the usual Lead): no walk
             return agent

@@ -89,7 +89,7 @@ class TestLifecycle:
         life = Lifecycle(1_000)
 
         async def op(fail: bool) -> None:
-            async with life.operation():
+            with life.operation():
                 await asyncio.sleep(0.001)
                 if fail:
                     raise RuntimeError("op failed")
@@ -111,7 +111,7 @@ class TestLifecycle:
         release = asyncio.Event()
 
         async def op() -> None:
-            async with life.operation():
+            with life.operation():
                 await release.wait()
                 raise RuntimeError("late failure")
 
