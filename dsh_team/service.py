@@ -81,7 +81,7 @@ class TeamService(MemberOperations, HostFeed):
         self.activity = Activity(timer)
         self.publisher = Publisher()
         self.journals = Journals(
-            on_change=self._changed, on_durable=self._durable, folds=lambda: host.find_service(TeamFolds)
+            on_change=self._changed, on_durable=self._durable, folds=partial(host.find_service, TeamFolds)
         )
         self.members = MembershipResolver(host.agents, self._state_of, teammate)
         self.mode = ModeControl(self.members, self.journals, self.config.team_mode_default)

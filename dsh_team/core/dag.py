@@ -65,8 +65,10 @@ def check_candidate(
                 "missing", f'blocker task "{task_id}" for "{dependents[0]}" is missing or deleted', task_id
             )
         return None
-    old = _live_blockers(previous)
     blockers = candidate.blocked_by
+    if previous is not None and blockers == previous.blocked_by and previous.status != _DELETED:
+        return None  # unchanged blockers on a live task: the common update (checked first, no call)
+    old = _live_blockers(previous)
     if blockers == old:
         return None
     tasks = board.tasks
