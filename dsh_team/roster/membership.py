@@ -237,7 +237,10 @@ class MembershipResolver:
         agents = self.agents
         known = self._known.get(agent.id) if self._known is not None else None
         # A kept resolution read the same parent id (the agent's session, and so its header, is fixed).
-        parent_id = known.parent_id if known is not None and known.agent is agent else agent.session.header.parent_session
+        if known is not None and known.agent is agent:
+            parent_id = known.parent_id
+        else:
+            parent_id = agent.session.header.parent_session
         parent = agents.get(parent_id) if parent_id is not None else None
         if parent is None:  # a root (the usual Lead): no walk
             return agent

@@ -35,6 +35,10 @@ async def test_a_failing_teammate_seam_resolves_to_no_membership(tmp_path: Path)
         await host.close()
 
 
+#: What a provider's worker carries in its own log (it is then never a Lead).
+DESCRIPTOR = SubagentDescriptor(version=2, mode="continuable", provider="spawn")
+
+
 def _roster(*members: tuple[str, str]) -> Roster:
     """A roster listing ``(child id, phase)`` pairs."""
     snapshots = {
@@ -77,11 +81,11 @@ class TestKeptResolutions:
             assert both(child) == ("teammate", "lead")  # kept: the same roster object
             states["lead"] = msgspec.structs.replace(states["lead"], members=_roster(("child", "failed")))
             assert both(child) == ("lead", "child")
-            child_session.append(EventType.SUBAGENT_DESCRIPTOR, SubagentDescriptor(version=2, mode="continuable", provider="spawn"))
+            child_session.append(EventType.SUBAGENT_DESCRIPTOR, DESCRIPTOR)
             assert both(child) is None  # a provider's worker
             states["lead"] = msgspec.structs.replace(states["lead"], members=_roster(("child", "provisioning")))
             assert both(child) == ("teammate", "lead")
-            lead_session.append(EventType.SUBAGENT_DESCRIPTOR, SubagentDescriptor(version=2, mode="continuable", provider="spawn"))
+            lead_session.append(EventType.SUBAGENT_DESCRIPTOR, DESCRIPTOR)
             assert both(lead) is None
             await host.agents.dispose(lead)
             assert both(lead) is None
