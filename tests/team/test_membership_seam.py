@@ -101,7 +101,9 @@ class TestKeptResolutions:
             session = await host.create_session("lead")
             lead = host.start_agent(session, name="lead")
             kept = MembershipResolver(host.agents, lambda s: initial_state(s.id))
+            assert kept.root_of(lead) is lead  # never resolved: the parent id is read from the session
             first = kept.try_resolve(lead)
+            assert kept.root_of(lead) is lead  # resolved: the kept parent id
             assert first is not None and kept.try_resolve(lead) is first  # kept, not rebuilt
             other = await host.create_session("other")
             kept.forget(other)  # never resolved: nothing to drop
