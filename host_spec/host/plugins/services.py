@@ -101,11 +101,7 @@ class ServiceRegistry:
 
     def find(self, api: TypeForm[S]) -> S | None:
         """The service provided for ``api``, or ``None``."""
-        try:
-            key = self._keys[api]  # type: ignore[index]  # the usual hit, without a call (see _key)
-        except (KeyError, TypeError):
-            key = self._key(api)
-        entry = self._entries.get(key)
+        entry = self._entries.get(self._key(api))
         if entry is None:
             return None
         service: S = entry[1]  # type: ignore[assignment]  # provide() checked it against api (no cast call)
