@@ -5,7 +5,8 @@ R1: cold resume of a Lead log of 1,000,000 Team events (open the host, resume th
     the same file (goal: at least 0.5 of its speed; the seconds are printed with
     the 3 s goal as ``R1s``). Each contender runs in a fresh interpreter, alternating, so one
     run's heap does not tax the other; the file is written once per run into a
-    temporary directory and deleted afterwards.
+    temporary directory and deleted afterwards. The fresh-interpreter
+    measurements are :mod:`benchmarks.scale_children`.
 R2: the bytes the folded Team state keeps for a log of tasks and mail (one event
     in three; every message read, none pending) with the same live board (200
     tasks) at 1M events over 100k events (resident growth of a fresh interpreter;
@@ -35,159 +36,32 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import msgspec
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import scale_children  # noqa: E402
 from benchmarks._common import report  # noqa: E402
-from benchmarks.team_setup import TypedLine, lead_events, teams_of, write_log  # noqa: E402
-from dsh_team.core.fold import replay  # noqa: E402
-from dsh_team.core.records import (  # noqa: E402
-    TEAM_MESSAGE_DELIVERED,
-    TEAM_MESSAGE_QUEUED,
-    TEAM_MESSAGE_READ,
-    VERSION,
-    MessageDeliveredRecord,
-    MessageQueuedRecord,
-    MessageReadRecord,
-    TaskRecord,
-)
-from dsh_team.core.snapshots import TeamMessageSnapshot, TeamTaskSnapshot  # noqa: E402
-from host_spec.events import Event, json_encode  # noqa: E402
+from benchmarks.scale_children import EVENTS, LEAD, LIVE, MEMBERS  # noqa: E402
+from benchmarks.team_setup import lead_events, teams_of, write_log  # noqa: E402
 from host_spec.host.app import Host  # noqa: E402
 from host_spec.host.models.scripted import ScriptedModel  # noqa: E402
 from host_spec.host.store.jsonl import JsonlStore  # noqa: E402
 from host_spec.messages import text_block  # noqa: E402
 
-EVENTS = 1_000_000
-LIVE = 200
 ROUNDS = 2
 LIST_TASKS = 1_000
-MEMBERS = 32
 MESSAGES = 10_000
 MAIL_ROUNDS = 3
-LEAD = "lead"
 STATE_SIZES = (100_000, 1_000_000)
 CHURN = 100_000
 
 
-def _rss() -> int:
-    """Resident bytes of this process (Linux ``/proc``)."""
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-# ---------------------------------------------------------------- children (fresh interpreters)
-
-
-def _child_typed(directory: Path) -> dict[str, float]:
-    import msgspec
-
-    path = JsonlStore(directory).path(LEAD)
-    decoder = msgspec.json.Decoder(TypedLine)
-    start = time.perf_counter()
-    data = path.read_bytes()
-    lines = decoder.decode_lines(data[data.index(b"\n") + 1 :])
-    seconds = time.perf_counter() - start
-    assert len(lines) == EVENTS
-    return {"seconds": seconds}
-
-
-def _child_read(directory: Path) -> dict[str, float]:
-    before = _rss()
-    _, events = JsonlStore(directory).read(LEAD)
-    assert len(events) == EVENTS
-    return {"rss": _rss() - before}
-
-
-async def _child_resume(directory: Path) -> dict[str, float]:
-    before = _rss()
-    start = time.perf_counter()
-    host = await Host.open(directory, None, ScriptedModel.from_mapping({}))
-    host.plugins.load("dsh-team", {})
-    lead = host.start_agent(await host.resume_session(LEAD), name="lead", source="resume")
-    tasks = len(teams_of(host).list_tasks(lead))
-    seconds = time.perf_counter() - start
-    rss = _rss() - before
-    await host.close()
-    assert tasks == LIVE
-    return {"seconds": seconds, "rss": rss}
-
-
-def _mixed_events(count: int, team_id: str) -> Iterator[Event]:
-    """A Lead log of ``count`` events, one in three mail: the task cycle of :func:`lead_events`
-    interleaved with messages queued, delivered and read (none left pending)."""
-    tasks = lead_events(count, team_id, LIVE)
-    content = ({"type": "text", "text": "status: parser done, starting the test suite now"},)
-    for seq in range(1, count + 1):
-        number, step = divmod(seq - 1, 9)
-        if step < 6:
-            event = next(tasks)
-            yield Event(seq=seq, time=event.time, type=event.type, data=event.data)
-            continue
-        message_id, target = f"team-message-{number}", f"member-{number % MEMBERS}"
-        if step == 6:
-            message = TeamMessageSnapshot(message_id, team_id, "lead", target, content)
-            # The queue index, as the writer sets it (every message before this one was queued once).
-            record = MessageQueuedRecord(version=VERSION, team_id=team_id, message=message, index=number)
-            kind = TEAM_MESSAGE_QUEUED
-        elif step == 7:
-            kind = TEAM_MESSAGE_DELIVERED
-            record = MessageDeliveredRecord(version=VERSION, team_id=team_id, message_id=message_id, target_id=target)
-        else:
-            kind = TEAM_MESSAGE_READ
-            record = MessageReadRecord(version=VERSION, team_id=team_id, message_id=message_id, target_id=target)
-        yield Event(seq=seq, time=1_700_000_000_000 + seq, type=kind, data=msgspec.Raw(json_encode(record)))
-
-
-def _child_state(count: int) -> dict[str, float]:
-    """Bytes the folded Team state of a mixed log keeps (the events are generated, never held)."""
-    import gc
-
-    before = _rss()
-    state = replay(_mixed_events(count, LEAD), LEAD)
-    gc.collect()
-    retained = _rss() - before
-    assert state.failure is None and len(state.tasks.listed()) == LIVE and not state.mail.pending
-    return {"bytes": retained, "messages": len(state.mail.messages), "queued": state.mail.next_index}
-
-
-def _churn_events(count: int, team_id: str) -> Iterator[Event]:
-    """A Lead log of task churn: each step creates a task and, past ``LIVE`` live ones, deletes the oldest."""
-    description = "a realistic description of what this task is about " * 3
-    seq, made, oldest = 0, 0, 1
-    while seq < count:
-        made += 1
-        tasks = [TeamTaskSnapshot(f"task-{made}", 1, f"subject {made}", description, "pending", (), ())]
-        if made - oldest >= LIVE:
-            tasks.append(TeamTaskSnapshot(f"task-{oldest}", 2, f"subject {oldest}", description, "deleted", (), ()))
-            oldest += 1
-        for task in tasks[: count - seq]:
-            seq += 1
-            data = msgspec.Raw(json_encode(TaskRecord(version=VERSION, team_id=team_id, task=task)))
-            yield Event(seq=seq, time=1_700_000_000_000 + seq, type="team/task", data=data)
-
-
-def _child_churn(count: int) -> dict[str, float]:
-    """Bytes the folded Team state keeps after task churn: deleted tasks stay on the board as tombstones."""
-    import gc
-
-    before = _rss()
-    state = replay(_churn_events(count, LEAD), LEAD)
-    gc.collect()
-    retained = _rss() - before
-    assert state.failure is None and len(state.tasks.listed()) == LIVE
-    return {"bytes": retained, "deleted": len(state.tasks.tasks) - len(state.tasks.live)}
-
-
 def _spawn(kind: str, directory: Path) -> dict[str, float]:
     done = subprocess.run(
-        [sys.executable, __file__, kind, str(directory)], check=True, capture_output=True, text=True
+        [sys.executable, scale_children.__file__, kind, str(directory)], check=True, capture_output=True, text=True
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -324,26 +198,6 @@ def run() -> list[tuple[str, float, float]]:
     ]
 
 
-def _child(kind: str, directory: Path) -> None:
-    import logging
-
-    import structlog
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    if kind == "resume":
-        result = asyncio.run(_child_resume(directory))
-    elif kind.startswith("state-"):
-        result = _child_state(int(kind.removeprefix("state-")))
-    elif kind.startswith("churn-"):
-        result = _child_churn(int(kind.removeprefix("churn-")))
-    else:
-        result = {"typed": _child_typed, "read": _child_read}[kind](directory)
-    print(json.dumps(result))
-
-
 if __name__ == "__main__":
-    if len(sys.argv) == 3:
-        _child(sys.argv[1], Path(sys.argv[2]))
-    else:
-        for bench_id, ratio, goal in run():
-            report(bench_id, ratio, goal)
+    for bench_id, ratio, goal in run():
+        report(bench_id, ratio, goal)
