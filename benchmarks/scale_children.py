@@ -57,8 +57,6 @@ def _rss() -> int:
 
 
 def _child_typed(directory: Path) -> dict[str, float]:
-    import msgspec
-
     path = JsonlStore(directory).path(LEAD)
     decoder = msgspec.json.Decoder(TypedLine)
     start = time.perf_counter()

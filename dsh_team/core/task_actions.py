@@ -96,8 +96,7 @@ class TaskUpdate:
         self.owner = owner
 
     def authorize(self) -> None:
-        actor = self.actor
-        if not (actor.role == "lead" or self.current.owner_id == actor.member_id):
+        if not (self.actor.is_lead or self.current.owner_id == self.actor.member_id):
             raise TeamError(_UNAUTHORIZED, TeamCode.TASK_UNAUTHORIZED, task_id=self.current.id)
 
     def require_status(self, action: str, allowed: Sequence[str]) -> None:

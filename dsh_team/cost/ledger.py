@@ -44,8 +44,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-#: An event's type (a C-level getter for scans of long logs).
-
 #: No spend at all.
 NOTHING: Final = Spend()
 _EMPTY: Final[immutables.Map[Any, Any]] = immutables.Map()

@@ -47,6 +47,7 @@ TEAM_COST: Final = "team/cost"
 TEAM_BUDGET: Final = "team/budget"
 COST_EVENT_TYPES: Final = frozenset({TEAM_COST, TEAM_BUDGET})
 
+#: An event's type, read in C by :func:`of_types`.
 _TYPE: Final = operator.attrgetter("type")
 
 
@@ -58,6 +59,7 @@ def of_types(events: Sequence[Event], types: Container[str]) -> Iterator[Event]:
     Python step per other event.
     """
     return compress(events, map(types.__contains__, map(_TYPE, events)))
+
 
 _Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_SAFE_INTEGER)]
 _Positive = Annotated[int, msgspec.Meta(ge=1, le=MAX_SAFE_INTEGER)]
