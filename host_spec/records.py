@@ -9,7 +9,7 @@ re-exported here.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -78,6 +78,11 @@ class ToolSpec:
             call is refused (``ARGUMENTS_TOO_LARGE``) before its arguments are stored,
             and the log keeps only a short preview with the size. ``None``: the
             host's default bound.
+        input_schema: The model-facing JSON Schema of the arguments when it does not come
+            from ``args_type``: a tool described by someone else (an MCP server's tool)
+            keeps the schema its author wrote. The host sends it as is and decodes the
+            call with ``args_type`` (``dict[str, Any]``: any JSON object); the tool's
+            owner validates the rest. ``None``: the schema is generated from ``args_type``.
     """
 
     name: str
@@ -88,6 +93,7 @@ class ToolSpec:
     available: Callable[[Agent], bool] | None = None
     concurrency_safe: bool = False
     max_argument_bytes: int | None = None
+    input_schema: Mapping[str, Any] | None = None
 
 
 @attrs.frozen

@@ -52,8 +52,11 @@ def schema(spec: ToolSpec) -> dict[str, Any]:
 
     The same generator (:func:`host_spec.schema.tool_json_schema`) serves the Team
     tools' golden files and the M1 budget, so what is measured is what is sent.
+    A spec with its own ``input_schema`` (an MCP server's tool) is sent as written.
     Callers must not mutate the result.
     """
+    if spec.input_schema is not None:
+        return dict(spec.input_schema)
     cached = _schemas.get(spec.args_type)
     if cached is None:
         cached = _schemas[spec.args_type] = tool_json_schema(spec.args_type)

@@ -15,12 +15,20 @@ A profile is a built-in name (``headless``, ``agent-teams``; files in
     recent_share = 0.25             # share kept verbatim as recent turns
     [compaction.windows]            # model-spec pattern -> context window (tokens)
     "scripted:*" = 8000
+    [mcp.servers.docs]              # optional: an MCP server every member gets the tools of
+    command = "python"              # stdio (command/args/env), or url = "http://..." (streamable HTTP)
+    args = ["docs_server.py"]
 
 A ``[models]`` entry gives every child whose name matches the pattern
 (``fnmatch``, first match in file order) its own model; other children keep their
 parent's. Later layers override an earlier layer's pattern and append new ones.
 ``[compaction]`` keys override an earlier layer's one by one (``windows`` per pattern);
 a model with no configured window compacts only if its adapter reports one.
+``[mcp.servers.NAME]`` tables replace an earlier layer's table of the same server
+and append new ones; when any server is configured (and ``mcp`` is not disabled)
+the ``mcp`` plugin is loaded first, so it unloads last: members still running at
+shutdown keep their servers until they are settled. A profile without servers
+never loads it.
 
 Layering (later wins per plugin): the ``extends`` chain is resolved base first; each
 layer first removes the names it disables, then sets its plugin tables. A table
@@ -52,9 +60,11 @@ from host_spec.errors import ConfigError
 
 from host_spec.host.agents.window import CompactionSettings
 
-__all__ = ["PluginEntry", "Profile", "builtin_profiles", "load_profile", "known_plugin_names"]
+__all__ = ["PluginEntry", "Profile", "builtin_profiles", "load_profile", "known_plugin_names", "MCP_PLUGIN"]
 
 BUILTIN_DIR = Path(__file__).with_name("profiles")
+#: The plugin a profile's ``[mcp.servers]`` tables load.
+MCP_PLUGIN = "mcp"
 
 
 @attrs.frozen
@@ -67,6 +77,7 @@ class _ProfileFile:
     plugins: dict[str, dict[str, Any]] = attrs.Factory(dict)
     models: dict[str, str] = attrs.Factory(dict)
     compaction: dict[str, Any] = attrs.Factory(dict)
+    mcp: dict[str, Any] = attrs.Factory(dict)
 
 
 @attrs.frozen
@@ -163,7 +174,7 @@ def _check_known(name: str, known: Collection[str], label: str, path: str) -> No
 
 def _resolve(
     spec: str, base_dir: Path | None, known: Collection[str], chain: tuple[Path, ...]
-) -> tuple[dict[str, Mapping[str, Any]], set[str], list[str], str, dict[str, str], dict[str, Any]]:
+) -> tuple[dict[str, Mapping[str, Any]], set[str], list[str], str, dict[str, str], dict[str, Any], dict[str, Any]]:
     path = _locate(spec, base_dir).resolve()
     label = spec if not _is_path(spec) else str(path)
     if path in chain:
@@ -171,9 +182,10 @@ def _resolve(
         raise ConfigError(f"profile {label}: extends itself ({cycle})", path="extends")
     layer = _read(path, label)
     if layer.extends is not None:
-        plugins, disabled, sources, _, models, compaction = _resolve(layer.extends, path.parent, known, (*chain, path))
+        plugins, disabled, sources, _, models, compaction, servers = _resolve(
+            layer.extends, path.parent, known, (*chain, path))
     else:
-        plugins, disabled, sources, models, compaction = {}, set(), [], {}, {}
+        plugins, disabled, sources, models, compaction, servers = {}, set(), [], {}, {}, {}
     for index, name in enumerate(layer.disable):
         _check_known(name, known, label, f"disable[{index}]")
         if name in layer.plugins:
@@ -201,8 +213,22 @@ def _resolve(
             structure_config(CompactionSettings, compaction, "compaction")
         except ConfigError as exc:
             raise ConfigError(f"profile {label}: {exc.message}", path=exc.path) from None
+    if layer.mcp:
+        servers = {**servers, **_mcp_servers(layer.mcp, label)}
     sources.append(str(path))
-    return plugins, disabled, sources, layer.description, models, compaction
+    return plugins, disabled, sources, layer.description, models, compaction, servers
+
+
+def _mcp_servers(table: Mapping[str, Any], label: str) -> dict[str, Any]:
+    """One layer's ``[mcp]`` table checked (no SDK needed), its servers by name."""
+    from host_spec.host.mcp.config import load_config
+
+    try:
+        load_config(table)
+    except ConfigError as exc:
+        raise ConfigError(f"profile {label}: {exc.message}", path=exc.path, code=exc.code) from None
+    servers = table.get("servers", {})
+    return dict(servers) if isinstance(servers, Mapping) else {}
 
 
 def load_profile(spec: str | os.PathLike[str], *, known: Collection[str] | None = None) -> Profile:
@@ -220,8 +246,10 @@ def load_profile(spec: str | os.PathLike[str], *, known: Collection[str] | None 
     """
     spec = os.fspath(spec)
     names = known_plugin_names() if known is None else known
-    plugins, disabled, sources, description, models, compaction = _resolve(spec, None, names, ())
+    plugins, disabled, sources, description, models, compaction, servers = _resolve(spec, None, names, ())
     entries = tuple(PluginEntry(name, config) for name, config in plugins.items())
+    if servers and MCP_PLUGIN not in disabled and MCP_PLUGIN not in plugins:
+        entries = (PluginEntry(MCP_PLUGIN, MappingProxyType({"servers": servers})), *entries)
     return Profile(
         name=spec,
         plugins=entries,
