@@ -10,7 +10,7 @@ configured ``env`` and ``headers`` values never reach a log line or a result.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final
+from typing import Any, Final
 
 from host_spec.errors import DshError
 
@@ -41,6 +41,18 @@ class Scrubber:
         for secret in self._secrets:
             text = text.replace(secret, SCRUBBED)
         return text
+
+    def deep(self, value: Any) -> Any:
+        """``value`` (JSON builtins) with every string scrubbed: a server's answer may quote its env too."""
+        if not self._secrets:
+            return value
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, list):
+            return [self.deep(item) for item in value]
+        if isinstance(value, dict):
+            return {key: self.deep(item) for key, item in value.items()}
+        return value
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

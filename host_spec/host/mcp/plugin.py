@@ -32,7 +32,7 @@ from host_spec.records import Handle, ToolSpec
 from host_spec.host.mcp.config import CONFIG_PATH, expand, load_config
 from host_spec.host.mcp.config import effective_config as _effective_config
 from host_spec.host.mcp.connection import Connection, ServerTool
-from host_spec.host.mcp.errors import McpServerError
+from host_spec.host.mcp.errors import McpServerError, Scrubber
 from host_spec.host.mcp.hub import Hub
 
 if TYPE_CHECKING:
@@ -55,20 +55,20 @@ def require_sdk() -> None:
                              "pip install 'dsh-team[mcp]'", code="MCP_SDK_MISSING")
 
 
-def render(result: Any, limit: int, server: str, tool: str) -> dict[str, Any]:
-    """A ``CallToolResult`` as the model reads it: its content blocks (or its structured content).
+def render(result: Any, limit: int, server: str, tool: str, scrub: Scrubber) -> dict[str, Any]:
+    """A ``CallToolResult`` as the model reads it: its content blocks (or its structured content), scrubbed.
 
     Raises:
         McpServerError: ``MCP_TOOL_ERROR`` when the server flagged the result as an error.
     """
-    blocks = [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
+    blocks = scrub.deep([block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content])
     if result.is_error:
         text = " ".join(b.get("text", "") for b in blocks if b.get("type") == "text") or "(no message)"
         raise McpServerError(f'MCP tool "{tool}" of server "{server}" failed: {text[:limit]}', code="MCP_TOOL_ERROR",
                              server=server)
     value: dict[str, Any] = {"content": blocks}
     if not blocks and result.structured_content is not None:
-        value = {"structuredContent": result.structured_content}
+        value = {"structuredContent": scrub.deep(result.structured_content)}
     size = len(json_encode(value))
     if size > limit:
         text = json_encode(value).decode()[:limit]
@@ -106,7 +106,7 @@ class McpTools:
                     await asyncio.gather(running, return_exceptions=True)
             if running.cancelled():
                 raise McpServerError(f'call to "{tool.name}" aborted; its effect is unknown', code="ABORTED")
-            return render(running.result(), limit, connection.name, tool.tool)
+            return render(running.result(), limit, connection.name, tool.tool, connection.scrub)
 
         return ToolSpec(name=tool.name, description=tool.description, args_type=dict[str, Any],
                         result_type=dict[str, Any], execute=execute, available=lambda agent: connection.alive,

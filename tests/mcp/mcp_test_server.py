@@ -1,0 +1,78 @@
+"""A real MCP server (official SDK) the MCP client tests start over stdio or streamable HTTP.
+
+Usage: ``python mcp_test_server.py [--http PORT] [--fail-start]``. Tools:
+
+* ``echo(text)``: returns the text (and ``DEMO_SUFFIX`` from its environment, so
+  env expansion is visible);
+* ``leak()``: fails with a message that quotes ``API_TOKEN`` (the client must scrub it);
+* ``fail()``: a tool error (``isError``);
+* ``block(marker)``: writes its process id to ``marker`` and never answers (a call
+  in flight when the test kills the server or the host);
+* ``weird.name/tool``: a name the client must sanitise.
+
+``--fail-start`` exits at once after printing the token to stderr: a server that
+fails to start (its stderr tail is quoted in the error, scrubbed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+server = MCPServer("test")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Echo the text."""
+    return text + os.environ.get("DEMO_SUFFIX", "")
+
+
+@server.tool()
+def leak() -> str:
+    """Fail quoting the token."""
+    raise ToolError(f"token {os.environ.get('API_TOKEN', '')} refused")
+
+
+@server.tool()
+def fail() -> str:
+    """Always fails."""
+    raise ToolError("broken on purpose")
+
+
+@server.tool()
+async def block(marker: str) -> str:
+    """Never answers."""
+    Path(marker).write_text(str(os.getpid()))
+    await asyncio.sleep(3600)
+    return "unreachable"
+
+
+@server.tool(name="weird.name/tool")
+def weird() -> str:
+    """A tool whose name needs sanitising."""
+    return "ok"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", type=int)
+    parser.add_argument("--fail-start", action="store_true")
+    options = parser.parse_args()
+    if options.fail_start:
+        print(f"cannot start: bad token {os.environ.get('API_TOKEN', '')}", file=sys.stderr, flush=True)
+        sys.exit(3)
+    if options.http is None:
+        server.run()
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=options.http)
+
+
+if __name__ == "__main__":
+    main()

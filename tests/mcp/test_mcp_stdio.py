@@ -1,0 +1,177 @@
+"""Members use a real MCP server started over stdio: tools, schemas, durable calls, failures.
+
+Every test runs the real test server (official SDK) as a subprocess of the host,
+through a profile's ``[mcp.servers.NAME]`` table, and drives a real agent with the
+scripted model; what is checked is what the log holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+import structlog
+from mcp_kit import kill, profile, results, stdio, text_of, wait_for_pid
+
+from host_spec.host.app import Host
+from host_spec.host.models.scripted import ScriptedModel
+
+pytestmark = pytest.mark.slow
+
+SECRET = "s3cr3t-token-value"
+
+
+def calls(*steps: tuple[str, dict]) -> dict:
+    return {"lead": [{"tool_calls": [{"name": name, "arguments": args}]} for name, args in steps] + [{"text": "done"}]}
+
+
+class TestTools:
+    async def test_a_member_calls_the_servers_tools_and_the_log_records_them(self, tmp_path: Path) -> None:
+        servers = {"t": stdio(env={"DEMO_SUFFIX": "${MCP_TEST_SUFFIX:-!}"})}
+        script = calls(("mcp__t__echo", {"text": "hi"}), ("mcp__t__weird_name_tool", {}))
+        host = await Host.open(tmp_path / "data", profile(tmp_path, servers), ScriptedModel.from_mapping(script))
+        try:
+            agent = await host.run("go")
+            visible = {spec.name: spec for spec in host.tools.visible(agent)}
+            events = [e.type for e in agent.session.events]
+        finally:
+            await host.close()
+        assert {"mcp__t__echo", "mcp__t__fail", "mcp__t__block", "mcp__t__weird_name_tool"} <= set(visible)
+        schema = visible["mcp__t__echo"].input_schema
+        assert schema is not None and schema["properties"]["text"]["type"] == "string"
+        assert schema["required"] == ["text"] and "title" not in schema
+        assert visible["mcp__t__echo"].description == "Echo the text."
+        done = results(agent)
+        assert [text_of(r) for r in done] == [{"content": [{"type": "text", "text": "hi!"}]},
+                                             {"content": [{"type": "text", "text": "ok"}]}]
+        assert events.count("tool/call") == 2 and events.count("tool/result") == 2
+
+    async def test_the_model_is_sent_the_servers_schema(self, tmp_path: Path) -> None:
+        from host_spec.host.agents.tools import schema
+
+        host = await Host.open(None, profile(tmp_path, {"t": stdio()}), ScriptedModel.from_mapping({}))
+        try:
+            spec = host.tools.get(None, "mcp__t__echo")
+        finally:
+            await host.close()
+        assert spec is None  # scoped per agent: nothing global
+        host = await Host.open(tmp_path / "d", profile(tmp_path, {"t": stdio()}), ScriptedModel.from_mapping({}))
+        try:
+            agent = await host.run("go")
+            spec = host.tools.get(agent, "mcp__t__echo")
+            assert spec is not None
+            assert schema(spec) == {"type": "object", "properties": {"text": {"title": "Text", "type": "string"}},
+                                    "required": ["text"]}
+        finally:
+            await host.close()
+
+    async def test_tool_errors_and_bad_arguments_are_error_results_naming_the_server(self, tmp_path: Path) -> None:
+        servers = {"t": stdio(env={"API_TOKEN": SECRET})}
+        script = calls(("mcp__t__fail", {}), ("mcp__t__echo", {"text": 3}), ("mcp__t__leak", {}),
+                       ("mcp__t__echo", {"text": "still fine"}))
+        host = await Host.open(tmp_path / "data", profile(tmp_path, servers), ScriptedModel.from_mapping(script))
+        try:
+            agent = await host.run("go")
+        finally:
+            await host.close()
+        failed, bad, leak, ok = results(agent)
+        assert failed["error"]["code"] == "MCP_TOOL_ERROR"
+        assert 'server "t"' in failed["error"]["message"] and "broken on purpose" in failed["error"]["message"]
+        assert bad["error"]["code"] == "MCP_TOOL_ERROR"
+        assert SECRET not in json.dumps(leak) and "[redacted]" in leak["error"]["message"]
+        assert text_of(ok) == {"content": [{"type": "text", "text": "still fine"}]}
+
+
+class TestFailures:
+    async def test_a_server_that_fails_to_start_is_named_and_the_member_goes_on(self, tmp_path: Path) -> None:
+        servers = {"broken": stdio("--fail-start", env={"API_TOKEN": SECRET}),
+                   "missing": {"command": str(tmp_path / "no-such-program")},
+                   "t": stdio()}
+        script = calls(("mcp__t__echo", {"text": "alive"}), ("mcp__broken__echo", {"text": "x"}))
+        with structlog.testing.capture_logs() as logs:
+            host = await Host.open(tmp_path / "data", profile(tmp_path, servers), ScriptedModel.from_mapping(script))
+            try:
+                agent = await host.run("go")
+                names = {spec.name for spec in host.tools.visible(agent)}
+            finally:
+                await host.close()
+        failures = {entry["server"]: entry["reason"] for entry in logs if entry["event"] == "MCP server unavailable"}
+        assert set(failures) == {"broken", "missing"}
+        assert "cannot start: bad token [redacted]" in failures["broken"]
+        assert "no-such-program" in failures["missing"]
+        assert SECRET not in json.dumps(logs, default=str)
+        assert not any(name.startswith(("mcp__broken__", "mcp__missing__")) for name in names)
+        echo, unknown = results(agent)
+        assert text_of(echo) == {"content": [{"type": "text", "text": "alive"}]}
+        assert unknown["error"]["code"] == "UNKNOWN_TOOL"
+
+    async def test_a_server_killed_mid_call_fails_that_call_and_its_tools_go(self, tmp_path: Path) -> None:
+        marker = tmp_path / "pid"
+        script = calls(("mcp__t__block", {"marker": str(marker)}), ("mcp__t__echo", {"text": "x"}))
+        host = await Host.open(tmp_path / "data", profile(tmp_path, {"t": stdio()}),
+                               ScriptedModel.from_mapping(script))
+        try:
+            run = asyncio.ensure_future(host.run("go"))
+            pid = await asyncio.to_thread(wait_for_pid, marker)
+            kill(pid)
+            agent = await run
+            names = {spec.name for spec in host.tools.visible(agent)}
+        finally:
+            await host.close()
+        died, after = results(agent)
+        assert died["error"]["code"] == "MCP_SERVER_DIED"
+        assert 'MCP server "t" stopped during "block"' in died["error"]["message"]
+        assert "effect is unknown" in died["error"]["message"]
+        assert after["error"]["code"] == "UNKNOWN_TOOL"  # its tools are no longer offered
+        assert not any(name.startswith("mcp__t__") for name in names)
+
+    async def test_a_slow_call_times_out_with_the_servers_limit(self, tmp_path: Path) -> None:
+        marker = tmp_path / "pid"
+        script = calls(("mcp__t__block", {"marker": str(marker)}), ("mcp__t__echo", {"text": "next"}))
+        host = await Host.open(tmp_path / "data", profile(tmp_path, {"t": stdio(tool_timeout_ms=300)}),
+                               ScriptedModel.from_mapping(script))
+        try:
+            agent = await host.run("go")
+        finally:
+            await host.close()
+        timed_out, after = results(agent)
+        assert timed_out["error"]["code"] == "MCP_TOOL_TIMEOUT"
+        assert 'MCP server "t" did not answer "block" within 300 ms' in timed_out["error"]["message"]
+        assert text_of(after) == {"content": [{"type": "text", "text": "next"}]}  # the server stays usable
+
+    async def test_closing_the_host_stops_the_server_process(self, tmp_path: Path) -> None:
+        marker = tmp_path / "pid"
+        script = {"lead": [{"tool_calls": [{"name": "mcp__t__block", "arguments": {"marker": str(marker)}}]}]}
+        host = await Host.open(tmp_path / "data", profile(tmp_path, {"t": stdio()}),
+                               ScriptedModel.from_mapping(script))
+        run = asyncio.ensure_future(host.run("go"))
+        pid = await asyncio.to_thread(wait_for_pid, marker)
+        agent = host.agents.list()[0]
+        from host_spec.records import CancelCause
+
+        agent.cancel(CancelCause("user"))
+        await run
+        await host.close()
+        assert [r["error"]["code"] for r in results(agent)] == ["ABORTED"]
+        assert await asyncio.to_thread(_gone, pid)
+
+
+def _gone(pid: int, timeout: float = 15.0) -> bool:
+    import os
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:  # a zombie of ours counts as gone
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return True
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+    return False
