@@ -18,6 +18,7 @@ EXPECTED = {
     "dsh-team-invariant": "dsh_team_invariant.plugin",
     "workspace": "host_spec.host.workspace.plugin",
     "dsh-team-web": "dsh_team.web.plugin",
+    "mcp": "host_spec.host.mcp.plugin",
 }
 
 

@@ -18,7 +18,6 @@ stop being offered. Either way the members go on without it.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -50,9 +49,11 @@ def require_sdk() -> None:
     Raises:
         McpServerError: ``MCP_SDK_MISSING``.
     """
-    if importlib.util.find_spec("mcp") is None:
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
         raise McpServerError("the profile configures MCP servers (mcp.servers) but the MCP SDK is not installed: "
-                             "pip install 'dsh-team[mcp]'", code="MCP_SDK_MISSING")
+                             "pip install 'dsh-team[mcp]'", code="MCP_SDK_MISSING") from None
 
 
 def render(result: Any, limit: int, server: str, tool: str, scrub: Scrubber) -> dict[str, Any]:
