@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo real-demo check test bench reliability install clean
+.PHONY: demo mcp-demo real-demo check test bench reliability install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -18,6 +18,11 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python examples/run_demo.py
+
+# The same team shape using a real MCP server's tools (examples/mcp_server.py over stdio).
+mcp-demo: $(STAMP)
+	$(BIN)/python examples/run_demo.py --profile examples/mcp_profile.toml --script examples/mcp_demo.json \
+		--data-dir .dsh-mcp-demo --prompt "Use an Agent Team: write docs/terms.md from the glossary MCP server."
 
 # Static types: strict on the plugin packages, default on host_spec (see [tool.mypy]).
 check: $(STAMP)

@@ -26,12 +26,15 @@ The data directory is kept so you can look around afterwards::
 
 Options: ``--data-dir DIR`` (default ``./.dsh-demo``; a directory this script
 created before is reset, any other non-empty directory is refused), ``--script
-FILE`` to run your own script, ``--prompt TEXT``.
+FILE`` to run your own script, ``--prompt TEXT``, ``--profile PROFILE`` (``make
+mcp-demo`` runs ``--profile examples/mcp_profile.toml --script
+examples/mcp_demo.json``: the same team shape using a real MCP server's tools).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -86,6 +89,7 @@ def run(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="where the session logs go")
     parser.add_argument("--script", type=Path, default=DEFAULT_SCRIPT, help="scripted model file")
     parser.add_argument("--prompt", default=PROMPT, help="the user's request to the Lead")
+    parser.add_argument("--profile", default="agent-teams", help="profile to run (e.g. examples/mcp_profile.toml)")
     args = parser.parse_args(argv)
     data_dir = fresh_data_dir(args.data_dir)
     common = ["--data-dir", str(data_dir)]
@@ -93,13 +97,15 @@ def run(argv: list[str] | None = None) -> int:
     workspace.mkdir()
 
     print("=" * 78)
-    print(f"dsh run --profile agent-teams --model scripted:{_shown(args.script)} --data-dir {data_dir} "
+    print(f"dsh run --profile {args.profile} --model scripted:{_shown(args.script)} --data-dir {data_dir} "
           f"--workspace {workspace}")
     print(f"prompt: {args.prompt}")
     print("=" * 78, flush=True)
-    command = [*dsh_command(), "run", "--profile", "agent-teams", "--model", f"scripted:{args.script}", *common,
+    command = [*dsh_command(), "run", "--profile", args.profile, "--model", f"scripted:{args.script}", *common,
                "--workspace", str(workspace), args.prompt]
-    status = subprocess.run(command, check=False).returncode
+    # An MCP server in the profile (examples/mcp_profile.toml) runs with this interpreter.
+    env = {**os.environ, "DSH_PYTHON": sys.executable}
+    status = subprocess.run(command, check=False, env=env).returncode
     if status != 0:
         print(f"run_demo: dsh run exited with {status}", file=sys.stderr)
         return status
