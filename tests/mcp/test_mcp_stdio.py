@@ -15,6 +15,7 @@ import pytest
 import structlog
 from mcp_kit import kill, profile, results, stdio, text_of, wait_for_pid
 
+from host_spec.host.agents.tools import schema
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
 
@@ -35,37 +36,19 @@ class TestTools:
         try:
             agent = await host.run("go")
             visible = {spec.name: spec for spec in host.tools.visible(agent)}
+            sent = schema(visible["mcp__t__echo"])
             events = [e.type for e in agent.session.events]
         finally:
             await host.close()
         assert {"mcp__t__echo", "mcp__t__fail", "mcp__t__block", "mcp__t__weird_name_tool"} <= set(visible)
-        schema = visible["mcp__t__echo"].input_schema
-        assert schema is not None and schema["properties"]["text"]["type"] == "string"
-        assert schema["required"] == ["text"] and "title" not in schema
+        # The model is sent the server's own schema (its root title dropped).
+        assert sent == {"type": "object", "properties": {"text": {"title": "Text", "type": "string"}},
+                        "required": ["text"]}
         assert visible["mcp__t__echo"].description == "Echo the text."
         done = results(agent)
         assert [text_of(r) for r in done] == [{"content": [{"type": "text", "text": "hi!"}]},
                                              {"content": [{"type": "text", "text": "ok"}]}]
         assert events.count("tool/call") == 2 and events.count("tool/result") == 2
-
-    async def test_the_model_is_sent_the_servers_schema(self, tmp_path: Path) -> None:
-        from host_spec.host.agents.tools import schema
-
-        host = await Host.open(None, profile(tmp_path, {"t": stdio()}), ScriptedModel.from_mapping({}))
-        try:
-            spec = host.tools.get(None, "mcp__t__echo")
-        finally:
-            await host.close()
-        assert spec is None  # scoped per agent: nothing global
-        host = await Host.open(tmp_path / "d", profile(tmp_path, {"t": stdio()}), ScriptedModel.from_mapping({}))
-        try:
-            agent = await host.run("go")
-            spec = host.tools.get(agent, "mcp__t__echo")
-            assert spec is not None
-            assert schema(spec) == {"type": "object", "properties": {"text": {"title": "Text", "type": "string"}},
-                                    "required": ["text"]}
-        finally:
-            await host.close()
 
     async def test_tool_errors_and_bad_arguments_are_error_results_naming_the_server(self, tmp_path: Path) -> None:
         servers = {"t": stdio(env={"API_TOKEN": SECRET})}
