@@ -8,6 +8,7 @@ Usage: ``python mcp_test_server.py [--http PORT] [--fail-start]``. Tools:
 * ``fail()``: a tool error (``isError``);
 * ``block(marker)``: writes its process id to ``marker`` and never answers (a call
   in flight when the test kills the server or the host);
+* ``auth()``: the ``Authorization`` header the HTTP request carried;
 * ``weird.name/tool``: a name the client must sanitise.
 
 ``--fail-start`` exits at once after printing the token to stderr: a server that
@@ -22,7 +23,7 @@ import os
 import sys
 from pathlib import Path
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("test")
@@ -52,6 +53,13 @@ async def block(marker: str) -> str:
     Path(marker).write_text(str(os.getpid()))
     await asyncio.sleep(3600)
     return "unreachable"
+
+
+@server.tool()
+def auth(ctx: Context) -> str:
+    """The Authorization header of this HTTP request (none over stdio)."""
+    request = ctx.request_context.request
+    return "" if request is None else request.headers.get("authorization", "")
 
 
 @server.tool(name="weird.name/tool")

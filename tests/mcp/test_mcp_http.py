@@ -25,7 +25,8 @@ def calls(*steps: tuple[str, dict]) -> dict:
 async def test_a_member_calls_an_http_server_and_survives_its_death(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("MCP_TEST_AUTH", SECRET)
     marker = tmp_path / "pid"
-    script = calls(("mcp__web__echo", {"text": "over http"}), ("mcp__web__block", {"marker": str(marker)}),
+    script = calls(("mcp__web__echo", {"text": "over http"}), ("mcp__web__auth", {}),
+                   ("mcp__web__block", {"marker": str(marker)}),
                    ("mcp__web__echo", {"text": "gone"}))
     with http_server() as (url, process):
         servers = {"web": {"url": url, "headers": {"Authorization": "${MCP_TEST_AUTH}"}}}
@@ -38,8 +39,10 @@ async def test_a_member_calls_an_http_server_and_survives_its_death(tmp_path: Pa
                 agent = await run
         finally:
             await host.close()
-    echo, died, after = results(agent)
+    echo, auth, died, after = results(agent)
     assert text_of(echo) == {"content": [{"type": "text", "text": "over http"}]}
+    # The expanded header reached the server; the server quoting it back is scrubbed like any secret.
+    assert text_of(auth) == {"content": [{"type": "text", "text": "[redacted]"}]}
     assert died["error"]["code"] == "MCP_SERVER_DIED"
     assert 'MCP server "web" stopped during "block"' in died["error"]["message"]
     assert after["error"]["code"] == "UNKNOWN_TOOL"
