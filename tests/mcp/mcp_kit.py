@@ -49,10 +49,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def http_server(port: int | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """The test server over streamable HTTP on 127.0.0.1 (a free port): ``(url, process)``."""
-    port = free_port() if port is None else port
-    process = subprocess.Popen([sys.executable, str(SERVER), "--http", str(port)],
+def http_server(transport: str = "http") -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The test server over streamable HTTP (or ``sse``) on 127.0.0.1, a free port: ``(url, process)``."""
+    port = free_port()
+    process = subprocess.Popen([sys.executable, str(SERVER), f"--{transport}", str(port)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -64,7 +64,7 @@ def http_server(port: int | None = None) -> Iterator[tuple[str, subprocess.Popen
             except OSError:
                 assert time.monotonic() < deadline, "the HTTP test server never listened"
                 time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp", process
+        yield f"http://127.0.0.1:{port}/{'mcp' if transport == 'http' else 'sse'}", process
     finally:
         if process.poll() is None:
             process.kill()

@@ -1,6 +1,6 @@
 """A real MCP server (official SDK) the MCP client tests start over stdio or streamable HTTP.
 
-Usage: ``python mcp_test_server.py [--http PORT] [--fail-start]``. Tools:
+Usage: ``python mcp_test_server.py [--http PORT | --sse PORT] [--fail-start]``. Tools:
 
 * ``echo(text)``: returns the text (and ``DEMO_SUFFIX`` from its environment, so
   env expansion is visible);
@@ -71,15 +71,18 @@ def weird() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int)
+    parser.add_argument("--sse", type=int)
     parser.add_argument("--fail-start", action="store_true")
     options = parser.parse_args()
     if options.fail_start:
         print(f"cannot start: bad token {os.environ.get('API_TOKEN', '')}", file=sys.stderr, flush=True)
         sys.exit(3)
-    if options.http is None:
-        server.run()
-    else:
+    if options.sse is not None:
+        server.run("sse", host="127.0.0.1", port=options.sse)
+    elif options.http is not None:
         server.run("streamable-http", host="127.0.0.1", port=options.http)
+    else:
+        server.run()
 
 
 if __name__ == "__main__":

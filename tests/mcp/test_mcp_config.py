@@ -28,8 +28,9 @@ class TestValidation:
     @pytest.mark.parametrize(("table", "message", "path"), [
         ({"a": {}}, "an http server needs url", "mcp.servers.a.url"),
         ({"a": {"type": "stdio"}}, "a stdio server needs command", "mcp.servers.a.command"),
+        ({"a": {"type": "sse"}}, "an sse server needs url", "mcp.servers.a.url"),
         ({"a": {"command": "x", "url": "http://h"}}, "not both", "mcp.servers.a"),
-        ({"a": {"command": "x", "headers": {"K": "v"}}}, "headers apply to http servers only", "mcp.servers.a.headers"),
+        ({"a": {"command": "x", "headers": {"K": "v"}}}, "headers apply to http and sse", "mcp.servers.a.headers"),
         ({"a": {"url": "http://h", "args": ["-v"]}}, "stdio servers only", "mcp.servers.a"),
         ({"a__b": {"command": "x"}}, 'MCP server name "a__b"', "mcp.servers.a__b"),
         ({"a.b": {"command": "x"}}, 'MCP server name "a.b"', "mcp.servers.a.b"),

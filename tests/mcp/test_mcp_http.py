@@ -50,6 +50,21 @@ async def test_a_member_calls_an_http_server_and_survives_its_death(tmp_path: Pa
     assert "http-s3cr3t" not in json.dumps(logs, default=str) + json.dumps(results(agent))
 
 
+async def test_a_member_calls_a_server_over_the_older_sse_transport(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MCP_TEST_AUTH", SECRET)
+    script = calls(("mcp__old__echo", {"text": "over sse"}), ("mcp__old__auth", {}))
+    with http_server("sse") as (url, _):
+        servers = {"old": {"type": "sse", "url": url, "headers": {"Authorization": "${MCP_TEST_AUTH}"}}}
+        host = await Host.open(tmp_path / "data", profile(tmp_path, servers), ScriptedModel.from_mapping(script))
+        try:
+            agent = await host.run("go")
+        finally:
+            await host.close()
+    echo, auth = results(agent)
+    assert text_of(echo) == {"content": [{"type": "text", "text": "over sse"}]}
+    assert text_of(auth) == {"content": [{"type": "text", "text": "[redacted]"}]}
+
+
 async def test_an_http_server_that_is_not_there_is_named_and_left_out(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}/mcp"
     with structlog.testing.capture_logs() as logs:

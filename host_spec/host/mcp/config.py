@@ -3,7 +3,8 @@
 The shape follows the ``mcpServers`` entries coding-agent users already write:
 ``command``/``args``/``env`` start a local server over stdio, ``url`` (with
 ``headers``) reaches one over streamable HTTP, ``type`` is implied by which is
-given. Values may name environment variables (``${TOKEN}``, ``${TOKEN:-default}``)
+given (``type = "sse"`` selects the older HTTP+SSE transport for servers that
+still only speak it). Values may name environment variables (``${TOKEN}``, ``${TOKEN:-default}``)
 so secrets stay out of profile files; they are expanded when the host starts, and
 an unset variable without a default fails naming the field, never the value.
 
@@ -45,8 +46,8 @@ class ServerConfig:
     """One MCP server.
 
     Attributes:
-        type: ``stdio`` (needs ``command``) or ``http`` (streamable HTTP, needs ``url``);
-            implied when left out.
+        type: ``stdio`` (needs ``command``), ``http`` (streamable HTTP, needs ``url``) or
+            ``sse`` (the deprecated HTTP+SSE transport, needs ``url``); implied when left out.
         command: The program that runs a stdio server.
         args: Its arguments.
         env: Variables added to the server's environment (values are secrets).
@@ -60,7 +61,7 @@ class ServerConfig:
         enabled: ``false`` keeps the table but starts nothing.
     """
 
-    type: Literal["stdio", "http"] | None = None
+    type: Literal["stdio", "http", "sse"] | None = None
     command: str | None = None
     args: list[str] = attrs.Factory(list)
     env: dict[str, str] = attrs.Factory(dict)
@@ -73,7 +74,7 @@ class ServerConfig:
     enabled: bool = True
 
     @property
-    def transport(self) -> Literal["stdio", "http"]:
+    def transport(self) -> Literal["stdio", "http", "sse"]:
         return self.type if self.type is not None else ("stdio" if self.command is not None else "http")
 
 
@@ -95,11 +96,11 @@ def _check_server(name: str, server: ServerConfig, path: str) -> None:
         raise ConfigError("give command (stdio) or url (http), not both", path=where)
     if server.transport == "stdio" and server.command is None:
         raise ConfigError("a stdio server needs command", path=f"{where}.command")
-    if server.transport == "http" and server.url is None:
-        raise ConfigError("an http server needs url (or command for a stdio server)", path=f"{where}.url")
+    if server.transport != "stdio" and server.url is None:
+        raise ConfigError(f"an {server.transport} server needs url (or command for a stdio server)", path=f"{where}.url")
     if server.transport == "stdio" and server.headers:
-        raise ConfigError("headers apply to http servers only", path=f"{where}.headers")
-    if server.transport == "http" and (server.args or server.env or server.cwd is not None):
+        raise ConfigError("headers apply to http and sse servers only", path=f"{where}.headers")
+    if server.transport != "stdio" and (server.args or server.env or server.cwd is not None):
         raise ConfigError("args, env and cwd apply to stdio servers only", path=where)
 
 

@@ -38,6 +38,8 @@ log = structlog.get_logger(__name__)
 CLOSE_TIMEOUT_S: Final = 5.0
 #: Lines of a stdio server's stderr quoted (scrubbed) in a failure.
 STDERR_LINES: Final = 5
+#: Bytes read from the end of a stdio server's stderr to find those lines.
+STDERR_TAIL_BYTES: Final = 4096
 _PAGES: Final = 100
 
 
@@ -89,6 +91,10 @@ class Connection:
             return StdioServerParameters(command=config.command, args=list(config.args), env=dict(config.env) or None,
                                          cwd=config.cwd)
         assert config.url is not None
+        if config.transport == "sse":
+            from mcp.client.sse import sse_client
+
+            return sse_client(config.url, headers=dict(config.headers) or None)
         if not config.headers:
             return config.url
         import httpx2
@@ -100,7 +106,8 @@ class Connection:
     def _stderr_tail(self) -> str:
         try:
             self._stderr.flush()
-            self._stderr.seek(0)
+            size = self._stderr.seek(0, 2)
+            self._stderr.seek(max(0, size - STDERR_TAIL_BYTES))  # a chatty server's file may be long
             lines = [line.rstrip() for line in self._stderr.read().splitlines() if line.strip()]
         except (OSError, ValueError):
             return ""
