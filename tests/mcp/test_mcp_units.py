@@ -63,6 +63,9 @@ class TestHub:
         with pytest.raises(McpServerError) as caught:
             await connection.call("define", {"term": "lease"})
         assert caught.value.code == "MCP_SERVER_UNAVAILABLE"
+        with pytest.raises(McpServerError) as caught:
+            await hub.call("g", "define", {"term": "lease"})
+        assert caught.value.code == "MCP_SERVER_UNAVAILABLE" and "shutting down" in caught.value.message
 
     async def test_a_server_that_never_answers_fails_at_its_startup_timeout(self) -> None:
         config = load_config({"servers": {"mute": {"command": "sleep", "args": ["30"], "startup_timeout_ms": 300}}})

@@ -185,6 +185,7 @@ class Connection:
         """
         from mcp import MCPError
         from mcp_types import CONNECTION_CLOSED
+        from pydantic import ValidationError
 
         client = self._client
         if client is None or self.failure is not None:
@@ -207,6 +208,9 @@ class Connection:
             if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
                 raise McpServerError(f'MCP server "{self.name}" refused "{tool}": {self.scrub(exc.message)}',
                                      code="MCP_TOOL_ERROR", server=self.name)
+            if isinstance(exc, ValidationError):  # the server is there; its answer breaks the protocol
+                raise McpServerError(f'MCP server "{self.name}" answered "{tool}" with an invalid result: '
+                                     f"{self.scrub(describe(exc))}", code="MCP_TOOL_ERROR", server=self.name)
             self._fail(f"the connection was lost: {describe(exc)}")
         elif not done:
             raise McpServerError(f'MCP server "{self.name}" did not answer "{tool}" within {limit} ms; '
@@ -222,6 +226,10 @@ class Connection:
         self._stop.set()
         task = self._task
         if task is None or task.done():
+            return
+        if self._client is None:  # still connecting: nothing to close gracefully
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
             return
         try:
             await asyncio.wait_for(asyncio.shield(task), CLOSE_TIMEOUT_S)

@@ -22,6 +22,7 @@ import structlog
 
 from host_spec.host.mcp.config import ServerConfig
 from host_spec.host.mcp.connection import CLOSE_TIMEOUT_S, Connection
+from host_spec.host.mcp.errors import McpServerError
 
 __all__ = ["Hub"]
 
@@ -66,7 +67,14 @@ class Hub:
         await asyncio.gather(*(c.start() for c in self.connections.values()))
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any]) -> Any:
-        """Run one call on the hub's loop; awaited on the host's loop (cancellation crosses over)."""
+        """Run one call on the hub's loop; awaited on the host's loop (cancellation crosses over).
+
+        Raises:
+            McpServerError: ``MCP_SERVER_UNAVAILABLE`` once the hub is closed, or the call's own failure.
+        """
+        if self._closed:
+            raise McpServerError(f'MCP server "{server}" is not running: the host is shutting down',
+                                 code="MCP_SERVER_UNAVAILABLE", server=server)
         future = asyncio.run_coroutine_threadsafe(self.connections[server].call(tool, arguments), self._loop)
         return await asyncio.wrap_future(future)
 
