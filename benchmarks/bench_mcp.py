@@ -3,7 +3,8 @@
 The example glossary server (``examples/mcp_server.py``) is started for real over
 stdio through the ``mcp`` plugin's hub, and its tools are measured as a model
 receives them: ``{name, description, parameters}`` per tool, serialized compactly,
-the ``parameters`` being exactly what the host sends (:func:`schema`). Kept apart
+the ``parameters`` being exactly what the host sends (:func:`schema`), plus the
+``mcp:instructions`` prompt section the server's ``instructions`` become. Kept apart
 from M1 (the Team surface) and W1 (the workspace tools): a profile's servers add
 to every step, and this line says by how much. Goal: at most 600 bytes for the
 example's two tools (a server's own descriptions are its author's; the figure
@@ -38,16 +39,17 @@ async def _surface() -> tuple[int, int]:
         failure = hub.connections["glossary"].failure
         if failure is not None:
             raise RuntimeError(f"the example MCP server did not start: {failure}")
-        specs = McpTools(None, hub).specs  # type: ignore[arg-type]  # the host is only needed to run them
-        tools = [{"name": s.name, "description": s.description, "parameters": schema(s)} for s in specs]
-        return len(compact_json(tools).encode()), len(tools)
+        installed = McpTools(None, hub)  # type: ignore[arg-type]  # the host is only needed to run them
+        tools = [{"name": s.name, "description": s.description, "parameters": schema(s)} for s in installed.specs]
+        return len(compact_json(tools).encode()) + len(installed.instructions.encode()), len(tools)
     finally:
         await hub.close()
 
 
 def run() -> list[tuple[str, float, float]]:
     size, count = asyncio.run(_surface())
-    print(f"surface: {count} MCP tool schemas of the example glossary server {size} B (budget {MCP_BUDGET} B)")
+    print(f"surface: {count} MCP tool schemas + instructions of the example glossary server {size} B "
+          f"(budget {MCP_BUDGET} B)")
     return [("MCP1", size, MCP_BUDGET)]
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-server = MCPServer("test")
+server = MCPServer("test", instructions=f"Call echo to echo; token {os.environ.get('API_TOKEN', '')}.")
 
 
 @server.tool()

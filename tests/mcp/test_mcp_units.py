@@ -87,10 +87,13 @@ class TestHub:
 
 
 async def test_each_agent_gets_its_own_registrations_and_disposal_removes_them(tmp_path: Path) -> None:
-    host = await Host.open(tmp_path / "data", profile(tmp_path, {"t": stdio()}),
+    host = await Host.open(tmp_path / "data", profile(tmp_path, {"t": stdio(env={"API_TOKEN": "tok-98765"})}),
                            ScriptedModel.from_mapping({"lead": [{"text": "ok"}]}))
     try:
         agent = await host.run("go")
+        prompt = host.prompts.render(agent)
+        assert "MCP server instructions (for that server's mcp__SERVER__* tools):\n## t\nCall echo to echo; " \
+               "token [redacted]." in prompt and "tok-98765" not in prompt
         assert host.tools.get(None, "mcp__t__echo") is None  # nothing global: per agent only
         assert host.tools.get(agent, "mcp__t__echo") is not None
         tools = host.plugins.pm.get_plugin("mcp/McpTools")
@@ -98,5 +101,6 @@ async def test_each_agent_gets_its_own_registrations_and_disposal_removes_them(t
         assert host.tools.scoped_count() == 1
         await host.dispose_agent(agent)
         assert host.tools.scoped_count() == 0 and not tools.installs
+        assert "MCP server instructions" not in host.prompts.render(None)
     finally:
         await host.close()

@@ -40,6 +40,8 @@ CLOSE_TIMEOUT_S: Final = 5.0
 STDERR_LINES: Final = 5
 #: Bytes read from the end of a stdio server's stderr to find those lines.
 STDERR_TAIL_BYTES: Final = 4096
+#: Characters of a server's instructions passed to the model at most.
+MAX_INSTRUCTIONS_CHARS: Final = 2048
 _PAGES: Final = 100
 
 
@@ -69,6 +71,8 @@ class Connection:
         self.config = config
         self.scrub = Scrubber(secrets_of(config))
         self.tools: list[ServerTool] = []
+        #: What the server asks its clients to tell the model (``instructions``), scrubbed and bounded.
+        self.instructions = ""
         #: Why the server is not usable (``None`` while it is); already scrubbed.
         self.failure: str | None = None
         self._client: Client | None = None
@@ -142,6 +146,7 @@ class Connection:
                 target = stdio_client(target, errlog=self._stderr)
             async with Client(target) as client:
                 self.tools = await self._list(client)
+                self.instructions = self.scrub((client.instructions or "").strip())[:MAX_INSTRUCTIONS_CHARS]
                 self._client = client
                 self._ready.set()
                 await self._stop.wait()

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import structlog
 
 from host_spec import hookimpl
 from host_spec.events import json_encode
-from host_spec.records import Handle, ToolSpec
+from host_spec.records import Handle, PromptSection, ToolSpec
 
 from host_spec.host.mcp.config import CONFIG_PATH, expand, load_config
 from host_spec.host.mcp.config import effective_config as _effective_config
@@ -38,9 +38,21 @@ if TYPE_CHECKING:
     from host_spec.protocols import Agent, Host, PluginContext
     from host_spec.records import ToolCall
 
-__all__ = ["McpTools", "render", "effective_config", "require_sdk"]
+__all__ = ["McpTools", "render", "effective_config", "require_sdk", "instructions_text", "SECTION_NAME"]
 
 log = structlog.get_logger(__name__)
+
+#: The prompt section holding the servers' instructions, after the Team policy (60).
+SECTION_NAME: Final = "mcp:instructions"
+SECTION_ORDER: Final = 70
+
+
+def instructions_text(connections: list[Connection]) -> str:
+    """The live servers' ``instructions`` as one prompt section ("" when none gave any)."""
+    parts = [f"## {c.name}\n{c.instructions}" for c in connections if c.alive and c.instructions]
+    if not parts:
+        return ""
+    return "MCP server instructions (for that server's mcp__SERVER__* tools):\n" + "\n".join(parts)
 
 
 def require_sdk() -> None:
@@ -84,6 +96,7 @@ class McpTools:
     host: Host
     hub: Hub
     specs: list[ToolSpec] = attrs.Factory(list)
+    instructions: str = ""
     installs: dict[str, tuple[Agent, list[Handle]]] = attrs.Factory(dict)
 
     def __attrs_post_init__(self) -> None:
@@ -91,6 +104,7 @@ class McpTools:
             if connection.alive:
                 self.specs.extend(self._spec(connection, tool) for tool in connection.tools)
                 log.info("MCP server ready", server=connection.name, tools=len(connection.tools))
+        self.instructions = instructions_text(list(self.hub.connections.values()))
 
     def _spec(self, connection: Connection, tool: ServerTool) -> ToolSpec:
         hub, limit = self.hub, connection.config.max_result_bytes
@@ -115,7 +129,7 @@ class McpTools:
 
     @hookimpl(specname="dsh_agent_created")
     def install(self, agent: Agent) -> None:
-        """Register every live server's tools into ``agent.scope`` (all or nothing)."""
+        """Register every live server's tools (and their instructions) into ``agent.scope`` (all or nothing)."""
         installed = self.installs.get(agent.id)
         if installed is not None and installed[0] is agent:
             return
@@ -123,6 +137,9 @@ class McpTools:
         try:
             for spec in self.specs:
                 handles.append(self.host.tools.register(spec, scope=agent.scope))
+            if self.instructions:
+                section = PromptSection(name=SECTION_NAME, order=SECTION_ORDER, text=self.instructions)
+                handles.append(self.host.prompts.register(section, scope=agent.scope))
         except BaseException:
             _dispose_all(handles)
             raise
