@@ -174,3 +174,37 @@ class TestLightCore:
         error = caught.value
         assert getattr(error, "code", None) == "MCP_SDK_MISSING", error
         assert "pip install 'dsh-team[mcp]'" in str(error)
+
+
+class TestMcpJson:
+    def test_a_profile_reads_mcp_json_files_and_its_own_tables_win(self, tmp_path: Path) -> None:
+        (tmp_path / "proj").mkdir()
+        (tmp_path / "proj" / ".mcp.json").write_text(
+            '{"mcpServers": {"a": {"type": "stdio", "command": "from-file", "env": {"K": "${K:-v}"}},'
+            ' "b": {"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"X": "y"}}}}')
+        prof = write(tmp_path / "proj" / "p.toml", """
+            [mcp]
+            files = [".mcp.json"]
+            [mcp.servers.a]
+            command = "from-profile"
+            """)
+        config = dict(load_profile(prof, known=KNOWN).config("mcp") or {})
+        assert config == {"servers": {"a": {"command": "from-profile"},
+                                      "b": {"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"X": "y"}}}}
+
+    @pytest.mark.parametrize(("content", "message"), [
+        (None, "cannot read"),
+        ("{not json", "is not valid JSON"),
+        ('{"servers": {}}', 'has no "mcpServers" object'),
+        ('{"mcpServers": {"a": {"commnd": "x"}}}', "commnd"),
+    ])
+    def test_a_bad_file_fails_the_profile_naming_it(self, tmp_path: Path, content: str | None, message: str) -> None:
+        if content is not None:
+            (tmp_path / "servers.json").write_text(content)
+        prof = write(tmp_path / "p.toml", """
+            [mcp]
+            files = ["servers.json"]
+            """)
+        with pytest.raises(ConfigError) as caught:
+            load_profile(prof, known=KNOWN)
+        assert message in caught.value.message and caught.value.path.startswith("mcp.files[0]")

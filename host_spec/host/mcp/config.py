@@ -80,9 +80,16 @@ class ServerConfig:
 
 @attrs.frozen
 class McpConfig:
-    """The ``[mcp]`` table: the servers by name, in file order."""
+    """The ``[mcp]`` table.
+
+    Attributes:
+        servers: The servers by name, in file order.
+        files: ``.mcp.json`` files whose ``mcpServers`` the profile loader adds (relative
+            to the profile file); the plugin only ever sees their servers merged in.
+    """
 
     servers: dict[str, ServerConfig] = attrs.Factory(dict)
+    files: list[str] = attrs.Factory(list)
 
 
 def _check_server(name: str, server: ServerConfig, path: str) -> None:

@@ -25,7 +25,8 @@ parent's. Later layers override an earlier layer's pattern and append new ones.
 ``[compaction]`` keys override an earlier layer's one by one (``windows`` per pattern);
 a model with no configured window compacts only if its adapter reports one.
 ``[mcp.servers.NAME]`` tables replace an earlier layer's table of the same server
-and append new ones; when any server is configured (and ``mcp`` is not disabled)
+and append new ones (``[mcp] files = [".mcp.json"]`` first adds a file's
+``mcpServers``, paths relative to the profile file; the layer's own tables win); when any server is configured (and ``mcp`` is not disabled)
 the ``mcp`` plugin is loaded first, so it unloads last: members still running at
 shutdown keep their servers until they are settled. A profile without servers
 never loads it.
@@ -214,21 +215,29 @@ def _resolve(
         except ConfigError as exc:
             raise ConfigError(f"profile {label}: {exc.message}", path=exc.path) from None
     if layer.mcp:
-        servers = {**servers, **_mcp_servers(layer.mcp, label)}
+        servers = {**servers, **_mcp_servers(layer.mcp, label, path.parent)}
     sources.append(str(path))
     return plugins, disabled, sources, layer.description, models, compaction, servers
 
 
-def _mcp_servers(table: Mapping[str, Any], label: str) -> dict[str, Any]:
-    """One layer's ``[mcp]`` table checked (no SDK needed), its servers by name."""
+def _mcp_servers(table: Mapping[str, Any], label: str, base_dir: Path) -> dict[str, Any]:
+    """One layer's ``[mcp]`` table checked (no SDK needed): its ``files``' servers, then its own, by name."""
     from host_spec.host.mcp.config import load_config
+    from host_spec.host.mcp.mcp_json import read_servers
 
+    servers: dict[str, Any] = {}
     try:
-        load_config(table)
+        config = load_config(table)
+        for index, name in enumerate(config.files):
+            where = f"mcp.files[{index}]"
+            found = read_servers((base_dir / Path(name).expanduser()).resolve(), where)
+            load_config({"servers": found}, where)
+            servers.update(found)
     except ConfigError as exc:
         raise ConfigError(f"profile {label}: {exc.message}", path=exc.path, code=exc.code) from None
-    servers = table.get("servers", {})
-    return dict(servers) if isinstance(servers, Mapping) else {}
+    own = table.get("servers", {})
+    servers.update(own if isinstance(own, Mapping) else {})
+    return servers
 
 
 def load_profile(spec: str | os.PathLike[str], *, known: Collection[str] | None = None) -> Profile:
