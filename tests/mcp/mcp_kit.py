@@ -85,6 +85,26 @@ def kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
+def gone(pid: int, timeout: float = 15.0) -> bool:
+    """Whether process ``pid`` is gone within ``timeout`` seconds (a zombie of ours counts as gone)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:  # a zombie of ours counts as gone
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return True
+        except ChildProcessError:
+            pass
+        with contextlib.suppress(OSError):  # so does anyone's zombie (an init that does not reap)
+            if Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z":
+                return True
+        time.sleep(0.05)
+    return False
+
+
 def results(agent: Any) -> list[dict[str, Any]]:
     """The ``tool/result`` values of ``agent``'s log, in order."""
     return [event.value() for event in agent.session.events if event.type == "tool/result"]

@@ -2,7 +2,8 @@
 
 Real ``dsh run`` / ``dsh resume`` processes: the run's member calls the real test
 server's ``block`` tool (over stdio, a child of the host); the test kills the host
-while the call is running. The resume starts the server again, closes the cut
+while the call is running; the orphaned server exits by itself when its stdin
+closes. The resume starts the server again, closes the cut
 call as ``TOOL_OUTCOME_UNKNOWN`` (MCP calls are not idempotent: it may have acted)
 and the member's next MCP call goes through.
 """
@@ -17,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from mcp_kit import kill, profile, stdio, wait_for_pid
+from mcp_kit import gone, kill, profile, stdio, wait_for_pid
 
 from host_spec.host.store.jsonl import JsonlStore
 
@@ -47,7 +48,10 @@ def test_a_call_cut_by_a_host_crash_is_outcome_unknown_after_resume(tmp_path: Pa
     finally:
         run.send_signal(signal.SIGKILL)
         run.wait(TIMEOUT_S)
-    kill(server_pid)  # the killed host could not stop its child
+    try:  # the killed host could not stop its server: it exits by itself once its stdin closes
+        assert gone(server_pid), "the orphaned stdio server kept running"
+    finally:
+        kill(server_pid)
     resumed = subprocess.run(dsh("resume", "--data-dir", str(data)), env=env, capture_output=True, text=True,
                              timeout=TIMEOUT_S)
     assert resumed.returncode == 0, resumed.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import structlog
-from mcp_kit import kill, profile, results, stdio, text_of, wait_for_pid
+from mcp_kit import gone, kill, profile, results, stdio, text_of, wait_for_pid
 
 from host_spec.host.agents.tools import schema
 from host_spec.host.app import Host
@@ -138,23 +138,5 @@ class TestFailures:
         await run
         await host.close()
         assert [r["error"]["code"] for r in results(agent)] == ["ABORTED"]
-        assert await asyncio.to_thread(_gone, pid)
+        assert await asyncio.to_thread(gone, pid)
 
-
-def _gone(pid: int, timeout: float = 15.0) -> bool:
-    import os
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        try:  # a zombie of ours counts as gone
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                return True
-        except ChildProcessError:
-            pass
-        time.sleep(0.05)
-    return False
