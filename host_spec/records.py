@@ -93,7 +93,8 @@ class ToolSpec:
     available: Callable[[Agent], bool] | None = None
     concurrency_safe: bool = False
     max_argument_bytes: int | None = None
-    input_schema: Mapping[str, Any] | None = None
+    # Left out of equality and hashing: a dict is unhashable, and a spec must stay hashable.
+    input_schema: Mapping[str, Any] | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen
