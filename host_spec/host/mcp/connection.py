@@ -17,7 +17,9 @@ never on the host's.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import tempfile
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -63,6 +65,18 @@ def _input_schema(raw: Any) -> dict[str, Any]:
     return schema
 
 
+@contextlib.asynccontextmanager
+async def _with_headers(url: str, headers: dict[str, str]) -> AsyncIterator[Any]:
+    """Streamable HTTP with ``headers`` on every request; the HTTP client is closed with the transport."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    # The SDK's own defaults for an MCP client: 30 s to connect and write, 300 s to read a stream.
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0)) as client, \
+            streamable_http_client(url, http_client=client) as streams:
+        yield streams
+
+
 class Connection:
     """The session with one server (see the module docstring)."""
 
@@ -101,11 +115,7 @@ class Connection:
             return sse_client(config.url, headers=dict(config.headers) or None)
         if not config.headers:
             return config.url
-        import httpx2
-        from mcp.client.streamable_http import streamable_http_client
-
-        client = httpx2.AsyncClient(headers=dict(config.headers), timeout=httpx2.Timeout(30.0, read=300.0))
-        return streamable_http_client(config.url, http_client=client)
+        return _with_headers(config.url, dict(config.headers))
 
     def _stderr_tail(self) -> str:
         try:
