@@ -6,6 +6,7 @@ Usage: ``python mcp_test_server.py [--http PORT | --sse PORT] [--fail-start]``. 
   env expansion is visible);
 * ``leak()``: fails with a message that quotes ``API_TOKEN`` (the client must scrub it);
 * ``fail()``: a tool error (``isError``);
+* ``refuse()``: a JSON-RPC error answer quoting ``API_TOKEN``;
 * ``block(marker)``: writes its process id to ``marker`` and never answers (a call
   in flight when the test kills the server or the host);
 * ``auth()``: the ``Authorization`` header the HTTP request carried;
@@ -23,6 +24,7 @@ import os
 import sys
 from pathlib import Path
 
+from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -45,6 +47,12 @@ def leak() -> str:
 def fail() -> str:
     """Always fails."""
     raise ToolError("broken on purpose")
+
+
+@server.tool()
+def refuse() -> str:
+    """Answers with a JSON-RPC error (not a tool result), quoting the token."""
+    raise MCPError(-32602, f"refused with token {os.environ.get('API_TOKEN', '')}")
 
 
 @server.tool()

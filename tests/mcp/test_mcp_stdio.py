@@ -53,17 +53,19 @@ class TestTools:
     async def test_tool_errors_and_bad_arguments_are_error_results_naming_the_server(self, tmp_path: Path) -> None:
         servers = {"t": stdio(env={"API_TOKEN": SECRET})}
         script = calls(("mcp__t__fail", {}), ("mcp__t__echo", {"text": 3}), ("mcp__t__leak", {}),
-                       ("mcp__t__echo", {"text": "still fine"}))
+                       ("mcp__t__refuse", {}), ("mcp__t__echo", {"text": "still fine"}))
         host = await Host.open(tmp_path / "data", profile(tmp_path, servers), ScriptedModel.from_mapping(script))
         try:
             agent = await host.run("go")
         finally:
             await host.close()
-        failed, bad, leak, ok = results(agent)
+        failed, bad, leak, refused, ok = results(agent)
         assert failed["error"]["code"] == "MCP_TOOL_ERROR"
         assert 'server "t"' in failed["error"]["message"] and "broken on purpose" in failed["error"]["message"]
         assert bad["error"]["code"] == "MCP_TOOL_ERROR"
         assert SECRET not in json.dumps(leak) and "[redacted]" in leak["error"]["message"]
+        assert refused["error"]["code"] == "MCP_TOOL_ERROR"
+        assert refused["error"]["message"] == 'MCP server "t" refused "refuse": refused with token [redacted]'
         assert text_of(ok) == {"content": [{"type": "text", "text": "still fine"}]}
 
 
