@@ -19,7 +19,8 @@ so the position survives a restart exactly like the conversation does. A step::
 
 ``error_times`` fails only the first N requests of that step (counted per model object).
 
-An exhausted list answers ``done``. Every request is appended to
+A key ``"@TEXT": [step]`` answers a request whose newest user message since the
+last assistant message containing any such ``TEXT`` (a chat line) contains this one. An exhausted list answers ``done``. Every request is appended to
 ``$DSH_TEST_LLM_LOG`` (one JSON line: model, tag, step, message roles, tool names,
 options, a digest of the key) so a test can see what ``llm`` was given, and a step cut short by a
 cancel logs ``{"closed": step}``.
@@ -89,8 +90,14 @@ class _Scripted:
         messages = prompt.messages
         first = next((_text(m) for m in messages if m.role == "user"), "")
         script = self.script()
-        tag = next((key for key in script if key in first), "")
+        tag = next((key for key in script if not key.startswith("@") and key in first), "")
         index = sum(1 for m in messages if m.role == "assistant")
+        answered = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
+        # "@TEXT": the answer to the newest unanswered user line containing TEXT (a Team brief may follow it).
+        for message in reversed(messages[answered + 1:]):
+            for key, steps in script.items():
+                if message.role == "user" and key.startswith("@") and key[1:] in _text(message):
+                    return tag, index, steps[0]
         steps = script.get(tag, [])
         return tag, index, steps[index] if index < len(steps) else None
 
