@@ -139,6 +139,12 @@ def test_a_team_conversation_with_interrupt_exit_and_resume(tmp_path: Path) -> N
         first.send("/team\n")
         first.expect(r"alice\s+inactive\s+llm:dsh-scripted")
         first.expect(r"tasks:\n  \(none\)")
+        first.send("/help\n")
+        first.expect(r"/send NAME text\s+send text to a member")
+        first.send("/nope\n")
+        first.expect(r"unknown command /nope \(/help lists them\)")
+        first.send("/send nobody hi\n")  # a command's error is shown; the conversation goes on
+        first.expect(r"error: TEAM_MEMBER_NOT_FOUND: no member named 'nobody'")
         first.send("/send alice status please\n")
         first.expect(r"\(sent to alice\)")
         first.expect(r"\[alice\] assistant: alice here, all good")
