@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import inspect
+import sys
 import time
 from pathlib import Path
 from typing import Any, Final
@@ -78,7 +79,7 @@ def chat_commands() -> dict[str, ChatCommand]:
                 if command.name not in _BUILTIN:
                     found.setdefault(command.name, command)
         except Exception as exc:
-            print(f'dsh: warning: chat command "{name}" failed: {type(exc).__name__}: {exc}')
+            print(f'dsh: warning: chat command "{name}" failed: {type(exc).__name__}: {exc}', file=sys.stderr)
     return found
 
 
