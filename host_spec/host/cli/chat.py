@@ -26,6 +26,7 @@ import asyncio
 import inspect
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -38,7 +39,7 @@ from host_spec.records import CancelCause
 
 from host_spec.host.app import Host
 from host_spec.host.cli.chat_terminal import ChatFeed, ChatTerminal
-from host_spec.host.cli.extensions import CliEnvironment, StoreReader, discover_extensions
+from host_spec.host.cli.extensions import CliEnvironment, Extension, StoreReader, discover_extensions
 from host_spec.host.cli.resume import continue_run
 from host_spec.host.cli.run_commands import claim_root
 from host_spec.host.cli.run_settings import RunSettings, absolute_spec, lookup, record
@@ -70,10 +71,16 @@ def add_parser(commands: Any, env: CliEnvironment) -> None:
     env.add_data_dir(chat)
 
 
-def chat_commands() -> dict[str, ChatCommand]:
-    """Installed ``dsh.chat`` commands by name; a contributor that fails is reported and skipped."""
+def chat_commands(contributors: Sequence[Extension] | None = None) -> dict[str, ChatCommand]:
+    """Commands by name from ``(name, commands)`` contributors (default: the installed ``dsh.chat`` ones).
+
+    A contributor that fails is reported and skipped; a built-in name or one already
+    taken is ignored (the first contributor, by entry-point name, keeps a name).
+    """
     found: dict[str, ChatCommand] = {}
-    for name, contribute in discover_extensions(CHAT_ENTRY_POINT_GROUP, what="chat command"):
+    if contributors is None:
+        contributors = discover_extensions(CHAT_ENTRY_POINT_GROUP, what="chat command")
+    for name, contribute in contributors:
         try:
             for command in contribute():
                 if command.name not in _BUILTIN:

@@ -48,7 +48,7 @@ class ChatTerminal:
     """
 
     out: TextIO = attrs.field(factory=lambda: sys.stdout)
-    fd: int = attrs.field(factory=lambda: sys.stdin.fileno())
+    fd: int | None = None  # default: standard input, looked up by start()
     events: asyncio.Queue[tuple[str, str | None]] = attrs.field(factory=asyncio.Queue)
     prompt_shown: bool = False
     _buffer: bytes = b""
@@ -62,17 +62,21 @@ class ChatTerminal:
 
     def start(self) -> None:
         """Read stdin and take SIGINT on the running loop."""
+        if self.fd is None:
+            self.fd = sys.stdin.fileno()
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self.fd, self._readable)
         self._loop.add_signal_handler(signal.SIGINT, self.events.put_nowait, ("interrupt", None))
 
     def stop(self) -> None:
-        if self._loop is not None:
+        """Stop reading and give SIGINT back."""
+        if self._loop is not None and self.fd is not None:
             self._loop.remove_reader(self.fd)
             self._loop.remove_signal_handler(signal.SIGINT)
             self._loop = None
 
     def _readable(self) -> None:
+        assert self.fd is not None  # registered by start()
         try:
             chunk = os.read(self.fd, 65536)
         except OSError:
