@@ -32,6 +32,7 @@ import asyncio
 import hashlib
 import json
 import os
+import time
 from typing import Any
 
 import llm
@@ -164,7 +165,7 @@ class NoToolsAsync(ScriptedAsync):
 
 
 class SyncOnly(llm.Model):
-    """A sync model (every registration needs one; ``dsh-synconly`` has no async twin)."""
+    """A sync twin (every registration needs a sync model); never asked for anything."""
 
     can_stream = False
 
@@ -175,9 +176,38 @@ class SyncOnly(llm.Model):
         yield "sync"
 
 
+class SyncScripted(_Scripted, llm.Model):
+    """A sync-only model (``dsh-synconly``), like many local-model plugins: runs the script in its thread."""
+
+    model_id = "dsh-synconly"
+
+    def execute(self, prompt: Any, stream: bool, response: Any, conversation: Any) -> Any:
+        tag, index, step = self.pick(prompt)
+        _log({"model": self.model_id, "tag": tag, "step": index, "stream": stream, "thread": True,
+              "roles": [m.role for m in prompt.messages], "tools": [t.name for t in prompt.tools]})
+        step = step or {"text": "done"}
+        error = step.get("error")
+        if error is not None:
+            raise ProviderStatusError(error["status"], error.get("message", "failed"))
+        try:
+            for number, piece in enumerate((step.get("text") or "").split(" ")):
+                if step.get("sleep"):
+                    time.sleep(float(step["sleep"]))
+                yield piece if number == 0 else " " + piece
+        except GeneratorExit:
+            _log({"closed": index, "tag": tag, "thread": True})
+            raise
+        for number, call in enumerate(step.get("tool_calls") or []):
+            response.add_tool_call(llm.ToolCall(name=call["name"], arguments=call.get("arguments", {}),
+                                                tool_call_id=f"tc-sync-{index}-{number}"))
+        usage = step.get("usage")
+        if usage is not None:
+            response.set_usage(input=usage.get("input"), output=usage.get("output"))
+
+
 @llm.hookimpl
 def register_models(register: Any) -> None:
     register(SyncOnly("dsh-scripted"), ScriptedAsync(), aliases=("dshs",))
     register(SyncOnly("dsh-keyed"), KeyedAsync())
     register(SyncOnly("dsh-notools"), NoToolsAsync())
-    register(SyncOnly("dsh-synconly"))
+    register(SyncScripted())

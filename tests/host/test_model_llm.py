@@ -10,13 +10,21 @@ from typing import Any
 import llm
 import pytest
 from llm.parts import ToolCallPart, ToolResultPart
-from llm_scripted_plugin import REQUESTS, APITimeoutError, NoToolsAsync, ProviderStatusError, ScriptedAsync
+from llm_scripted_plugin import (
+    REQUESTS,
+    APITimeoutError,
+    KeyedAsync,
+    NoToolsAsync,
+    ProviderStatusError,
+    ScriptedAsync,
+    SyncScripted,
+)
 
 from host_spec.errors import ModelError
 from host_spec.events import EventType
 from host_spec.messages import user_message
 from host_spec.records import CancelCause
-from host_spec.host.models.llm_adapter import classify
+from host_spec.host.models.llm_adapter import build, classify
 from host_spec.host.models.llm_wire import (
     call_arguments,
     encode_arguments,
@@ -120,6 +128,42 @@ class TestConversation:
         assert {"closed": 0, "tag": "[lead]"} in REQUESTS
 
 
+class TestSyncModel:
+    async def test_a_sync_model_runs_in_a_thread_with_tools_and_usage(self, tmp_path: Path) -> None:
+        script = {"[lead]": [step("noting", ("note", {"text": "from a thread"}), usage=(6, 2)), step("done")]}
+        events, notes = await run(tmp_path, adapter({}, model=SyncScripted(script)))
+        assert notes == ["from a thread"]
+        first = of(events, EventType.ASSISTANT_MESSAGE)[0]
+        assert first["content"][0] == {"type": "text", "text": "noting"}
+        assert first["usage"] == {"input_tokens": 6, "output_tokens": 2} and first["model"] == "llm:dsh-synconly"
+
+    async def test_a_cancel_ends_the_turn_at_once_and_the_thread_stops_at_its_next_chunk(self, tmp_path: Path) -> None:
+        model = SyncScripted({"[lead]": [step("one two three four five six", sleep=0.3)]})
+        host, _ = await open_notes(tmp_path / "data", adapter({}, model=model))
+        try:
+            session = await host.create_session()
+            agent = host.start_agent(session, name="lead")
+            agent.followup(user_message("[lead] go"))
+            while not REQUESTS:
+                await asyncio.sleep(0.01)
+            agent.cancel(CancelCause("user"))
+            await asyncio.wait_for(host.quiesce(), 20)  # not the 1.8 s the whole reply takes
+            events = list(agent.session.events)
+        finally:
+            await host.close()
+        assert turn_end(events)["kind"] == "aborted"
+        for _ in range(200):  # the thread notices at its next chunk (0.3 s) and closes the plugin's generator
+            if any("closed" in r for r in REQUESTS):
+                break
+            await asyncio.sleep(0.05)
+        assert {"closed": 0, "tag": "[lead]", "thread": True} in REQUESTS
+
+    async def test_a_failure_in_the_thread_is_classified(self, tmp_path: Path) -> None:
+        model = SyncScripted({"[lead]": [step(error={"status": 400, "message": "bad request"})]})
+        events, _ = await run(tmp_path, adapter({}, model=model))
+        assert turn_end(events)["error"]["code"] == "MODEL_REQUEST_REJECTED"
+
+
 class TestClassify:
     @pytest.mark.parametrize(("exc", "retryable", "code"), [
         (ProviderStatusError(401, f"bad key {KEY}"), False, "MODEL_AUTH"),
@@ -194,6 +238,26 @@ class TestWire:
         assert "cached_tokens" not in usage_from_llm(5, 1, {"other": 1})
         assert call_arguments("[1]") == {"_raw": "[1]"} and call_arguments("") == {}
         assert encode_arguments({"a": 1}) == '{"a":1}' and encode_arguments('{"a": 1') == '{"a": 1'
+
+
+class TestBuild:
+    def test_model_options_are_checked_by_the_model_and_converted(self) -> None:
+        built = build(parse_settings("dsh-scripted?o.temperature=0.5"), ScriptedAsync({}))
+        assert built._options == {"temperature": 0.5}
+        for bad in ("o.temperature=hot", "o.colour=red"):
+            with pytest.raises(ModelError, match="refuses its options") as info:
+                build(parse_settings(f"dsh-scripted?{bad}"), ScriptedAsync({}))
+            assert info.value.code == "MODEL_SPEC_INVALID"
+
+    def test_a_missing_key_names_llm_keys_set_and_a_set_one_is_never_shown(self, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.delenv("DSH_TEST_LLM_KEY", raising=False)
+        with pytest.raises(ModelError, match="llm keys set dshtest") as info:
+            build(parse_settings("dsh-keyed"), KeyedAsync({}))
+        assert info.value.code == "MODEL_AUTH"
+        monkeypatch.setenv("DSH_TEST_LLM_KEY", KEY)
+        built = build(parse_settings("dsh-keyed"), KeyedAsync({}))
+        assert KEY not in repr(built)
 
 
 class TestNotInstalled:

@@ -3,7 +3,8 @@
 ``llm`` (extra ``llm``) reaches OpenAI, Anthropic, Gemini, Mistral, Ollama, local
 GGUF files and dozens more through its plugins; ``dsh run --model llm:MODEL`` uses
 ``llm.get_async_model(MODEL)`` (ids and aliases, as ``llm models`` and ``llm
-aliases`` list them) and asks it for **one step at a time**:
+aliases`` list them; a plugin with a sync model only gets it run in a thread,
+see :func:`in_thread`) and asks it for **one step at a time**:
 
 * our tools go out as ``llm.Tool`` definitions without an implementation and the
   reply's ``tool_calls()`` come back to our loop, which runs and records each one.
@@ -26,8 +27,9 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 from collections.abc import Mapping
-from contextlib import aclosing
+from contextlib import aclosing, closing
 from typing import Any, Final
 
 import attrs
@@ -46,7 +48,7 @@ from host_spec.host.models.llm_wire import (
 )
 from host_spec.host.models.openai_adapter import MAX_RETRY_AFTER, redact
 
-__all__ = ["LlmModel", "from_spec", "classify"]
+__all__ = ["LlmModel", "from_spec", "build", "classify", "in_thread"]
 
 _OVERFLOW_HINTS: Final = ("context_length", "context length", "maximum context", "context window",
                           "too many tokens", "prompt is too long", "exceeds the available context")
@@ -162,14 +164,18 @@ class LlmModel:
         tools = to_llm_tools(request.tools)
         response = self.model.prompt(messages=to_llm_messages(request.system, request.messages),
                                      tools=tools or None, stream=self.settings.stream, **self._options)
-        # aclosing: a cancelled turn closes the plugin's generator (and its HTTP stream) now.
-        async with aclosing(response.astream_events()) as events:
-            async for _ in events:
-                pass
+        if isinstance(self.model, (llm.Model, llm.KeyModel)):
+            await in_thread(response)
+            usage = response.usage()
+        else:
+            # aclosing: a cancelled turn closes the plugin's generator (and its HTTP stream) now.
+            async with aclosing(response.astream_events()) as events:
+                async for _ in events:
+                    pass
+            usage = await response.usage()
         calls = [{"id": call.tool_call_id or "", "name": call.name, "arguments": encode_arguments(call.arguments)}
                  for call in response.tool_calls_or_raise()]
         reply: dict[str, Any] = {"text": response.text_or_raise(), "tool_calls": calls}
-        usage = await response.usage()
         parsed = usage_from_llm(usage.input, usage.output, usage.details)
         if parsed is not None:
             reply["usage"] = parsed
@@ -177,15 +183,49 @@ class LlmModel:
         return reply
 
 
+async def in_thread(response: Any) -> None:
+    """Run a sync model's response in a daemon thread, stopping at the next chunk once cancelled.
+
+    Local models (GGUF, MLX) often come as sync ``llm.Model`` only. The thread is a
+    daemon of its own, not the loop's executor, so a model stuck in one long chunk
+    never holds the process at exit; closing the event stream closes the plugin's
+    generator as soon as its current chunk arrives.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+    stop = threading.Event()
+
+    def settle(error: BaseException | None) -> None:
+        if not done.done():
+            done.set_exception(error) if error is not None else done.set_result(None)
+
+    def work() -> None:
+        error: BaseException | None = None
+        try:
+            with closing(response.stream_events()) as events:
+                for _ in events:
+                    if stop.is_set():
+                        return
+        except BaseException as exc:  # handed to the awaiting step, classified there
+            error = exc
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(settle, error)
+
+    threading.Thread(target=work, name="llm-sync-model", daemon=True).start()
+    try:
+        await done
+    finally:
+        stop.set()
+
+
 def _lookup(name: str) -> Any:
-    """``llm.get_async_model(name)`` with its failures as typed errors."""
+    """``llm.get_async_model(name)``, else the sync model (run in a thread), with failures as typed errors."""
     try:
         return llm.get_async_model(name)
     except llm.UnknownModelError as exc:
         text = str(exc.args[0]) if exc.args else str(exc)
         if "sync model exists" in text:
-            raise ModelError(f'llm model "{name}" has no async version, which dsh needs '
-                             "(its plugin registers a sync model only)", code="MODEL_UNKNOWN") from None
+            return llm.get_model(name)
         raise ModelError(f'llm has no model "{name}" (run `llm models` for ids, `llm aliases` for aliases; '
                          "a model comes from an installed llm plugin)", code="MODEL_UNKNOWN") from None
     except ImportError as exc:
@@ -204,7 +244,16 @@ def from_spec(argument: str) -> LlmModel:
             hint names the key and its variable, never a value).
     """
     settings = parse_settings(argument)
-    model = _lookup(settings.model)
+    return build(settings, _lookup(settings.model))
+
+
+def build(settings: LlmSettings, model: Any) -> LlmModel:
+    """The adapter of a checked spec around the ``llm`` model it names (options checked, key resolved).
+
+    Raises:
+        ModelError: ``MODEL_SPEC_INVALID`` for an option the model refuses; ``MODEL_AUTH``
+            when the model needs a key and none is set.
+    """
     try:
         checked = model.Options(**settings.options).model_dump() if settings.options else {}
     except ValueError as exc:  # pydantic's ValidationError
