@@ -39,8 +39,8 @@ class Pty:
         if pid == 0:  # the child: its stdin, stdout and stderr are the pty's slave side
             try:
                 os.execve(argv[0], argv, env)
-            finally:
-                os._exit(127)
+            finally:  # never back into pytest: a failed exec ends the child here
+                os.kill(os.getpid(), signal.SIGKILL)
         self.pid, self.fd = pid, fd
         self.seen = b""
         self.mark = 0

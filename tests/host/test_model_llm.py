@@ -243,7 +243,7 @@ class TestWire:
 class TestBuild:
     def test_model_options_are_checked_by_the_model_and_converted(self) -> None:
         built = build(parse_settings("dsh-scripted?o.temperature=0.5"), ScriptedAsync({}))
-        assert built._options == {"temperature": 0.5}
+        assert built.options == {"temperature": 0.5}
         for bad in ("o.temperature=hot", "o.colour=red"):
             with pytest.raises(ModelError, match="refuses its options") as info:
                 build(parse_settings(f"dsh-scripted?{bad}"), ScriptedAsync({}))

@@ -145,7 +145,9 @@ class ChatSession:
         """Ctrl-C: cancel the running turn, or at the prompt arm (then confirm) leaving; ``True``: leave."""
         if self.root.status == "running":
             self.root.cancel(CancelCause("user", "Ctrl-C"), keep_inbox=True)
-            self.terminal.write("(interrupted)")
+            kept = len(self.root.inbox.pending())
+            self.terminal.write(f"(interrupted; {kept} queued line(s) kept: they run before your next one)" if kept
+                                else "(interrupted)")
             self._armed = False
             return False
         if self._armed:

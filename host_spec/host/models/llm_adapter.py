@@ -123,6 +123,11 @@ class LlmModel:
     _options: Mapping[str, Any] = attrs.field(factory=dict, repr=False, alias="options")
 
     @property
+    def options(self) -> Mapping[str, Any]:
+        """The model options every prompt gets (``o.NAME`` of the spec, converted by the model)."""
+        return self._options
+
+    @property
     def context_window(self) -> int | None:
         """The window the spec states (``?context=N``), so the host compacts near it."""
         return self.settings.context
