@@ -190,3 +190,35 @@ def test_a_team_conversation_with_interrupt_exit_and_resume(tmp_path: Path) -> N
     asked = [e for e in logged(tmp_path) if "roles" in e]
     # The resumed Lead's call carried the whole conversation, and every Lead call offered the Team tools.
     assert asked[-1]["roles"].count("user") >= 5 and "spawn_teammate" in asked[-1]["tools"]
+
+
+def test_a_chat_killed_mid_turn_resumes_and_finishes_that_turn(tmp_path: Path) -> None:
+    script = {"@go slow": [step("slow " * 30, chunks=30, sleep=30)],
+              "@The host stopped while you were working": [step("picked up after the crash")]}
+    env = child_env(tmp_path, script, TERM="dumb")
+    data = str(tmp_path / "data")
+    first = chat(env, "--model", "llm:dsh-scripted", "--data-dir", data)
+    try:
+        first.expect(r"> ")
+        first.send("go slow\n")
+        deadline = time.monotonic() + PATIENCE
+        while not [e for e in logged(tmp_path) if "roles" in e]:  # the model call is under way
+            assert time.monotonic() < deadline, first.text()
+            time.sleep(0.05)
+        os.kill(first.pid, signal.SIGKILL)
+        assert first.wait() == -signal.SIGKILL
+    finally:
+        first.close()
+    second = chat(env, "--resume", "--data-dir", data)
+    try:
+        second.expect(r"\(resumed session session-1: 0 turns so far\)")
+        second.expect(r"\[lead\] user \(resume\): The host stopped while you were working")
+        second.expect(r"\[lead\] assistant: picked up after the crash")
+        second.expect(r"> ")
+        second.send(b"\x04")  # Ctrl-D at the prompt
+        assert second.wait() == 0
+    finally:
+        second.close()
+    events = JsonlStore(Path(data)).read("session-1")[1]
+    reasons = [e.value()["reason"]["kind"] for e in events if e.type == EventType.TURN_END]
+    assert reasons == ["interrupted", "completed"]
