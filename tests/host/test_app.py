@@ -354,6 +354,6 @@ class TestModels:
         script = tmp_path / "s.json"
         script.write_text('{"lead": []}')
         assert isinstance(resolve_model(f"scripted:{script}"), ScriptedModel)
-        with pytest.raises(ModelError, match='unknown model "llm:x"') as info:
-            resolve_model("llm:x")
+        with pytest.raises(ModelError, match='unknown model "nope:x"') as info:
+            resolve_model("nope:x")
         assert info.value.code == "MODEL_UNKNOWN"

@@ -34,7 +34,7 @@ from host_spec.host.cli.watching import wait_for_stop, watching
 from host_spec.host.runs import agent_name
 from host_spec.host.store.jsonl import JsonlStore
 
-__all__ = ["WEB_PLUGIN", "add_parsers", "resume", "run"]
+__all__ = ["WEB_PLUGIN", "add_parsers", "resume", "run", "claim_root", "with_model_options"]
 
 #: Entry-point name of the browser panel ``--web`` loads after the profile's plugins.
 WEB_PLUGIN = "dsh-team-web"
@@ -138,7 +138,7 @@ async def _start(host: Host, args: argparse.Namespace, model: Any, session_id: s
     """Run a new root (``session_id`` None) or resume one, to quiescence."""
     if session_id is not None:
         return await host.resume(session_id)
-    session = await _claim_root(host, args.workspace)
+    session = await claim_root(host, args.workspace)
     # Under the session's lock (no other run can hold this id), before the root
     # runs (a crash at step 1 still resumes with the right profile and model).
     record(args.data_dir, session.id, RunSettings(absolute_spec(args.profile), model))
@@ -149,7 +149,7 @@ async def _start(host: Host, args: argparse.Namespace, model: Any, session_id: s
 _CLAIM_ATTEMPTS = 1000
 
 
-async def _claim_root(host: Host, cwd: str | None) -> Any:
+async def claim_root(host: Host, cwd: str | None) -> Any:
     """Create and lock a fresh root session; an id another run holds is skipped, never shared.
 
     Raises:
@@ -166,7 +166,7 @@ async def _claim_root(host: Host, cwd: str | None) -> Any:
             # another process created it between the check and the lock: take the next id
 
 
-def _with_options(spec: str, args: argparse.Namespace) -> str:
+def with_model_options(spec: str, args: argparse.Namespace) -> str:
     """Fold ``--base-url`` / ``--api-key-env`` into an ``openai:`` spec, so the run record keeps them.
 
     The spec is recorded and resolved again by ``dsh resume``; the key never is: only
@@ -186,7 +186,7 @@ async def run(args: argparse.Namespace) -> int:
     """``dsh run``: a new root session from ``args.prompt`` to quiescence; the exit status."""
     check_data_dir(args.data_dir, create=True)
     args.workspace = workspace_dir(args.workspace)
-    args.model = _with_options(args.model, args)
+    args.model = with_model_options(args.model, args)
     return await _drive(args, args.model, None)
 
 
@@ -205,5 +205,5 @@ async def resume(args: argparse.Namespace) -> int:
     if args.profile is None:
         args.profile = recorded.profile if recorded is not None else "headless"
     spec = args.model or (recorded.model if recorded is not None else None)
-    model = _with_options(spec, args) if spec is not None else _NoModel()
+    model = with_model_options(spec, args) if spec is not None else _NoModel()
     return await _drive(args, model, session_id)

@@ -70,7 +70,7 @@ def resolve_spec(spec: str, *, factories: Mapping[str, Callable[[], Factory]] | 
     try:
         factory = available[kind]()
     except ImportError as exc:
-        hint = f" (pip install 'dsh-team[{kind}]')" if kind == "openai" else ""
+        hint = f" (pip install 'dsh-team[{kind}]')" if kind in ("openai", "llm") else ""
         raise ModelError(f'model kind "{kind}" is not installed: {exc}{hint}', code="MODEL_NOT_INSTALLED") from None
     adapter = factory(argument)
     if not callable(getattr(adapter, "complete", None)):
