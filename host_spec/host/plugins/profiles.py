@@ -67,6 +67,7 @@ class _ProfileFile:
     plugins: dict[str, dict[str, Any]] = attrs.Factory(dict)
     models: dict[str, str] = attrs.Factory(dict)
     compaction: dict[str, Any] = attrs.Factory(dict)
+    store: dict[str, Any] = attrs.Factory(dict)  # [store] url: read by host_spec.host.store.selection
 
 
 @attrs.frozen
