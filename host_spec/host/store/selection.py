@@ -21,10 +21,12 @@ from typing import Any
 from host_spec.errors import ConfigError
 from host_spec.storage import StorageBackend
 
-__all__ = ["STORE_ENV", "chosen_store", "is_store_url", "open_backend", "profile_store_url"]
+__all__ = ["LEASE_ENV", "STORE_ENV", "chosen_store", "is_store_url", "open_backend", "profile_store_url"]
 
 #: The environment variable naming a shared store.
 STORE_ENV = "DSH_STORE"
+#: Seconds a shared store's lease lasts unrenewed: how soon another process may take over a crashed one's Team.
+LEASE_ENV = "DSH_LEASE_SECONDS"
 
 
 def is_store_url(text: object) -> bool:
@@ -35,12 +37,23 @@ def is_store_url(text: object) -> bool:
 def open_backend(location: str | os.PathLike[str], **options: Any) -> StorageBackend:
     """The backend at ``location``: a store URL, else a JSONL data directory.
 
-    ``options`` go to :class:`PostgresStore` (``lease_seconds``, ``retry_seconds``, ``holder``).
+    ``options`` go to :class:`PostgresStore` (``lease_seconds``, ``retry_seconds``, ``holder``);
+    without ``lease_seconds``, ``$DSH_LEASE_SECONDS`` sets it.
 
     Raises:
-        ConfigError: ``STORE_DRIVER_MISSING`` when a URL is given without the ``postgres`` extra.
+        ConfigError: ``STORE_DRIVER_MISSING`` when a URL is given without the ``postgres`` extra;
+            ``STORE_INVALID`` when ``$DSH_LEASE_SECONDS`` is not a positive number.
     """
     if is_store_url(location):
+        lease = os.environ.get(LEASE_ENV)
+        if lease and "lease_seconds" not in options:
+            try:
+                options["lease_seconds"] = float(lease)
+            except ValueError:
+                options["lease_seconds"] = -1.0
+            if not 0 < options["lease_seconds"] < 86_400:
+                raise ConfigError(f"{LEASE_ENV} must be a number of seconds above 0, got {lease!r}",
+                                  code="STORE_INVALID")
         try:
             from host_spec.host.store.postgres import PostgresStore
         except ImportError as exc:

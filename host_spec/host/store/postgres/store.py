@@ -104,6 +104,10 @@ class PostgresStore:
         rows = self.link.run(lambda conn, _: conn.execute("SELECT id FROM dsh_sessions ORDER BY created_at, id").fetchall())
         return [row[0] for row in rows]
 
+    def scan(self) -> tuple[list[str], list[Any]]:
+        """Stored ids in creation order and the unreadable headers (none: a row has no torn line)."""
+        return self.list_ids(), []
+
     def roots(self) -> list[str]:
         """Stored root sessions (no parent) in creation order."""
         query = "SELECT id FROM dsh_sessions WHERE parent IS NULL ORDER BY created_at, id"
