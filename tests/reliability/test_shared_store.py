@@ -9,7 +9,7 @@ import pytest
 from kit_postgres import PostgresServer
 
 from crash_sweep import Demo, spread
-from shared_store import SharedStoreDemo, fenced_stale_processes, outages, takeovers
+from shared_store import SharedStoreDemo, fenced_stale_processes, outages, takeovers, worker_takeovers
 
 pytestmark = pytest.mark.slow
 
@@ -40,3 +40,11 @@ def test_a_frozen_process_whose_team_was_taken_over_is_fenced(shared: SharedStor
 def test_a_database_outage_mid_run_loses_nothing(shared: SharedStoreDemo) -> None:
     figures = outages(shared, [30, 100])
     assert figures.attempted == 2 and figures.violations == []
+
+
+@pytest.mark.timeout_s(300)
+def test_two_workers_take_a_team_over_twice(shared: SharedStoreDemo) -> None:
+    """Three processes: the Lead dies, a worker takes over and dies mid-run, the other worker finishes."""
+    total, _ = shared.clean()
+    figures, kills = worker_takeovers(shared, [max(2, total // 4)])
+    assert figures.attempted == 1 and figures.violations == [] and kills == 1

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from kit_postgres import shared_server
 
 from host_spec.host.store.postgres import PostgresStore
@@ -115,3 +118,31 @@ class TestOneLeadProcessPerTeam:
             holder.stdin.close()
             holder.wait(30)
         assert dsh("resume", "--store", url, "session-1", cwd=tmp_path).returncode == 0  # released: free again
+
+
+class TestWorker:
+    def test_a_worker_needs_a_shared_store(self, tmp_path: Path) -> None:
+        result = dsh("worker", cwd=tmp_path)
+        assert result.returncode == 2 and "CLI_USAGE" in result.stderr
+        result = dsh("worker", "--store", "postgresql:///x?host=/nowhere", "--max-teams", "0", cwd=tmp_path)
+        assert result.returncode == 2 and "--max-teams" in result.stderr
+
+    def test_a_team_that_closed_cleanly_is_not_taken_over(self, tmp_path: Path) -> None:
+        url = shared_server().new_database()
+        script = tmp_path / "s.json"
+        script.write_text(json.dumps({"lead": [{"text": "done"}]}))
+        variables = {**os.environ, "DSH_LEASE_SECONDS": "0.5"}
+        worker = subprocess.Popen([sys.executable, "-m", "host_spec.host.cli.main", "worker", "--store", url,
+                                   "--poll", "0.1"], env=variables, cwd=tmp_path, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        try:
+            assert dsh("run", "--store", url, "--model", f"scripted:{script}", "go", cwd=tmp_path,
+                       env={"DSH_LEASE_SECONDS": "0.5"}).returncode == 0
+            time.sleep(1.5)  # three lease times and many polls
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            out, err = worker.communicate(timeout=30)
+        assert worker.returncode == 0, err
+        assert "is watching the store" in err and "taking over" not in err
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT holder, epoch FROM dsh_leases").fetchall() == [(None, 1)]

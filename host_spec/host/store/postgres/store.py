@@ -108,6 +108,25 @@ class PostgresStore:
         """Stored ids in creation order and the unreadable headers (none: a row has no torn line)."""
         return self.list_ids(), []
 
+    def orphaned_teams(self) -> tuple[list[str], float | None]:
+        """Root sessions whose holder died (lease held but expired), and seconds until the next expiry.
+
+        A Team whose process closed cleanly has released its lease (no holder): it
+        is finished until someone resumes it. A held lease that expired means its
+        holder stopped renewing (killed, frozen, cut off): its Team needs a new
+        holder. The second value is how long until the next held lease expires
+        (``None``: none is held), so a worker sleeps exactly that long.
+        """
+        query = """
+            SELECT l.key, extract(epoch FROM l.expires_at - now())::float8 FROM dsh_leases l
+            JOIN dsh_sessions s ON s.id = l.key
+            WHERE s.parent IS NULL AND l.holder IS NOT NULL ORDER BY l.expires_at
+        """
+        rows = self.link.run(lambda conn, _: conn.execute(query).fetchall())
+        orphaned = [row[0] for row in rows if row[1] <= 0]
+        upcoming = [float(row[1]) for row in rows if row[1] > 0]
+        return orphaned, (upcoming[0] if upcoming else None)
+
     def roots(self) -> list[str]:
         """Stored root sessions (no parent) in creation order."""
         query = "SELECT id FROM dsh_sessions WHERE parent IS NULL ORDER BY created_at, id"
