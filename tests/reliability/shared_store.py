@@ -22,8 +22,8 @@ the database (every accepted message in its target's history exactly once, no
 member left provisioning, contiguous seqs, no tool call twice), and the board
 must equal, task by task, an independent oracle: for a takeover, the board a
 ``dsh resume`` on the embedded JSONL store reaches from a copy of exactly the
-logs the killed process left (the shared store must change nothing a resume
-does); for a thawed stale process and an outage, the board of an uncrashed run.
+logs the killed (or frozen) process left (the shared store must change nothing
+a resume does); for an outage, the board of an uncrashed run.
 """
 
 from __future__ import annotations
@@ -211,6 +211,7 @@ def fenced_stale_processes(shared: SharedStoreDemo, points: Sequence[int]) -> Fi
             os.kill(stale.pid, signal.SIGSTOP)
             time.sleep(float(LEASE_SECONDS) * 1.5)
             stored = _events(url)
+            oracle = shared.jsonl_resume_board(url, f"fenced-oracle-{point}")  # the logs the new holder starts from
             taken = _resume_until_taken(shared, url)
             os.kill(stale.pid, signal.SIGCONT)
             _, err = stale.communicate(timeout=TIMEOUT_S)
@@ -218,7 +219,7 @@ def fenced_stale_processes(shared: SharedStoreDemo, points: Sequence[int]) -> Fi
             if stale.poll() is None:
                 stale.kill()
                 stale.wait()
-        problems = _finished(taken, "takeover resume") + shared.checks(url)
+        problems = _finished(taken, "takeover resume") + shared.checks(url, oracle)
         if stale.returncode == 0 and _events(url) > stored:
             problems.append("the stale process finished normally after its Team was taken over")
         if stale.returncode != 0 and "SESSION_FENCED" not in err:

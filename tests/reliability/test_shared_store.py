@@ -28,18 +28,18 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedStoreDemo
 def test_a_killed_lead_process_is_taken_over_by_another(shared: SharedStoreDemo) -> None:
     total, board = shared.clean()
     assert len(board) == 2 and {task["status"] for task in board} == {"completed"}
-    figures = takeovers(shared, spread(total, 4)[1:])  # three points: early, middle, the last write
-    assert figures.attempted == 3 and figures.violations == [] and figures.passed == 3
+    figures = takeovers(shared, spread(total, 3)[1:])  # two points: the middle and the last write
+    assert figures.attempted == 2 and figures.violations == [] and figures.passed == 2
 
 
 def test_a_frozen_process_whose_team_was_taken_over_is_fenced(shared: SharedStoreDemo) -> None:
-    figures = fenced_stale_processes(shared, [40, 110])
-    assert figures.attempted == 2 and figures.violations == []
+    figures = fenced_stale_processes(shared, [60])
+    assert figures.attempted == 1 and figures.violations == []
 
 
 def test_a_database_outage_mid_run_loses_nothing(shared: SharedStoreDemo) -> None:
-    figures = outages(shared, [30, 100])
-    assert figures.attempted == 2 and figures.violations == []
+    figures = outages(shared, [60])
+    assert figures.attempted == 1 and figures.violations == []
 
 
 @pytest.mark.timeout_s(300)
