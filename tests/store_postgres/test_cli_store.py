@@ -146,3 +146,30 @@ class TestWorker:
         assert "is watching the store" in err and "taking over" not in err
         with psycopg.connect(url) as conn:
             assert conn.execute("SELECT holder, epoch FROM dsh_leases").fetchall() == [(None, 1)]
+
+
+class TestInProcess:
+    """The same commands through ``main()`` in this process (the subprocess tests cover the real CLI)."""
+
+    def test_run_show_log_resume_and_worker_usage(self, tmp_path: Path, capsys: Any, monkeypatch: Any) -> None:
+        from host_spec.host.cli.main import main
+
+        monkeypatch.delenv("DSH_STORE", raising=False)
+        monkeypatch.chdir(tmp_path)
+        url = shared_server().new_database()
+        script = tmp_path / "s.json"
+        script.write_text(json.dumps({"lead": [{"text": "first"}, {"text": "second"}]}))
+        assert main(["run", "--store", url, "--model", f"scripted:{script}", "go"]) == 0
+        capsys.readouterr()
+        assert main(["team", "show", "--store", url, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["session_id"] == "session-1"
+        assert main(["log", "--store", url, "session-1"]) == 0
+        assert "session session-1" in capsys.readouterr().out
+        monkeypatch.setenv("DSH_STORE", url)
+        assert main(["resume"]) == 0  # profile and model from the store's run record
+        assert main(["team", "show", "nope"]) == 2
+        assert "SESSION_NOT_FOUND" in capsys.readouterr().err
+        monkeypatch.delenv("DSH_STORE")
+        assert main(["worker"]) == 2
+        assert "CLI_USAGE" in capsys.readouterr().err
+        assert not (tmp_path / ".dsh-data").exists()
