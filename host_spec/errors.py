@@ -31,6 +31,8 @@ __all__ = [
     "ScriptError",
     "PluginError",
     "RegistrationError",
+    "SessionFencedError",
+    "StoreUnavailableError",
 ]
 
 
@@ -210,3 +212,27 @@ class RegistrationError(DshError):
     """A registration collided with an existing one in the same layer (a name, a service type)."""
 
     code = "ALREADY_REGISTERED"
+
+
+class SessionFencedError(SessionError):
+    """A writer's lease was taken over: its appends are refused (fencing).
+
+    A shared store lets one holder at a time write a session; every claim raises
+    the lease's epoch and every append carries the epoch it was opened under. A
+    holder presumed dead (stalled, cut off) that comes back finds a higher epoch
+    and is refused with this code, writing nothing; its work is the new holder's
+    to redo from the log. ``epoch`` is the writer's, ``current`` the lease's.
+    """
+
+    code = "SESSION_FENCED"
+
+
+class StoreUnavailableError(SessionError, ConnectionError):
+    """A networked store cannot be reached (the connection is lost or refused).
+
+    An ``OSError`` too, so the storage contract's medium-failure rule applies: a
+    failed append or sync leaves the log at its last synced seq and the caller
+    retries the same events.
+    """
+
+    code = "STORE_UNAVAILABLE"

@@ -27,7 +27,6 @@ import asyncio
 import inspect
 import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
@@ -41,7 +40,7 @@ from host_spec.host.plugins.profiles import Profile, load_profile
 from host_spec.host.agents.prompt import PromptRegistry
 from host_spec.host.runs import HostRuns
 from host_spec.host.store.sessions import SessionStore
-from host_spec.host.store.jsonl import JsonlStore
+from host_spec.host.store.selection import open_backend
 from host_spec.host.children.manager import ContinuationManager
 from host_spec.host.agents.tools import ToolRegistry
 
@@ -108,6 +107,7 @@ class Host(HostRuns):
         self._soon_pending = 0
         self._soon_tasks: set[asyncio.Future[Any]] = set()
         self._closed = False
+        self._opened_store: Any = None  # the backend Host.open made; closed with the host
 
     # ------------------------------------------------------------ lifecycle
 
@@ -124,7 +124,8 @@ class Host(HostRuns):
         """Build a host and load its plugins.
 
         Args:
-            data_dir: Root of the JSONL store, or ``None`` to keep sessions in memory.
+            data_dir: Root of the JSONL store, a shared store's URL (``postgresql://...``,
+                :mod:`host_spec.host.store.selection`), or ``None`` to keep sessions in memory.
             profile: A built-in profile name, a ``.toml`` path, a :class:`Profile`, or ``None``.
             model: A model adapter or a spec string (``scripted:FILE``, ``openai:MODEL``).
                 Members the profile's ``[models]`` table names get their own spec.
@@ -139,11 +140,13 @@ class Host(HostRuns):
         """
         adapter = resolve_model(model)
         resolved = load_profile(profile) if isinstance(profile, (str, os.PathLike)) else profile
-        store: StorageBackend | None = JsonlStore(Path(data_dir)) if data_dir is not None else None
+        store: StorageBackend | None = open_backend(data_dir) if data_dir is not None else None
+        opened = store
         if store is not None and wrap_storage is not None:
             store = wrap_storage(store)
         spec = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
         host = cls(store=store, model=adapter, model_spec=spec)
+        host._opened_store = opened
         host.profile = resolved
         if resolved is not None:
             host.agents.runtime.compaction = resolved.compaction
@@ -184,6 +187,9 @@ class Host(HostRuns):
         if self._soon_tasks:
             await asyncio.gather(*self._soon_tasks, return_exceptions=True)
         await self.models.close()  # last: no agent can be mid-call any more
+        close_store = getattr(self._opened_store, "close", None)
+        if close_store is not None:  # a shared store's connections and lease heartbeat
+            close_store()
         if errors:
             raise errors[0]
 

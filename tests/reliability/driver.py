@@ -19,8 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
+for _path in (HERE, HERE.parent):  # the parts, and the kits (kit_postgres)
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 import structlog  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
@@ -38,7 +39,7 @@ __all__ = ["PLANS", "run_parts"]
 #: How much of each part runs: the full sweep, or the bounded sample of ``make test``.
 PLANS: dict[str, dict[str, int | None]] = {
     "full": {"crash_points": None, "resume_crash_points": 8, "resume_points": None, "torn_lines": 3,
-             "torn_stride": 1, "torn_resumes": 1, "rounds": 5, "width": 4, "examples": 200},
+             "torn_stride": 1, "torn_resumes": 1, "rounds": 5, "width": 4, "examples": 200, "shared_points": 8},
     "sample": {"crash_points": 4, "resume_crash_points": 1, "resume_points": 2, "torn_lines": 1,
                "torn_stride": 7, "torn_resumes": 0, "rounds": 1, "width": 2, "examples": 4},
 }  # fmt: skip
@@ -74,12 +75,35 @@ def run_parts(plan: dict[str, int | None], scratch: Path, report: Callable[[Figu
         lambda: live_team_refusals(demo, int(plan["rounds"] or 1)),
         lambda: _machine(int(plan["examples"] or 1)),
     ]  # fmt: skip
+    # The shared-store parts need a PostgreSQL server; the sample leaves them to
+    # tests/reliability/test_shared_store.py, which runs its own bounded cases.
+    shared_points = plan.get("shared_points")
+    server = None
+    if shared_points:
+        from kit_postgres import PostgresServer
+        from shared_store import SharedStoreDemo, fenced_stale_processes, outages, takeovers, worker_takeovers
+
+        server = PostgresServer()
+        server.start()
+        shared = SharedStoreDemo(demo, server)
+        points = spread(shared.clean()[0], int(shared_points) + 1)[1:]
+        events = [20 * (index + 1) for index in range(int(shared_points))]
+        parts += [
+            lambda: takeovers(shared, points),
+            lambda: fenced_stale_processes(shared, events[: max(1, len(events) // 2)]),
+            lambda: outages(shared, events[: max(1, len(events) // 2)]),
+            lambda: worker_takeovers(shared, points[: max(1, len(points) // 2)])[0],
+        ]
     results = []
-    for part in parts:
-        started = time.perf_counter()
-        figures = part()
-        report(figures, time.perf_counter() - started)
-        results.append(figures)
+    try:
+        for part in parts:
+            started = time.perf_counter()
+            figures = part()
+            report(figures, time.perf_counter() - started)
+            results.append(figures)
+    finally:
+        if server is not None:
+            server.destroy()
     return results
 
 

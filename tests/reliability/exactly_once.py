@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from host_spec.errors import DshError
 from host_spec.host.store.jsonl import JsonlStore
@@ -19,9 +20,9 @@ from host_spec.host.store.jsonl import JsonlStore
 __all__ = ["violations"]
 
 
-def violations(data_dir: Path) -> list[str]:
-    """Every broken guarantee in ``data_dir`` (empty: all hold)."""
-    store = JsonlStore(data_dir)
+def violations(data_dir: Path | Any) -> list[str]:
+    """Every broken guarantee in ``data_dir`` (empty: all hold); a store object (with ``scan`` and ``read``) is read as it is."""
+    store = JsonlStore(data_dir) if isinstance(data_dir, (str, Path)) else data_dir
     ids, damaged = store.scan()
     problems = [f"unreadable header: {error}" for error in damaged]
     logs = {}

@@ -27,6 +27,7 @@ from host_spec.events import SessionHeader
 
 from host_spec.host.store.jsonl_format import parse_header, parse_log
 from host_spec.host.store.jsonl import JsonlStore
+from host_spec.host.store.selection import STORE_ENV, chosen_store, open_backend
 
 __all__ = ["StoreReader", "CliEnvironment", "discover_extensions", "register_extensions"]
 
@@ -115,12 +116,31 @@ class CliEnvironment:
 
     default_data_dir: Callable[[], str]
     check_data_dir: Callable[..., Path]
+    #: ``--store`` as parsed for this command (one command per process), else ``None``.
+    store_flag: str | None = None
 
     def add_data_dir(self, parser: argparse.ArgumentParser) -> None:
+        """Add ``--data-dir`` and ``--store`` (a shared store replaces the data directory's logs)."""
         parser.add_argument("--data-dir", default=self.default_data_dir(), type=Path,
                             help="session store root (default: $DSH_DATA_DIR or ./.dsh-data)")
+        env = self
 
-    def open_store(self, data_dir: Path) -> StoreReader:
+        class _StoreFlag(argparse.Action):
+            def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+                setattr(namespace, self.dest, values)
+                env.store_flag = values
+
+        parser.add_argument("--store", default=None, metavar="URL", action=_StoreFlag,
+                            help=f"shared store, e.g. postgresql://user@host/db (default: ${STORE_ENV}; "
+                                 "else the JSONL files under --data-dir)")
+
+    def open_store(self, data_dir: Path) -> Any:
+        """A read-only reader (``host_spec.cli.SessionReader``) of the chosen store."""
+        url = chosen_store(self.store_flag)
+        if url is not None:
+            from host_spec.host.cli.backend_reader import BackendReader
+
+            return BackendReader(open_backend(url))
         return StoreReader(JsonlStore(self.check_data_dir(Path(data_dir), create=False)))
 
 

@@ -10,6 +10,7 @@
     dsh trace export [--out FILE]      # a run as OpenTelemetry spans (OTLP JSON), plugins' events included
     dsh chat --model llm:MODEL         # talk with the Lead in the terminal; dsh chat --resume continues
     dsh team show [SESSION_ID]         # from an installed CLI extension (entry points "dsh.cli")
+    dsh worker --store URL             # take over Teams of a shared store whose process died
 
 Every subcommand takes ``--data-dir`` (default ``$DSH_DATA_DIR`` or ``./.dsh-data``).
 Errors print ``dsh: <code>: <message>`` on stderr and exit 2, without a traceback.
@@ -39,7 +40,7 @@ import structlog
 from host_spec.cli import HANDLER_KEY
 from host_spec.errors import DshError
 
-from host_spec.host.cli import chat, plugins_list, run_commands, session_log, traces
+from host_spec.host.cli import chat, plugins_list, run_commands, session_log, traces, worker
 from host_spec.host.cli.extensions import CliEnvironment, Extension, discover_extensions, register_extensions
 from host_spec.host.cli.usage import check_data_dir, default_data_dir
 
@@ -62,6 +63,7 @@ def build_parser(
     plugins_list.add_parser(commands)
     traces.add_parser(commands, env, trace_contributors)
     chat.add_parser(commands, env)
+    worker.add_parser(commands)
     register_extensions(commands, env, discover_extensions() if extensions is None else extensions)
     return parser
 
@@ -98,6 +100,7 @@ _HANDLERS = {
     "plugins": plugins_list.run,
     "trace": traces.run,
     "chat": chat.run,
+    "worker": worker.run,
 }
 
 

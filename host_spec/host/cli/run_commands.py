@@ -27,12 +27,20 @@ from host_spec.events import EventType
 
 from host_spec.host.app import Host
 from host_spec.host.cli.extensions import CliEnvironment, StoreReader
-from host_spec.host.cli.run_settings import RunSettings, absolute_spec, lookup, record
+from host_spec.host.cli.run_settings import (
+    RunSettings,
+    absolute_spec,
+    decode_settings,
+    encode_settings,
+    lookup,
+    record,
+)
 from host_spec.host.cli.transcript import Transcript
 from host_spec.host.cli.usage import CliError, check_data_dir, workspace_dir
 from host_spec.host.cli.watching import wait_for_stop, watching
 from host_spec.host.runs import agent_name
 from host_spec.host.store.jsonl import JsonlStore
+from host_spec.host.store.selection import chosen_store, open_backend
 
 __all__ = ["WEB_PLUGIN", "add_parsers", "resume", "run", "claim_root", "with_model_options"]
 
@@ -115,7 +123,8 @@ async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -
     transcript = Transcript(write=print, fallback=agent_name)
     if isinstance(model, str):
         model = absolute_spec(model, prefix="scripted:")  # agents and child descriptors record it as well
-    host = await Host.open(args.data_dir, args.profile, model, extra_plugins=[("dsh-transcript", transcript)])
+    location = args.store_url if args.store_url is not None else args.data_dir
+    host = await Host.open(location, args.profile, model, extra_plugins=[("dsh-transcript", transcript)])
     try:
         if args.web is not None:  # after the profile's plugins: it unloads first, while the Team still runs
             host.plugins.load(WEB_PLUGIN, {"port": args.web})
@@ -141,7 +150,11 @@ async def _start(host: Host, args: argparse.Namespace, model: Any, session_id: s
     session = await claim_root(host, args.workspace)
     # Under the session's lock (no other run can hold this id), before the root
     # runs (a crash at step 1 still resumes with the right profile and model).
-    record(args.data_dir, session.id, RunSettings(absolute_spec(args.profile), model))
+    settings = RunSettings(absolute_spec(args.profile), model)
+    if args.store_url is not None:  # a shared store keeps the record, so any machine can resume
+        host.store.put_run(session.id, encode_settings(settings))  # type: ignore[union-attr]
+    else:
+        record(args.data_dir, session.id, settings)
     return await host.run(args.prompt, session=session)
 
 
@@ -184,7 +197,9 @@ def with_model_options(spec: str, args: argparse.Namespace) -> str:
 
 async def run(args: argparse.Namespace) -> int:
     """``dsh run``: a new root session from ``args.prompt`` to quiescence; the exit status."""
-    check_data_dir(args.data_dir, create=True)
+    args.store_url = chosen_store(args.store, args.profile)
+    if args.store_url is None:
+        check_data_dir(args.data_dir, create=True)
     args.workspace = workspace_dir(args.workspace)
     args.model = with_model_options(args.model, args)
     return await _drive(args, args.model, None)
@@ -196,12 +211,27 @@ async def resume(args: argparse.Namespace) -> int:
     Raises:
         SessionNotFoundError: nothing is stored under the session id.
     """
-    store = JsonlStore(check_data_dir(args.data_dir, create=False))
-    session_id = args.session_id or StoreReader(store).latest_root()  # headers only: a damaged child log is no obstacle
-    if not store.exists(session_id):
-        raise SessionNotFoundError(f"session {session_id} not found in {args.data_dir}")
+    args.store_url = chosen_store(args.store, args.profile)
+    recorded: RunSettings | None
+    if args.store_url is not None:
+        from host_spec.host.cli.backend_reader import BackendReader  # needs the postgres extra
+
+        shared: Any = open_backend(args.store_url)
+        try:
+            session_id = args.session_id or BackendReader(shared).latest_root()
+            if not shared.exists(session_id):
+                raise SessionNotFoundError(f"session {session_id} not found in the store")
+            data = shared.get_run(session_id)
+            recorded = decode_settings(data) if data is not None else None
+        finally:
+            shared.close()
+    else:
+        store = JsonlStore(check_data_dir(args.data_dir, create=False))
+        session_id = args.session_id or StoreReader(store).latest_root()  # headers only: a damaged child log is no obstacle
+        if not store.exists(session_id):
+            raise SessionNotFoundError(f"session {session_id} not found in {args.data_dir}")
+        recorded = lookup(args.data_dir, session_id)
     args.prompt = None
-    recorded = lookup(args.data_dir, session_id)
     if args.profile is None:
         args.profile = recorded.profile if recorded is not None else "headless"
     spec = args.model or (recorded.model if recorded is not None else None)

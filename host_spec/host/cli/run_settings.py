@@ -18,7 +18,7 @@ import msgspec
 
 from host_spec.host.store.jsonl_format import encode_id
 
-__all__ = ["RunSettings", "record", "lookup", "absolute_spec"]
+__all__ = ["RunSettings", "record", "lookup", "absolute_spec", "decode_settings", "encode_settings"]
 
 _RUNS = "runs"
 
@@ -32,6 +32,19 @@ class RunSettings(msgspec.Struct, frozen=True):
 
 _decoder = msgspec.json.Decoder(RunSettings)
 _encoder = msgspec.json.Encoder()
+
+
+def encode_settings(settings: RunSettings) -> bytes:
+    """The record's bytes (a shared store keeps them in its own table)."""
+    return _encoder.encode(settings)
+
+
+def decode_settings(data: bytes) -> RunSettings | None:
+    """A record from its bytes, or ``None`` when unreadable."""
+    try:
+        return _decoder.decode(data)
+    except msgspec.DecodeError:
+        return None
 
 
 def absolute_spec(spec: str, *, prefix: str = "") -> str:

@@ -18,6 +18,7 @@ from host_spec.host.cli.extensions import CliEnvironment
 from host_spec.host.cli.transcript import format_event
 from host_spec.host.cli.usage import check_data_dir
 from host_spec.host.store.jsonl import JsonlStore
+from host_spec.host.store.selection import chosen_store, open_backend
 
 __all__ = ["add_parser", "run"]
 
@@ -39,7 +40,8 @@ async def run(args: argparse.Namespace) -> int:
         SessionNotFoundError: nothing is stored under the session id.
         SessionCorruptError: the stored log is unreadable.
     """
-    store = JsonlStore(check_data_dir(args.data_dir, create=False))
+    url = chosen_store(getattr(args, "store", None))
+    store = open_backend(url) if url is not None else JsonlStore(check_data_dir(args.data_dir, create=False))
     header, events = store.read(args.session_id)
     if args.json:
         print(encode_header(header).decode())

@@ -79,6 +79,7 @@ class _ProfileFile:
     models: dict[str, str] = attrs.Factory(dict)
     compaction: dict[str, Any] = attrs.Factory(dict)
     mcp: dict[str, Any] = attrs.Factory(dict)
+    store: dict[str, Any] = attrs.Factory(dict)  # [store] url: read by host_spec.host.store.selection
 
 
 @attrs.frozen

@@ -1,0 +1,226 @@
+"""Shared-store benchmarks: the Team on PostgreSQL (a real server, ``fsync`` on).
+
+X1: serial durable ``update_task`` through the full service on a host whose store
+    is PostgreSQL, against the same CAS board in PostgreSQL written directly (one
+    ``UPDATE ... WHERE revision = %s`` plus its event row, one statement, one
+    commit per mutation; :class:`PgBoard`), goal >= 0.8.
+X3: cross-process wake-up latency: a batch committed by one process (the
+    ``pg_notify`` inside its transaction) until another process, woken by
+    LISTEN, has read the new events from its cursor; p50 and p99 in
+    milliseconds, goal p99 <= 50 ms. It measures the wake-up path a worker
+    would use (commit, notification, cursor read), not a teammate's turn start:
+    ``dsh worker`` is not built yet.
+
+Printed without a goal: 16 members of one Lead process updating their own tasks
+at once on PostgreSQL (group commit) against the serial rate. X2 (16 members
+across 4 worker processes) needs ``dsh worker`` and is not measured.
+
+The server is started by ``tests/kit_postgres.py`` in a temporary directory; when
+none can start (no PostgreSQL binaries) the bench prints why and reports nothing.
+Contenders alternate in short segments and the goal ratio is the median of the
+rounds' ratios, as in ``bench_team``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks._common import Rounds, atimed, timed  # noqa: E402
+from benchmarks.team_setup import add_member, teams_of  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+SEGMENT = 0.4  # seconds per durable-write segment
+ROUNDS = 6
+MEMBERS = 16
+WAKEUPS = 200  # cross-process wake-ups measured for X3
+WAKEUP_GAP = 0.01  # seconds between two of them
+
+_LISTEN = textwrap.dedent(
+    """
+    import json, sys, time
+    from host_spec.host.store.postgres import Listener, PostgresStore
+    url, session, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    listener, store = Listener(url), PostgresStore(url)
+    listener.poll(0.1)
+    cursor, seen = 0, {}
+    print("ready", flush=True)
+    while len(seen) < count:
+        wakeup = listener.poll(1.0)
+        if wakeup.resync or wakeup.tails.get(session, 0) > cursor:
+            _, events = store.read_since(session, cursor)  # the log is the truth; the notice only woke us
+            now = time.time_ns()
+            for event in events:
+                seen[event.seq] = now
+            cursor = events[-1].seq if events else cursor
+    print(json.dumps(seen), flush=True)
+    """
+)
+
+
+class PgBoard:
+    """The crew-style CAS board written directly in PostgreSQL: one statement and one commit per edit."""
+
+    def __init__(self, url: str, data: str) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.conn.execute("CREATE TABLE IF NOT EXISTS peer_tasks (id text PRIMARY KEY, revision bigint, subject text, data text)")
+        self.conn.execute("CREATE TABLE IF NOT EXISTS peer_events (task_id text, revision bigint, data text)")
+        self.conn.execute("INSERT INTO peer_tasks VALUES ('task-0', 1, 'bench task', %s) ON CONFLICT DO NOTHING", (data,))
+        self.data, self.revision = data, 1
+
+    def serial(self) -> int:
+        query = (
+            "WITH u AS (UPDATE peer_tasks SET revision = %(next)s, subject = %(subject)s, data = %(data)s "
+            "WHERE id = 'task-0' AND revision = %(rev)s RETURNING id) "
+            "INSERT INTO peer_events SELECT id, %(next)s, %(data)s FROM u"
+        )
+        params = {"next": self.revision + 1, "rev": self.revision, "data": self.data,
+                  "subject": ("bench task", "bench task, edited")[self.revision % 2]}
+        if self.conn.execute(query, params).rowcount != 1:
+            raise RuntimeError(f"stale revision {self.revision}")
+        self.revision += 1
+        return 1
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+async def _board(url: str) -> dict[str, float]:
+    from host_spec.events import encode_event
+    from host_spec.host.app import Host
+    from host_spec.host.models.scripted import ScriptedModel
+
+    host = await Host.open(url, None, ScriptedModel.from_mapping({}))
+    host.plugins.load("dsh-team", {})
+    teams = teams_of(host)
+    session = await host.create_session("lead")
+    root = host.start_agent(session, name="lead")
+    members = [await add_member(host, root, i) for i in range(MEMBERS)]
+    views: dict[str, Any] = {}
+    for member in [root, *members]:
+        view = await teams.create_task(member, subject="bench task", description="a task for the benchmark")
+        views[member.id] = await teams.update_task(member, task_id=view.id, expected_revision=1, action="claim")
+    peer = PgBoard(url, (encode_event(session.events[-1]) + b"\n").decode())
+    labels = ("bench task", "bench task, edited")
+
+    async def edit(member: Any) -> None:
+        view = views[member.id]
+        views[member.id] = await teams.update_task(member, task_id=view.id, expected_revision=view.revision,
+                                                   action="edit", subject=labels[view.revision % 2])
+
+    async def serial() -> int:
+        await edit(root)
+        return 1
+
+    async def group(seconds: float) -> tuple[int, float]:
+        counts, start = [0] * MEMBERS, time.perf_counter()
+        end = start + seconds
+
+        async def loop(index: int, agent: Any) -> None:
+            while time.perf_counter() < end:
+                await edit(agent)
+                counts[index] += 1
+
+        await asyncio.gather(*(loop(index, agent) for index, agent in enumerate(members)))
+        return sum(counts), time.perf_counter() - start
+
+    rounds = Rounds()
+    order = ["direct", "serial", "group"]
+    try:
+        for number in range(ROUNDS):
+            for key in order if number % 2 == 0 else reversed(order):
+                if key == "direct":
+                    rounds.add(key, timed(peer.serial, SEGMENT))
+                elif key == "serial":
+                    rounds.add(key, await atimed(serial, SEGMENT))
+                else:
+                    rounds.add(key, await group(SEGMENT))
+        assert session.durable_seq == session.last_seq
+    finally:
+        peer.close()
+        await host.close()
+    return {key: rounds.rate(key) for key in rounds} | {
+        "X1": rounds.median_ratio("serial", "direct"), "group_x": rounds.median_ratio("group", "serial")}
+
+
+def _wakeups(url: str) -> list[float]:
+    """Milliseconds from before each commit to the other process's cursor read of it."""
+    from host_spec.events import SessionHeader
+    from host_spec.host.store.postgres import PostgresStore
+    from host_spec.testing import make_events
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen([sys.executable, "-c", _LISTEN, url, "wake", str(WAKEUPS)], env=env,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    assert child.stdout is not None
+    assert child.stdout.readline().startswith("ready")
+    store = PostgresStore(url)
+    log = store.create(SessionHeader(id="wake", created_at=1))
+    sent: dict[int, int] = {}
+    try:
+        for seq in range(1, WAKEUPS + 1):
+            time.sleep(WAKEUP_GAP)
+            log.append(make_events(seq, 1), expected_seq=seq - 1)
+            sent[seq] = time.time_ns()
+            log.sync()
+        seen = json.loads(child.stdout.readline())
+    finally:
+        log.close()
+        store.close()
+        child.wait(30)
+    return [(seen[str(seq)] - sent[seq]) / 1e6 for seq in sent]
+
+
+def run() -> list[tuple[str, float, float]]:
+    sys.path.insert(0, str(REPO / "tests"))
+    try:
+        import psycopg  # noqa: F401
+        from kit_postgres import PostgresServer, PostgresUnavailable
+    except ImportError as exc:
+        print(f"distributed: skipped: {exc} (pip install 'dsh-team[postgres]')")
+        return []
+    try:
+        server = PostgresServer(durable=True)
+        server.start()
+    except PostgresUnavailable as exc:
+        print(f"distributed: skipped: no PostgreSQL server could start: {exc}")
+        return []
+    try:
+        board = asyncio.run(_board(server.new_database()))
+        latencies = sorted(_wakeups(server.new_database()))
+    finally:
+        server.destroy()
+    p50 = statistics.median(latencies)
+    p99 = latencies[min(len(latencies) - 1, round(0.99 * (len(latencies) - 1)))]
+    print(f"distributed: durable update_task on PostgreSQL (serial) {board['serial']:8.0f} ops/s")
+    print(f"distributed: the same CAS board written directly         {board['direct']:8.0f} ops/s  (X1 {board['X1']:.2f})")
+    print(f"distributed: {MEMBERS} members of one process at once       {board['group']:8.0f} ops/s  "
+          f"({board['group_x']:.1f}x serial; X2, across 4 worker processes, needs dsh worker: not measured)")
+    print(f"distributed: cross-process wake-up (commit -> NOTIFY -> cursor read), {len(latencies)} samples: "
+          f"p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+    return [("X1", board["X1"], 0.8), ("X3p50", p50, 50.0), ("X3p99", p99, 50.0)]
+
+
+if __name__ == "__main__":
+    import logging
+
+    import structlog
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    from benchmarks._common import report
+
+    for bench_id, measured, goal in run():
+        report(bench_id, measured, goal)

@@ -1,0 +1,133 @@
+"""``dsh worker``: take over the Teams whose process died, on any machine that reaches the shared store.
+
+::
+
+    dsh worker --store postgresql://user@db-host/dsh [--max-teams N] [--profile P] [--model M]
+
+A Team on a shared store is written by one holder at a time under a lease on its
+root session (:mod:`host_spec.host.store.postgres.leases`). A holder that dies
+(SIGKILL, a lost machine, a frozen process) stops renewing; once its lease
+expires the Team is *orphaned*. A worker watches for orphaned Teams, claims one
+(the claim raises the fencing epoch, so the old holder can never write again),
+cold-resumes it from the store exactly as ``dsh resume`` does (the tool-call
+rules of resume apply: a call cut off mid-flight is ``TOOL_OUTCOME_UNKNOWN``),
+runs it to quiescence and lets it go. Several workers may watch one store; the
+claim is atomic, so each orphan gets one new holder.
+
+A Team that closed cleanly released its lease and is not taken over: it is done
+until someone resumes it. The profile and model are the ones the run recorded in
+the store (``--profile`` / ``--model`` override them); the workspace is the one
+recorded in the root session's header. SIGINT/SIGTERM stops taking new Teams and
+lets the running ones finish (a second signal ends the process at once).
+
+The unit a worker takes over is the whole Team (the Lead and its teammates run in
+the worker's process), not a single member: members of one Team spread over
+several workers are not built yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from typing import Any
+
+from host_spec.errors import DshError, SessionLockedError
+
+from host_spec.host.app import Host
+from host_spec.host.cli.run_commands import _NoModel
+from host_spec.host.cli.run_settings import decode_settings
+from host_spec.host.cli.transcript import Transcript
+from host_spec.host.cli.usage import CliError
+from host_spec.host.runs import agent_name
+from host_spec.host.store.selection import STORE_ENV, chosen_store, open_backend
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(commands: Any) -> None:
+    """Register the ``worker`` subcommand on the ``dsh`` parser."""
+    worker = commands.add_parser(
+        "worker", help="take over Teams whose process died (shared store only)",
+        description="Watch a shared store and cold-resume every Team whose holder's lease expired.")
+    worker.add_argument("--store", default=None, metavar="URL",
+                        help=f"the shared store, e.g. postgresql://user@host/db (default: ${STORE_ENV})")
+    worker.add_argument("--max-teams", type=int, default=4, metavar="N",
+                        help="Teams this worker runs at once (default: 4)")
+    worker.add_argument("--poll", type=float, default=1.0, metavar="SECONDS",
+                        help="longest pause between two looks for orphaned Teams (default: 1; "
+                             "the next lease expiry wakes the worker sooner)")
+    worker.add_argument("--profile", default=None, help="profile to load (default: the one each run recorded)")
+    worker.add_argument("--model", default=None, help="model spec (default: the one each run recorded)")
+
+
+async def _take_over(url: str, root: str, args: argparse.Namespace) -> None:
+    """Claim the orphaned Team ``root``, resume it to quiescence and release it."""
+    records: Any = open_backend(url)
+    try:
+        data = records.get_run(root)
+    finally:
+        records.close()
+    recorded = decode_settings(data) if data is not None else None
+    profile = args.profile or (recorded.profile if recorded is not None else "headless")
+    model: Any = args.model or (recorded.model if recorded is not None else None) or _NoModel()
+    transcript = Transcript(write=print, fallback=agent_name)
+    host = await Host.open(url, profile, model, extra_plugins=[("dsh-transcript", transcript)])
+    try:
+        await host.resume(root)
+        print(f"dsh worker: team {root} is quiescent", file=sys.stderr, flush=True)
+    except SessionLockedError:
+        pass  # another worker claimed it first
+    except DshError as exc:
+        print(f"dsh worker: team {root}: {exc.code}: {exc}", file=sys.stderr, flush=True)
+    finally:
+        await host.close()
+        sys.stdout.flush()
+
+
+def _forget(running: dict[str, asyncio.Task[None]], root: str) -> Any:
+    def done(_: asyncio.Task[None]) -> None:
+        running.pop(root, None)
+
+    return done
+
+
+async def run(args: argparse.Namespace) -> int:
+    """Watch the store until SIGINT/SIGTERM; exit status 0.
+
+    Raises:
+        CliError: ``CLI_USAGE`` when no shared store is named, or ``--max-teams`` is below 1.
+    """
+    url = chosen_store(args.store)
+    if url is None:
+        raise CliError(f"dsh worker needs a shared store: --store postgresql://... or ${STORE_ENV}", code="CLI_USAGE")
+    if args.max_teams < 1 or args.poll <= 0:
+        raise CliError("--max-teams must be at least 1 and --poll above 0", code="CLI_USAGE")
+    store: Any = open_backend(url)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, lambda: sys.exit(2) if stop.is_set() else stop.set())
+    running: dict[str, asyncio.Task[None]] = {}
+    print(f"dsh worker: {store.holder} is watching the store", file=sys.stderr, flush=True)
+    try:
+        while not stop.is_set():
+            orphaned, upcoming = await asyncio.to_thread(store.orphaned_teams)
+            for root in orphaned:
+                if root not in running and len(running) < args.max_teams:
+                    print(f"dsh worker: taking over team {root}", file=sys.stderr, flush=True)
+                    task = running[root] = asyncio.create_task(_take_over(url, root, args))
+                    task.add_done_callback(_forget(running, root))
+            delay = args.poll if upcoming is None else min(args.poll, upcoming + 0.05)
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=delay)
+            except TimeoutError:
+                pass
+        if running:
+            await asyncio.gather(*running.values(), return_exceptions=True)
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+        store.close()
+    return 0

@@ -1,0 +1,135 @@
+"""The writer of one session in the PostgreSQL store (implements :class:`host_spec.storage.SessionLog`).
+
+``append`` only checks the tail and queues the batch; ``sync`` sends every
+queued event to ``dsh_append`` in one statement and one transaction (lease
+check, compare-and-set of the tail, insert, ``pg_notify``). A created log
+stores its header with its first batch, so a session closed before anything was
+written leaves no trace, as in the JSONL store.
+
+A lost connection is retried by the store's :class:`~.link.Link`. A commit
+whose acknowledgement was lost is recognised on the retry: the rows at the
+batch's seqs carry this writer's epoch and the same bytes, and only this writer
+can write under its epoch, so they are its own and the batch counts as stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
+
+from host_spec.errors import (
+    SequenceConflictError,
+    SessionExistsError,
+    SessionFencedError,
+    SessionNotLiveError,
+)
+from host_spec.events import Event, SessionHeader, encode_event, encode_header
+
+from host_spec.host.store.postgres.link import Link
+
+__all__ = ["PostgresLog"]
+
+_APPEND = "SELECT status, tail, epoch FROM dsh_append(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+_OURS = "SELECT body FROM dsh_events WHERE session = %s AND seq > %s AND seq <= %s AND epoch = %s ORDER BY seq"
+
+
+class PostgresLog:
+    """One session's writer under its tree's lease (see the module docstring).
+
+    Args:
+        link: The store handle's connection.
+        holder: The handle's lease holder name.
+        release: Called once at :meth:`close` (uncounts the lease).
+
+    Attributes:
+        lease_key: The session tree whose lease this writer holds (its root id).
+        epoch: The lease epoch every append carries (the fencing token).
+    """
+
+    def __init__(self, link: Link, holder: str, header: SessionHeader, lease_key: str, epoch: int, tail: int,
+                 release: Callable[[], None]) -> None:
+        self.header = header
+        self.lease_key = lease_key
+        self.epoch = epoch
+        self._link = link
+        self._holder = holder
+        self._release = release
+        self._synced = self._tail = tail
+        self._stored = tail > 0
+        self._pending: list[Event] = []
+        self._open = True
+
+    def __repr__(self) -> str:
+        return f"<PostgresLog {self.header.id} tail={self._tail} epoch={self.epoch}>"
+
+    @property
+    def tail_seq(self) -> int:
+        return self._tail
+
+    def _check_live(self) -> None:
+        if not self._open:
+            raise SessionNotLiveError(f"session {self.header.id}: writer is closed", session=self.header.id)
+
+    def append(self, events: Sequence[Event], *, expected_seq: int) -> None:
+        self._check_live()
+        first = expected_seq + 1
+        if expected_seq != self._tail or any(event.seq != first + index for index, event in enumerate(events)):
+            raise SequenceConflictError(
+                f"session {self.header.id}: append at seq {expected_seq} but the log ends at seq {self._tail}",
+                session=self.header.id, expected=expected_seq, actual=self._tail,
+            )
+        self._pending.extend(events)
+        self._tail = expected_seq + len(events)
+
+    def sync(self) -> None:
+        self._check_live()
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        try:
+            self._write([encode_event(event) for event in pending])
+        except BaseException:
+            self._tail = self._synced
+            raise
+        self._stored = True
+        self._synced = self._tail
+
+    def _write(self, bodies: list[bytes]) -> None:
+        header = self.header
+        new_header = None if self._stored else encode_header(header)
+        params = (header.id, self.lease_key, self._holder, self.epoch, self._synced, bodies,
+                  new_header, header.created_at, header.parent_session)
+
+        def attempt(conn: psycopg.Connection[Any], number: int) -> tuple[str, int | None, int | None]:
+            status, tail, epoch = conn.execute(_APPEND, params).fetchone() or ("conflict", None, None)
+            if status != "ok" and number > 0 and self._ours(conn, bodies):
+                return "ok", self._synced + len(bodies), self.epoch  # the lost-acknowledgement case
+            return status, tail, epoch
+
+        status, tail, epoch = self._link.run(attempt)
+        if status == "ok":
+            return
+        if status == "fenced":
+            raise SessionFencedError(
+                f"session {header.id}: the lease of {self.lease_key} moved from epoch {self.epoch} to {epoch}; "
+                "another holder took it over and this writer may not append",
+                session=header.id, epoch=self.epoch, current=epoch,
+            )
+        if status == "exists":
+            raise SessionExistsError(f"session {header.id} is already stored", session=header.id)
+        raise SequenceConflictError(
+            f"session {header.id}: append at seq {self._synced} but the stored log ends at seq {tail}",
+            session=header.id, expected=self._synced, actual=tail,
+        )
+
+    def _ours(self, conn: psycopg.Connection[Any], bodies: list[bytes]) -> bool:
+        rows = conn.execute(_OURS, (self.header.id, self._synced, self._synced + len(bodies), self.epoch)).fetchall()
+        return [bytes(row[0]) for row in rows] == bodies
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            self._pending = []
+            self._release()

@@ -1,0 +1,109 @@
+"""Commit notifications of the PostgreSQL store: hints that a session grew.
+
+Every append sends ``pg_notify`` inside its transaction, so a notification
+arrives only for a committed batch, after it is readable. A listener that
+loses its connection misses whatever was sent meanwhile; PostgreSQL does not
+replay it. So a notification is a hint, never the record: after every
+reconnect :meth:`Listener.poll` returns a :class:`Wakeup` with ``resync`` set,
+and its reader re-reads each session it follows from its own cursor. A lost
+notification then costs latency, never an event.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import attrs
+import psycopg
+import structlog
+
+from host_spec.host.store.postgres.link import redact
+from host_spec.host.store.postgres.schema import CHANNEL
+
+__all__ = ["Listener", "Wakeup"]
+
+log = structlog.get_logger(__name__)
+
+
+@attrs.frozen
+class Wakeup:
+    """What one :meth:`Listener.poll` saw.
+
+    Attributes:
+        tails: The highest committed seq notified per session id.
+        resync: The connection was (re)established: anything may have been missed.
+    """
+
+    tails: dict[str, int]
+    resync: bool = False
+
+
+class Listener:
+    """A dedicated connection that LISTENs on the commit channel (one thread uses it).
+
+    Args:
+        url: The store's database URL.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._conn: psycopg.Connection[Any] | None = None
+        self.connects = 0  # connections made so far (every one after the first is a reconnect)
+
+    def __repr__(self) -> str:
+        return f"<Listener {redact(self.url)}>"
+
+    def _connect(self) -> bool:
+        """Open and LISTEN if needed; ``True`` when a new connection was made."""
+        if self._conn is not None and not self._conn.closed:
+            return False
+        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5)
+        conn.execute(f"LISTEN {CHANNEL}")
+        self._conn = conn
+        return True
+
+    def poll(self, timeout: float) -> Wakeup:
+        """Wait up to ``timeout`` seconds for commit notifications and return what arrived.
+
+        A broken connection is reopened (returning ``resync=True`` once it is
+        back); while the server is down this waits out ``timeout`` and returns an
+        empty :class:`Wakeup` with ``resync`` false, so a caller simply polls again.
+        """
+        deadline = time.monotonic() + timeout
+        tails: dict[str, int] = {}
+        try:
+            fresh = self._connect()
+        except psycopg.OperationalError:
+            time.sleep(max(0.0, min(0.2, deadline - time.monotonic())))
+            return Wakeup({})
+        if fresh:
+            self.connects += 1
+        assert self._conn is not None
+        try:
+            # stop_after=1: return as soon as one batch arrived (every notice of the batch is yielded)
+            for notice in self._conn.notifies(timeout=max(0.0, deadline - time.monotonic()), stop_after=1):
+                self._take(notice.payload, tails)
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            log.warning("store.listener_lost", url=redact(self.url), error=type(exc).__name__)
+            self.close()
+        return Wakeup(tails, resync=fresh)
+
+    @staticmethod
+    def _take(payload: str, tails: dict[str, int]) -> None:
+        try:
+            found = json.loads(payload)
+            session, seq = str(found["s"]), int(found["seq"])
+        except (ValueError, KeyError, TypeError):
+            return  # a foreign payload on our channel: not ours to interpret
+        if seq > tails.get(session, 0):
+            tails[session] = seq
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:
+                pass
+            self._conn = None

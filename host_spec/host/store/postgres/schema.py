@@ -1,0 +1,100 @@
+"""The tables and the one append function of the PostgreSQL store.
+
+Three tables, created on first use (under an advisory lock, so two processes
+starting together do not race on ``CREATE``):
+
+* ``dsh_sessions``: one row per stored session, its encoded header, its tail
+  seq and the lease key it is written under (the root of its session tree).
+* ``dsh_events``: one row per event, keyed by ``(session, seq)``, the event's
+  encoded JSON as bytes (lossless, byte-for-byte as the JSONL store writes it)
+  and the lease epoch of the writer that stored it.
+* ``dsh_runs``: how each root was started (profile and model), so ``dsh
+  resume`` on another machine needs no flags.
+* ``dsh_leases``: who may write a session tree now (``holder``), until when
+  (``expires_at``, the server's clock, so machines need not agree on time) and
+  the fencing ``epoch`` every claim raises.
+
+``dsh_append`` stores a batch in one round trip and one transaction: it checks
+the writer's lease (``FOR SHARE``: appends of one holder run side by side, a
+claim waits for them and then fences every later one), compares and sets the
+session's tail, inserts the events and sends ``pg_notify`` on
+:data:`CHANNEL`, which PostgreSQL delivers only if the transaction commits.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["CHANNEL", "DDL", "SCHEMA_LOCK", "SCHEMA_VERSION"]
+
+#: The NOTIFY channel of every commit; the payload is ``{"s": session, "seq": tail}``.
+CHANNEL: Final = "dsh_log"
+#: Advisory lock key held while the schema is created.
+SCHEMA_LOCK: Final = 0x64736801
+#: The layout this module writes; a database with a newer one is refused.
+SCHEMA_VERSION: Final = 1
+
+DDL: Final = """
+CREATE TABLE IF NOT EXISTS dsh_schema (version integer NOT NULL);
+CREATE TABLE IF NOT EXISTS dsh_sessions (
+    id text COLLATE "C" PRIMARY KEY,
+    created_at bigint NOT NULL,
+    parent text,
+    lease text NOT NULL,
+    header bytea NOT NULL,
+    tail bigint NOT NULL
+);
+CREATE TABLE IF NOT EXISTS dsh_events (
+    session text COLLATE "C" NOT NULL,
+    seq bigint NOT NULL,
+    epoch bigint NOT NULL,
+    body bytea NOT NULL,
+    PRIMARY KEY (session, seq)
+);
+CREATE TABLE IF NOT EXISTS dsh_runs (
+    session text COLLATE "C" PRIMARY KEY,
+    settings bytea NOT NULL
+);
+CREATE TABLE IF NOT EXISTS dsh_leases (
+    key text COLLATE "C" PRIMARY KEY,
+    holder text,
+    epoch bigint NOT NULL,
+    expires_at timestamptz
+);
+CREATE OR REPLACE FUNCTION dsh_append(
+    p_session text, p_lease text, p_holder text, p_epoch bigint, p_expected bigint,
+    p_bodies bytea[], p_header bytea, p_created bigint, p_parent text,
+    OUT status text, OUT tail bigint, OUT epoch bigint
+) LANGUAGE plpgsql AS $$
+DECLARE
+    l_holder text;
+    n bigint := coalesce(array_length(p_bodies, 1), 0);
+BEGIN
+    SELECT l.holder, l.epoch INTO l_holder, epoch FROM dsh_leases l WHERE l.key = p_lease FOR SHARE;
+    IF epoch IS DISTINCT FROM p_epoch OR l_holder IS DISTINCT FROM p_holder THEN
+        status := 'fenced';
+        RETURN;
+    END IF;
+    IF p_header IS NOT NULL THEN
+        INSERT INTO dsh_sessions (id, created_at, parent, lease, header, tail)
+        VALUES (p_session, p_created, p_parent, p_lease, p_header, n)
+        ON CONFLICT (id) DO NOTHING;
+        IF NOT FOUND THEN
+            status := 'exists';
+            RETURN;
+        END IF;
+    ELSE
+        UPDATE dsh_sessions s SET tail = p_expected + n WHERE s.id = p_session AND s.tail = p_expected;
+        IF NOT FOUND THEN
+            SELECT s.tail INTO tail FROM dsh_sessions s WHERE s.id = p_session;
+            status := 'conflict';
+            RETURN;
+        END IF;
+    END IF;
+    INSERT INTO dsh_events (session, seq, epoch, body)
+    SELECT p_session, p_expected + i, p_epoch, p_bodies[i] FROM generate_subscripts(p_bodies, 1) AS i;
+    PERFORM pg_notify('dsh_log', json_build_object('s', p_session, 'seq', p_expected + n)::text);
+    status := 'ok';
+    tail := p_expected + n;
+END $$;
+"""
