@@ -240,11 +240,14 @@ class TestTaskTools:
         """Only the fields the model sent reach update_task; an omitted owner means unassign."""
         row = await call(service, lead, "team_task_update",
                    s.TeamTaskUpdateArgs(task_id="task-1", expected_revision=2, action="reassign"))
-        assert service.calls[0][2] == {"task_id": "task-1", "expected_revision": 2, "action": "reassign"}
+        sent = service.calls[0][2]
+        assert isinstance(sent.pop("signal"), AbortSignal)  # the call's own signal: an interrupt stops its checks
+        assert sent == {"task_id": "task-1", "expected_revision": 2, "action": "reassign"}
         assert row.revision == 3
         await call(service, lead, "team_task_update",
              s.TeamTaskUpdateArgs(task_id="task-1", expected_revision=3, action="edit", subject="x",
                                   description="y", blocked_by=["task-2"], write_scopes=["src"], owner="reviewer"))
+        assert service.calls[1][2].pop("signal") is not None
         assert service.calls[1][2] == {"task_id": "task-1", "expected_revision": 3, "action": "edit", "subject": "x",
                                        "description": "y", "blocked_by": ["task-2"], "write_scopes": ["src"],
                                        "owner": "reviewer"}
