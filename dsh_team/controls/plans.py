@@ -67,14 +67,19 @@ class Plans:
     async def require(self, journal: Journal, team_id: str, name: str) -> None:
         """Record that the teammate ``name`` (about to be spawned) needs plan approval.
 
+        A record left by an earlier spawn of the name that never started its teammate
+        is kept (nothing is appended twice).
+
         Raises:
             TeamError: ``TEAM_MEMBER_NAME_TAKEN`` when ``name`` is on the roster already (its
                 approval cannot begin after it started), whatever the journal raises.
         """
 
-        def decide(state: TeamState) -> Append:
-            if state.members.by_name(name) is not None or self.controls.state(journal.session).plan(name) is not None:
+        def decide(state: TeamState) -> Append | None:
+            if state.members.by_name(name) is not None:
                 raise TeamError(f'team member name "{name}" is taken', TeamCode.MEMBER_NAME_TAKEN, name=name)
+            if self.controls.state(journal.session).plan(name) is not None:
+                return None  # recorded by a spawn of this name that did not start its teammate
             return Append(TEAM_PLAN, PlanRecord(
                 version=CONTROLS_VERSION, team_id=team_id, member=name, action="required", by="lead"
             ))

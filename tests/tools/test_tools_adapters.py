@@ -141,6 +141,15 @@ class TestMessagingAndRoster:
         assert kwargs["content"] == [{"type": "text", "text": "hi"}]
         assert compact_json(result) == '{"message_id":"team-message-1","status":"accepted"}'
 
+    async def test_send_message_with_a_plan_is_a_plan_step(self, service: FakeService, lead: StubAgent) -> None:
+        """plan=submit/approve/reject goes to plan_step with the message as its text; the notice's send result comes back."""
+        signal = AbortSignal()
+        result = await call(service, lead, "send_message",
+                            s.SendMessageArgs(target="builder", message="ok", plan="approve"), signal=signal)
+        assert service.calls == [("plan_step", lead, {"plan": "approve", "target": "builder", "text": "ok",
+                                                      "signal": signal})]
+        assert compact_json(result) == '{"message_id":"team-message-2","status":"queued","position":7}'
+
     async def test_list_agents_maps_every_row(self, service: FakeService, lead: StubAgent) -> None:
         """list_agents returns the roster rows in service order, Lead first."""
         service.members.append(member("reviewer", status="failed", diagnostics=["boom"]))
