@@ -99,7 +99,7 @@ def failure_text(task_id: str, finished: CheckFinishedRecord) -> str:
     else:
         how = f"exited {last.exit_code}"
     return (
-        f'{task_id} stays in_progress: check "{last.command}" {how}. Fix it and complete again. '
+        f'{task_id} stays in_progress: check "{last.name or last.command}" {how}. Fix it and complete again. '
         f"Output tail:\n{last.tail}"
     )
 
@@ -215,12 +215,15 @@ class Gates:
             try:
                 outcome = await runner.run_command(root, step.command, timeout_ms=gates.timeout_ms, signal=signal)
             except WorkspaceError as error:
-                results.append(CheckResult(command=step.command, exit_code=None, tail=_tail(error.message, gates.tail_chars)))
+                results.append(CheckResult(
+                    command=step.command, exit_code=None, name=step.name, tail=_tail(error.message, gates.tail_chars)
+                ))
                 break
             results.append(
                 CheckResult(
                     command=step.command,
                     exit_code=outcome.exit_code,
+                    name=step.name,
                     tail=_tail(outcome.output, gates.tail_chars),
                     timed_out=outcome.timed_out,
                     interrupted=outcome.interrupted,

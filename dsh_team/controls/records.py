@@ -75,6 +75,7 @@ class CheckResult(msgspec.Struct, **_STRICT):
 
     Attributes:
         command: The command run.
+        name: The profile check it came from (``None``: a literal command).
         exit_code: Its exit status; ``None`` when it was killed.
         timed_out, interrupted: Why it was killed.
         tail: The last part of its output (what the member needs to fix it).
@@ -82,6 +83,7 @@ class CheckResult(msgspec.Struct, **_STRICT):
 
     command: _Id
     exit_code: int | None
+    name: _Id | None = None
     tail: str = ""
     timed_out: bool = False
     interrupted: bool = False
