@@ -36,6 +36,8 @@ from dsh_team.core.fold import replay
 from dsh_team.cost.ledger import replay_costs
 from dsh_team.cost.report import build_report
 from dsh_team.views.show import build_show, render_json
+from dsh_team.views.controls import build_controls
+from dsh_team.controls.ledger import replay_controls
 from dsh_team.views.writes import collect_writes
 from dsh_team.views.show_text import render_text
 from dsh_team.views.usage import member_usage, uncharged_spend
@@ -160,7 +162,8 @@ def show_command(args: argparse.Namespace, env: CliEnv) -> int:
     ids = [team_id, *(member.id for member in state.members.listed())]
     ledger = replay_costs(stored.events[:at], team_id)
     costs = build_report(state, ledger, uncharged_spend(reader, ids, ledger) if until is None else None)
+    controls = build_controls(replay_controls(stored.events[:at], team_id))
     show = build_show(state, session_id=asked, log_length=length, at=at, damage=damage, writes=writes,
-                      usage=member_usage(reader, ids, until=until), costs=costs)
+                      usage=member_usage(reader, ids, until=until), costs=costs, controls=controls)
     print(render_json(show) if args.json else render_text(show))
     return EXIT_FAILED if show.failure is not None else EXIT_OK
