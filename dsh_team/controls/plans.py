@@ -25,12 +25,12 @@ from dsh_team.errors import TeamCode, TeamError
 from dsh_team.log.journal import Append
 
 if TYPE_CHECKING:
-    from dsh_team.controls.ledger import LiveControls
+    from dsh_team.controls.ledger import ControlsState, LiveControls
     from dsh_team.core.state import TeamState
     from dsh_team.log.journal import Journal
     from dsh_team.roster.membership import Membership
 
-__all__ = ["GATED_TOOLS", "PLAN_STEPS", "Plans", "not_approved"]
+__all__ = ["GATED_TOOLS", "PLAN_STEPS", "Plans", "decide_step", "not_approved", "notice", "step_action"]
 
 #: The tools a teammate in planning may not call.
 GATED_TOOLS: Final = frozenset({"write_file", "edit_file", "bash"})
@@ -101,11 +101,7 @@ class Plans:
                 ``TEAM_LEAD_REQUIRED`` (a teammate deciding), ``TEAM_PLAN_INVALID`` (no
                 plan approval for that member, or not in the step's state).
         """
-        action = PLAN_STEPS.get(plan) if isinstance(plan, str) else None
-        if action is None:
-            raise TeamError(f"unknown plan step {plan!r}", TeamCode.INVALID_ARGUMENT, field="plan")
-        if len(text) > PLAN_TEXT_MAX:
-            raise TeamError(f"a plan message has at most {PLAN_TEXT_MAX} characters", TeamCode.INVALID_ARGUMENT)
+        action = step_action(plan, text)
         if action == "submitted":
             if membership.is_lead or target != "lead":
                 raise TeamError('a teammate submits its plan to target "lead"', TeamCode.PLAN_INVALID)
@@ -116,21 +112,53 @@ class Plans:
             member, who = target, by
 
         def decide(state: TeamState) -> Append:
-            current = self.controls.state(journal.session).plan(member)
-            if current is None:
-                raise TeamError(f'"{member}" was not spawned with plan_approval', TeamCode.PLAN_INVALID, member=member)
-            allowed = ("required", "rejected", "submitted") if action == "submitted" else ("submitted",)
-            if current.status not in allowed:
-                raise TeamError(
-                    f'the plan of "{member}" is {current.status}: cannot {plan} it', TeamCode.PLAN_INVALID, member=member
-                )
-            return Append(TEAM_PLAN, PlanRecord(
-                version=CONTROLS_VERSION, team_id=membership.team_id, member=member, action=action, by=who, text=text
-            ))
+            record = decide_step(self.controls.state(journal.session), membership.team_id, member, action, who, text)
+            return Append(TEAM_PLAN, record)
 
         await journal.transact(decide, what=f"the plan of {member}")
-        if action == "submitted":
-            return "lead", f"Plan from {member} for approval (answer with plan approve or reject):\n{text}"
-        if action == "approved":
-            return member, f"Your plan is approved; you may write now. {text}".rstrip()
-        return member, f"Your plan was rejected; revise it and submit again. Feedback: {text}"
+        return notice(action, member, text)
+
+
+def step_action(plan: Any, text: str) -> PlanAction:
+    """The step ``plan`` (``submit``, ``approve``, ``reject``) records.
+
+    Raises:
+        TeamError: ``TEAM_INVALID_ARGUMENT`` (an unknown step, a plan too long).
+    """
+    action = PLAN_STEPS.get(plan) if isinstance(plan, str) else None
+    if action is None:
+        raise TeamError(f"unknown plan step {plan!r}", TeamCode.INVALID_ARGUMENT, field="plan")
+    if len(text) > PLAN_TEXT_MAX:
+        raise TeamError(f"a plan message has at most {PLAN_TEXT_MAX} characters", TeamCode.INVALID_ARGUMENT)
+    return action
+
+
+def decide_step(
+    controls: ControlsState, team_id: str, member: str, action: PlanAction, by: str, text: str
+) -> PlanRecord:
+    """The ``team/plan`` record of ``member``'s next step, if its approval is in the state the step follows.
+
+    Pure: the live service and ``dsh team plan`` (a decision written while no run is live) decide alike.
+
+    Raises:
+        TeamError: ``TEAM_PLAN_INVALID``.
+    """
+    current = controls.plan(member)
+    if current is None:
+        raise TeamError(f'"{member}" was not spawned with plan_approval', TeamCode.PLAN_INVALID, member=member)
+    allowed = ("required", "rejected", "submitted") if action == "submitted" else ("submitted",)
+    if current.status not in allowed:
+        verb = {"submitted": "submit", "approved": "approve", "rejected": "reject", "required": "require"}[action]
+        raise TeamError(
+            f'the plan of "{member}" is {current.status}: cannot {verb} it', TeamCode.PLAN_INVALID, member=member
+        )
+    return PlanRecord(version=CONTROLS_VERSION, team_id=team_id, member=member, action=action, by=by, text=text)
+
+
+def notice(action: PlanAction, member: str, text: str) -> tuple[str, str]:
+    """Who is told of a plan step, and the Team message they get."""
+    if action == "submitted":
+        return "lead", f"Plan from {member} for approval (answer with plan approve or reject):\n{text}"
+    if action == "approved":
+        return member, f"Your plan is approved; you may write now. {text}".rstrip()
+    return member, f"Your plan was rejected; revise it and submit again. Feedback: {text}"
