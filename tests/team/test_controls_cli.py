@@ -9,6 +9,7 @@ decision while a run holds the log, write nothing.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from pathlib import Path
@@ -16,10 +17,14 @@ from typing import Any
 
 import pytest
 
-from dsh_team.controls import replay_controls
+from dsh_team.controls import PlanRecord, replay_controls
+from host_spec.host.store.session import NullObserver
+from host_spec.host.store.sessions import SessionStore
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
 from host_spec.host.store.jsonl import JsonlStore
+
+from host_spec.host.cli.main import main
 
 from test_team_crash import DSH
 
@@ -57,8 +62,14 @@ def plan_of(tmp_path: Path) -> Any:
     return replay_controls(JsonlStore(tmp_path / "data").read("session-1")[1], "session-1").plan("planner")
 
 
-@pytest.mark.timeout_s(300)
-async def test_the_user_rejects_then_approves_between_runs(tmp_path: Path) -> None:
+def decide(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """``dsh team plan ARGS`` in this process: ``(exit status, stdout + stderr)``."""
+    status = main(["team", "plan", *args, "--data-dir", str(tmp_path / "data")])
+    captured = capsys.readouterr()
+    return status, captured.out + captured.err
+
+
+def started_run(tmp_path: Path) -> Path:
     (tmp_path / "s.json").write_text(json.dumps(SCRIPT))
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -66,24 +77,37 @@ async def test_the_user_rejects_then_approves_between_runs(tmp_path: Path) -> No
               "--workspace", str(ws), "go")
     assert ran.returncode == 0, ran.stderr.decode()[-2000:]
     assert (plan_of(tmp_path).status, plan_of(tmp_path).plan) == ("submitted", "v1")
+    return ws
 
-    for args, code in ((("approve", "nobody"), "TEAM_MEMBER_NOT_FOUND"), (("submit", "planner"), None)):
-        refused = dsh(tmp_path, "team", "plan", *args)
-        assert refused.returncode == 2
-        assert code is None or code.encode() in refused.stderr, refused.stderr.decode()
 
-    rejected = dsh(tmp_path, "team", "plan", "reject", "planner", "--feedback", "name the files")
-    assert rejected.returncode == 0, rejected.stderr.decode()
-    assert b"planner is told when the run resumes" in rejected.stdout
+@pytest.mark.timeout_s(300)
+def test_the_user_rejects_then_approves_between_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ws = started_run(tmp_path)
+    for args, code in ((("approve", "nobody"), "TEAM_MEMBER_NOT_FOUND"), (("approve", "planner", "session-9"),
+                                                                            "SESSION_NOT_FOUND")):
+        status, output = decide(tmp_path, capsys, *args)
+        assert status == 2 and code in output, output
+
+    status, output = decide(tmp_path, capsys, "reject", "planner", "--feedback", "name the files")
+    assert status == 0 and "planner is told when the run resumes" in output, output
     assert (plan_of(tmp_path).status, plan_of(tmp_path).by) == ("rejected", "user")
-    again = dsh(tmp_path, "team", "plan", "reject", "planner")
-    assert again.returncode == 2 and b"TEAM_PLAN_INVALID" in again.stderr  # nothing submitted since
+    status, output = decide(tmp_path, capsys, "reject", "planner")
+    assert status == 2 and "TEAM_PLAN_INVALID" in output  # nothing submitted since
 
     resume(tmp_path)
     assert (plan_of(tmp_path).status, plan_of(tmp_path).plan, plan_of(tmp_path).rounds) == ("submitted", "v2", 2)
     assert not (ws / "ok.txt").exists()
 
-    # A live run holds the Lead log: the CLI refuses and writes nothing.
+    assert decide(tmp_path, capsys, "approve", "planner")[0] == 0
+    resume(tmp_path)
+    assert (ws / "ok.txt").read_text() == "approved by the user"
+    show = dsh(tmp_path, "team", "show").stdout.decode()
+    assert "plan of planner: approved (by user, 2 submitted)" in show
+
+
+@pytest.mark.timeout_s(300)
+async def test_a_live_run_holds_the_log(tmp_path: Path) -> None:
+    started_run(tmp_path)
     host = await Host.open(tmp_path / "data", "agent-teams", ScriptedModel.from_mapping({}))
     try:
         await host.resume_session("session-1")
@@ -93,8 +117,27 @@ async def test_the_user_rejects_then_approves_between_runs(tmp_path: Path) -> No
         await host.close()
     assert plan_of(tmp_path).status == "submitted"
 
-    assert dsh(tmp_path, "team", "plan", "approve", "planner").returncode == 0
-    resume(tmp_path)
-    assert (ws / "ok.txt").read_text() == "approved by the user"
-    show = dsh(tmp_path, "team", "show").stdout.decode()
-    assert "plan of planner: approved (by user, 2 submitted)" in show
+
+async def corrupt(tmp_path: Path) -> None:
+    """Append another Team's plan record (ignored) and one the controls fold refuses (a plan never required)."""
+    sessions = SessionStore(JsonlStore(tmp_path / "data"), NullObserver())
+    stored = sessions.resume("session-1")
+    stored.append("team/plan", PlanRecord(version=1, team_id="other", member="x", action="required", by="lead"))
+    stored.append("team/plan", PlanRecord(version=1, team_id="session-1", member="ghost", action="approved", by="user"))
+    await sessions.dispose(stored)
+
+
+@pytest.mark.timeout_s(300)
+def test_nothing_is_decided_on_a_team_whose_controls_do_not_fold(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    started_run(tmp_path)
+    asyncio.run(corrupt(tmp_path))
+    status, output = decide(tmp_path, capsys, "approve", "planner")
+    assert status == 2 and "TEAM_STREAM_FAILED" in output, output
+    assert plan_of(tmp_path) is None or plan_of(tmp_path).status == "submitted"
+    assert main(["trace", "export", "--data-dir", str(tmp_path / "data"), "--out", str(tmp_path / "t.json")]) == 0
+    events = [ev for rs in json.loads((tmp_path / "t.json").read_text())["resourceSpans"] for ss in rs["scopeSpans"]
+              for span in ss["spans"] for ev in span.get("events", []) if ev["name"].startswith("team.")]
+    names = [ev["name"] for ev in events if ev["name"].startswith(("team.plan", "team.controls"))]
+    assert sorted(names) == ["team.controls.failed", "team.plan", "team.plan"]  # the other Team's record is no event

@@ -8,6 +8,8 @@ passes. Every view must tell that same story from the logs.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 from pathlib import Path
@@ -17,6 +19,8 @@ import pytest
 
 from dsh_team.controls import ControlsState, fold_controls
 from dsh_team.views.controls import build_controls, render_controls
+
+from host_spec.host.cli.main import main
 
 from test_controls_fold import event, finished, plan, started
 from test_team_crash import DSH
@@ -40,9 +44,19 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def dsh(demo: Path, *args: str) -> str:
-    done = subprocess.run([*DSH, *args, "--data-dir", str(demo / "data")], capture_output=True, timeout=60)
-    assert done.returncode == 0, done.stderr.decode()[-2000:]
-    return done.stdout.decode()
+    """``dsh ARGS --data-dir DEMO`` in this process (so coverage sees the views); its stdout."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = main([*args, "--data-dir", str(demo / "data")])
+    assert status == 0
+    return out.getvalue()
+
+
+def exported(demo: Path, *args: str) -> str:
+    """``dsh trace export --out FILE ARGS`` in this process; the file's text."""
+    out = demo / "trace.json"
+    dsh(demo, "trace", "export", "--out", str(out), *args)
+    return out.read_text()
 
 
 @pytest.mark.slow
@@ -71,7 +85,7 @@ class TestDemo:
         assert [r["outcome"] for r in early["controls"]["runs"]] == ["running"]  # as it was then
 
     def test_trace_export_has_the_control_events(self, demo: Path) -> None:
-        export = json.loads(dsh(demo, "trace", "export"))
+        export = json.loads(exported(demo))
         names = [
             (span["name"], ev["name"], {a["key"]: a["value"] for a in ev["attributes"]})
             for rs in export["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]
@@ -82,6 +96,14 @@ class TestDemo:
         assert names[0][0] == "execute_tool spawn_teammate" and names[3][0] == "execute_tool team_task_update"
         assert "dsh.team.plan.text" not in names[1][2]  # content only on request
         assert names[4][2]["dsh.team.check.passed"] == {"boolValue": False}
+        with_content = json.loads(exported(demo, "--content"))
+        events = [ev for rs in with_content["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]
+                  for ev in span.get("events", []) if ev["name"].startswith(("team.check", "team.plan"))]
+        texts = [{a["key"]: a["value"] for a in ev["attributes"]} for ev in events]
+        submitted = next(t for t in texts if t.get("dsh.team.plan.action") == {"stringValue": "submitted"})
+        assert submitted["dsh.team.plan.text"]["stringValue"].startswith("1. claim task-1")
+        failed = next(t for t in texts if t.get("dsh.team.check.passed") == {"boolValue": False})
+        assert "AssertionError: Hi, Ada!" in failed["dsh.team.check.tail"]["stringValue"]
 
 
 class TestRender:
