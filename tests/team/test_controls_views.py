@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -141,3 +142,13 @@ class TestRender:
             "  check task-1@2 by builder: failed -- true",
             "  plan of planner: rejected (by lead, 1 submitted) -- more tests",
         ]
+
+
+@pytest.mark.slow
+def test_the_demo_runner_prints_the_story(tmp_path: Path) -> None:
+    ran = subprocess.run([sys.executable, str(EXAMPLES / "run_controls_demo.py"), "--data-dir", str(tmp_path / "d")],
+                         capture_output=True, timeout=180, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr.decode()[-2000:]
+    out = ran.stdout.decode()
+    assert "greets exited 1: AssertionError: Hi, Ada!" in out and "plan of builder: approved" in out
+    assert out.rstrip().splitlines()[-3:-1] == ["def greet(name):", '    return f"Hello, {name}!"']
