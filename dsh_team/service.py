@@ -259,26 +259,11 @@ class TeamService(MemberOperations, ControlOperations, HostFeed):
                 owner=owner,
             )
 
-        what = f"team task {task_id}"
         if gated and action == "complete":
-            membership = self.membership(caller)
-            journal = self._lead(membership)
-            if self.gates.applies(journal.state, task_id):
-
-                def check(state: TeamState) -> None:
-                    self.lifecycle.admit()
-                    self.mode.require_enabled(caller, (membership.root, state))
-                    self.plans.require_approved(journal, membership, "running checks")
-
-                def finish(revision: int) -> Awaitable[TaskView]:
-                    return self.update_task(
-                        caller, task_id=task_id, expected_revision=revision, action=action, gated=False
-                    )
-
-                return await self.gates.complete(
-                    membership, lambda state: decide(state, membership), check, finish, signal
-                )
-        return await self._mutate(caller, decide, what)
+            gated_run = self._gated_complete(caller, task_id, decide, signal)
+            if gated_run is not None:
+                return await gated_run
+        return await self._mutate(caller, decide, f"team task {task_id}")
 
     # ------------------------------------------------------------ waiting
 

@@ -8,6 +8,7 @@ own and works on the service's journals, membership and the controls rooms
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from host_spec import hookimpl
@@ -23,6 +24,10 @@ if TYPE_CHECKING:
     from dsh_team.controls.gates import Gates
     from dsh_team.controls.ledger import ControlsState, LiveControls
     from dsh_team.controls.plans import Plans
+    from dsh_team.core.snapshots import TeamTaskSnapshot
+    from dsh_team.core.state import TeamState
+    from dsh_team.log.lifecycle import Lifecycle
+    from dsh_team.mode import ModeControl
     from dsh_team.core.task_view import TaskView
     from dsh_team.log.journal import Journal
     from dsh_team.mail.send import SendResult
@@ -42,6 +47,8 @@ class ControlOperations:
     controls: LiveControls
     gates: Gates
     plans: Plans
+    lifecycle: Lifecycle
+    mode: ModeControl
 
     if TYPE_CHECKING:  # the service's own calls
 
@@ -89,6 +96,30 @@ class ControlOperations:
             membership = self.try_membership(agent)
             if membership is not None and not membership.is_lead:
                 self.plans.require_approved(self._lead(membership), membership, tool)
+
+    def _gated_complete(
+        self, caller: Agent, task_id: Any, decide: Callable[[TeamState, Membership], TeamTaskSnapshot],
+        signal: AbortSignal | None,
+    ) -> Awaitable[TaskView] | None:
+        """The gated run of ``complete`` when the task has gates (``None``: complete it the ordinary way).
+
+        Raises:
+            TeamError: ``TEAM_NOT_MEMBER`` (at once).
+        """
+        membership = self.membership(caller)
+        journal = self._lead(membership)
+        if not self.gates.applies(journal.state, task_id):
+            return None
+
+        def check(state: TeamState) -> None:
+            self.lifecycle.admit()
+            self.mode.require_enabled(caller, (membership.root, state))
+            self.plans.require_approved(journal, membership, "running checks")
+
+        def finish(revision: int) -> Awaitable[TaskView]:
+            return self.update_task(caller, task_id=task_id, expected_revision=revision, action="complete", gated=False)
+
+        return self.gates.complete(membership, lambda state: decide(state, membership), check, finish, signal)
 
     def _controls_started(self, agent: Agent) -> None:
         """A Lead started: recover the gate runs a crash cut (:meth:`~dsh_team.controls.gates.Gates.recover`)."""
