@@ -122,6 +122,12 @@ class TestSpawnTeammate:
         assert isinstance(result, s.SpawnTeammateResult)
         assert result.member.target == "reviewer"
 
+    async def test_plan_approval_is_forwarded_only_when_sent(self, service: FakeService, lead: StubAgent) -> None:
+        await call(service, lead, "spawn_teammate",
+                   s.SpawnTeammateArgs(name="a", description="d", prompt="p", plan_approval=True))
+        await call(service, lead, "spawn_teammate", s.SpawnTeammateArgs(name="b", description="d", prompt="p"))
+        assert service.calls[0][2]["plan_approval"] is True and "plan_approval" not in service.calls[1][2]
+
     async def test_fork_uses_the_fork_provider(self, service: FakeService, lead: StubAgent) -> None:
         """context fork selects the configured fork provider."""
         config = ToolsConfig(fresh_provider="team-fresh", fork_provider="team-fork")
