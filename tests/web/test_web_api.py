@@ -237,3 +237,11 @@ def test_a_plan_decision_from_the_page_is_checked(api: tuple[TestClient, Team]) 
         result = client.post("/api/plans/builder", json=body, headers=POST).json()
         assert result["ok"] is False and result["error"]["reason"] == reason, result
     assert not team.service.controls_state(team.lead).plans
+
+
+def test_a_gated_task_can_be_created_from_the_page(api: tuple[TestClient, Team]) -> None:
+    client, team = api
+    created = client.post("/api/tasks", json={"subject": "s", "description": "d", "checks": ["make test"]},
+                          headers=POST).json()
+    assert created["ok"] is True and created["value"]["checks"] == ["make test"]
+    assert team.service.get_task(team.lead, created["value"]["id"]).checks == ("make test",)
