@@ -12,11 +12,14 @@ This module is the public surface; import from here (or from a room package:
 * configuration: :class:`TeamConfig`;
 * errors: :class:`TeamError` with a stable code from :class:`TeamCode`;
 * durable records: the seven ``team/*`` event types and their payload Structs;
-* the fold: :func:`evolve` / :func:`replay` over :class:`TeamState`.
+* the fold: :func:`evolve` / :func:`replay` over :class:`TeamState`;
+* the controls fold (quality-gate runs, plan approval): :func:`fold_controls` /
+  :func:`replay_controls` over :class:`ControlsState`, :class:`LiveControls`.
 """
 
 from dsh_team.api import TeamServiceAPI
 from dsh_team.config import MAX_SAFE_INTEGER, BudgetConfig, TeamConfig
+from dsh_team.controls import CONTROL_EVENT_TYPES, ControlsState, LiveControls, fold_controls, replay_controls
 from dsh_team.cost import MemberCost, Spend
 from dsh_team.core import (
     LEAD_NAME,
@@ -66,6 +69,11 @@ from dsh_team.service import TeamService
 from dsh_team.views import TeamView
 
 __all__ = [
+    "CONTROL_EVENT_TYPES",
+    "ControlsState",
+    "LiveControls",
+    "fold_controls",
+    "replay_controls",
     "TeamServiceAPI",
     "TeamFolds",
     "FoldFailure",

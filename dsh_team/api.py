@@ -14,13 +14,14 @@ retrying).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from host_spec.messages import ContentBlock
     from host_spec.protocols import Agent
     from host_spec.records import AbortSignal, Handle
 
+    from dsh_team.controls.ledger import ControlsState
     from dsh_team.core.task_view import TaskView
     from dsh_team.cost.report import MemberCost
     from dsh_team.log.waits import WaitResult
@@ -70,8 +71,20 @@ class TeamServiceAPI(Protocol):
         context: Any = "fresh",
         provider: Any,
         signal: AbortSignal | None = None,
+        plan_approval: Any = None,
     ) -> MemberView:
-        """Create a named continuable teammate (Lead only)."""
+        """Create a named continuable teammate (Lead only); ``plan_approval``: it plans before it may write."""
+        ...
+
+    async def plan_step(
+        self, caller: Agent, *, plan: Any, target: Any, text: Any, by: Literal["lead", "user"] = "lead",
+        signal: AbortSignal | None = None,
+    ) -> SendResult:
+        """Submit a plan (``submit``, teammate to ``lead``) or decide on one (``approve``/``reject``, Lead)."""
+        ...
+
+    def controls_state(self, caller: Agent) -> ControlsState:
+        """The gate runs and plan approvals of the caller's Team."""
         ...
 
     async def send_message(
@@ -93,9 +106,10 @@ class TeamServiceAPI(Protocol):
         ...
 
     async def create_task(
-        self, caller: Agent, *, subject: Any, description: Any, blocked_by: Any = None, write_scopes: Any = None
+        self, caller: Agent, *, subject: Any, description: Any, blocked_by: Any = None, write_scopes: Any = None,
+        checks: Any = None,
     ) -> TaskView:
-        """Create an unowned pending task; returns its revision-1 view once durable."""
+        """Create an unowned pending task (``checks``: its quality gates); returns its revision-1 view once durable."""
         ...
 
     async def update_task(
@@ -110,8 +124,10 @@ class TeamServiceAPI(Protocol):
         blocked_by: Any = None,
         write_scopes: Any = None,
         owner: Any = None,
+        signal: AbortSignal | None = None,
+        gated: bool = True,
     ) -> TaskView:
-        """Compare-and-set one authorized transition; returns the next revision once durable."""
+        """Compare-and-set one authorized transition; a gated ``complete`` runs its checks first."""
         ...
 
     async def wait_for_change(

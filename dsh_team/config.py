@@ -13,6 +13,12 @@ Teams strictly opt-in per root sets ``team_mode_default = false``.
 ``budget`` is a nested table of spending limits (:class:`BudgetConfig`); every
 limit is off unless set. It is structured with cattrs, so an unknown key or a
 wrong type names its path (``budget.member_tokens``).
+
+``checks`` names quality checks a task may list by name (``test = "make test"``);
+``gates`` holds the Team-wide gates every completion must pass
+(``on_complete = ["make test"]``) and the time each command may take; and
+``plan_approval`` is the default of ``spawn_teammate``'s ``plan_approval`` (see
+:mod:`dsh_team.controls`).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from host_spec.errors import ConfigError
 
 from dsh_team.errors import TeamConfigError
 
-__all__ = ["LIMIT_FIELDS", "MAX_SAFE_INTEGER", "BudgetConfig", "TeamConfig", "is_safe_positive_int"]
+__all__ = ["LIMIT_FIELDS", "MAX_SAFE_INTEGER", "BudgetConfig", "GatesConfig", "TeamConfig", "is_safe_positive_int"]
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
 
@@ -97,6 +103,56 @@ def _structure_budget(raw: Any) -> BudgetConfig:
         raise TeamConfigError(exc.message, path=path) from None
 
 
+def _commands(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not all(type(command) is str and command.strip() for command in value):
+        raise ValueError(f"{attribute.name} must be a list of non-empty commands")
+
+
+@attrs.frozen(kw_only=True)
+class GatesConfig:
+    """Team-wide quality gates (the ``gates`` table).
+
+    Attributes:
+        on_complete: Checks every task must pass to complete, after its own (commands
+            or names from ``checks``).
+        timeout_ms: The time each check command may run before its process group is
+            killed (the run fails); at most the workspace's ``bash_max_timeout_ms``.
+        tail_chars: Characters of a check's output kept in its record and shown to the member.
+    """
+
+    on_complete: tuple[str, ...] = attrs.field(default=(), converter=tuple, validator=_commands)
+    timeout_ms: int = attrs.field(default=120_000, validator=_limit)
+    tail_chars: int = attrs.field(default=2000, validator=_limit)
+
+
+def _structure_gates(raw: Any) -> GatesConfig:
+    """The ``gates`` table as :class:`GatesConfig`; errors name ``gates.<field>``."""
+    if isinstance(raw, GatesConfig):
+        return raw
+    if not isinstance(raw, Mapping):
+        raise TeamConfigError("gates must be a table", path="gates")
+    for key in raw:
+        if key not in {f.name for f in attrs.fields(GatesConfig)}:
+            raise TeamConfigError(f'unknown gates key "{key}"', path=f"gates.{key}")
+    if "on_complete" in raw and not isinstance(raw["on_complete"], (list, tuple)):
+        raise TeamConfigError("on_complete must be a list of commands", path="gates.on_complete")
+    try:
+        return GatesConfig(**raw)
+    except (TeamConfigError, ValueError) as exc:
+        field = getattr(exc, "path", None) or str(exc).split(" ", 1)[0]
+        raise TeamConfigError(str(getattr(exc, "message", exc)), path=f"gates.{field}") from None
+
+
+def _structure_checks(raw: Any) -> Mapping[str, str]:
+    """The ``checks`` table: check name -> command; errors name ``checks.<name>``."""
+    if not isinstance(raw, Mapping):
+        raise TeamConfigError("checks must be a table of name = command", path="checks")
+    for name, command in raw.items():
+        if type(command) is not str or not command.strip():
+            raise TeamConfigError(f'check "{name}" must be a non-empty command', path=f"checks.{name}")
+    return dict(raw)
+
+
 @attrs.frozen(kw_only=True)
 class TeamConfig:
     """Validated Team service configuration.
@@ -113,6 +169,10 @@ class TeamConfig:
             memory. Off by default because no Team guarantee (nothing accepted is
             lost, delivery exactly once) holds when a flush persists nothing.
         budget: Spending limits (:class:`BudgetConfig`; a raw table is structured).
+        checks: Named quality checks: name -> command (a task's check may name one).
+        gates: Team-wide gates (:class:`GatesConfig`; a raw table is structured).
+        plan_approval: Whether a teammate must have its plan approved before it may
+            write (``spawn_teammate``'s default).
 
     Raises:
         TeamConfigError: any field is invalid (``TEAM_INVALID_CONFIG``, ``path`` = field).
@@ -126,6 +186,9 @@ class TeamConfig:
     team_mode_default: bool = attrs.field(default=True, validator=_flag)
     allow_volatile_store: bool = attrs.field(default=False, validator=_flag)
     budget: BudgetConfig = attrs.field(factory=BudgetConfig, converter=_structure_budget)
+    checks: Mapping[str, str] = attrs.field(factory=dict, converter=_structure_checks)
+    gates: GatesConfig = attrs.field(factory=GatesConfig, converter=_structure_gates)
+    plan_approval: bool = attrs.field(default=False, validator=_flag)
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None) -> TeamConfig:

@@ -56,6 +56,9 @@ class TeamCode:
     STREAM_FAILED: Final = "TEAM_STREAM_FAILED"
     STORAGE_NOT_DURABLE: Final = "TEAM_STORAGE_NOT_DURABLE"
     BUDGET_EXCEEDED: Final = "TEAM_BUDGET_EXCEEDED"
+    TASK_CHECK_FAILED: Final = "TEAM_TASK_CHECK_FAILED"
+    PLAN_NOT_APPROVED: Final = "TEAM_PLAN_NOT_APPROVED"
+    PLAN_INVALID: Final = "TEAM_PLAN_INVALID"
 
     #: Every code above, for exhaustiveness checks.
     ALL: Final = frozenset(

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from dsh_team.config import TeamConfig
     from dsh_team.coordination import Coordination
+    from dsh_team.controls.ledger import LiveControls
     from dsh_team.cost.costs import TeamCosts
     from dsh_team.log.journal import Journal
     from dsh_team.log.journals import Journals
@@ -63,6 +64,7 @@ class HostFeed:
     cursors: CursorDeltas
     costs: TeamCosts
     quiescence: QuiescenceWatch
+    controls: LiveControls
 
     if TYPE_CHECKING:  # the service's own calls, which the feed uses
 
@@ -70,6 +72,7 @@ class HostFeed:
         def is_enabled(self, caller: Agent) -> bool: ...
         def list_members(self, caller: Agent) -> list[MemberView]: ...
         def _lead(self, membership: Membership) -> Journal: ...
+        def _controls_started(self, agent: Agent) -> None: ...
 
     # ------------------------------------------------------------ what the journals and the roster report
 
@@ -122,6 +125,7 @@ class HostFeed:
         self.publisher.forget(session.id)
         self.coordination.session_disposed(session)
         self.costs.session_disposed(session)
+        self.controls.forget(session)
 
     @hookimpl(specname="dsh_agent_status")
     def agent_status(self, agent: Agent, status: str) -> None:
@@ -156,6 +160,7 @@ class HostFeed:
         """An agent was published: schedule its recovery (reconcile, retry queued mail, lost charges), then a quiescence check."""
         self.costs.agent_session_start(agent)
         self.coordination.agent_started(agent)
+        self._controls_started(agent)
         self._may_be_quiet(agent)
 
     @hookimpl(specname="dsh_agent_pre_step")

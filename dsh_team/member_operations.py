@@ -14,10 +14,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dsh_team.errors import TeamCode, TeamError
+from dsh_team.roster.roster import validate_name
+
 if TYPE_CHECKING:
     from host_spec.protocols import Agent
     from host_spec.records import AbortSignal
 
+    from dsh_team.config import TeamConfig
+    from dsh_team.controls.plans import Plans
     from dsh_team.coordination import Coordination
     from dsh_team.cost.costs import TeamCosts
     from dsh_team.cost.report import MemberCost
@@ -38,6 +43,8 @@ class MemberOperations:
 
     coordination: Coordination
     costs: TeamCosts
+    config: TeamConfig
+    plans: Plans
 
     if TYPE_CHECKING:  # the service's own membership calls
 
@@ -63,14 +70,21 @@ class MemberOperations:
         context: Any = "fresh",
         provider: Any,
         signal: AbortSignal | None = None,
+        plan_approval: Any = None,
     ) -> MemberView:
         """Create a named continuable teammate (Lead only); see :mod:`dsh_team.roster.provisioning`.
 
         A reached Team budget refuses it (``TEAM_BUDGET_EXCEEDED``, see :mod:`dsh_team.cost`).
+        ``plan_approval`` (default: the config's) makes it plan before it may write
+        (:mod:`dsh_team.controls.plans`); its ``required`` record is durable before the teammate exists.
         """
+        if plan_approval is not None and type(plan_approval) is not bool:
+            raise TeamError("plan_approval must be a boolean", TeamCode.INVALID_ARGUMENT, field="plan_approval")
         membership = self.try_membership(caller)
         if membership is not None and membership.is_lead:
             self.costs.require_spawn(membership)
+            if self.config.plan_approval if plan_approval is None else plan_approval:
+                await self.plans.require(self._lead(membership), membership.team_id, validate_name(name))
         return await self.coordination.provisioner.spawn(
             caller, name=name, description=description, prompt=prompt, context=context, provider=provider, signal=signal
         )

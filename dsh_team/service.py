@@ -24,6 +24,10 @@ import msgspec
 
 from host_spec.records import AbortSignal, Handle
 
+from dsh_team.controls.gates import Gates
+from dsh_team.controls.ledger import LiveControls
+from dsh_team.controls.operations import ControlOperations
+from dsh_team.controls.plans import Plans
 from dsh_team.host_feed import HostFeed
 from dsh_team.member_operations import MemberOperations
 from dsh_team.log.quiescence import QuiescenceWatch, quiet_result
@@ -54,7 +58,7 @@ if TYPE_CHECKING:
 __all__ = ["TeamService"]
 
 
-class TeamService(MemberOperations, HostFeed):
+class TeamService(MemberOperations, ControlOperations, HostFeed):
     """The Team domain service.
 
     Args:
@@ -91,6 +95,9 @@ class TeamService(MemberOperations, HostFeed):
         )
         self.cursors = CursorDeltas(self.journals, self.members, self.coordination.roster)
         self.costs = TeamCosts(host, self.config.budget, self.journals, self.members, self.coordination.messages)
+        self.controls = LiveControls()
+        self.gates = Gates(host, self.config, self.journals, self.controls, self.lifecycle)
+        self.plans = Plans(self.controls)
         self.quiescence = QuiescenceWatch(
             host, self.journals, self.lifecycle, self.activity.parked, partial(asleep_with_work, host.sessions)
         )
@@ -187,8 +194,11 @@ class TeamService(MemberOperations, HostFeed):
         description: Any,
         blocked_by: Any = None,
         write_scopes: Any = None,
+        checks: Any = None,
     ) -> TaskView:
         """Create an unowned pending task (any member); returns its revision-1 view once durable.
+
+        ``checks`` are the quality checks completing it must pass (see :mod:`dsh_team.controls.gates`).
 
         Raises:
             TeamError: the creation codes of :func:`~dsh_team.core.board.decide_create`, ``TEAM_NOT_MEMBER``, ``TEAM_DISPOSED``, ``TEAM_MODE_DISABLED``,
@@ -203,6 +213,7 @@ class TeamService(MemberOperations, HostFeed):
                 description=description,
                 blocked_by=blocked_by,
                 write_scopes=write_scopes,
+                checks=checks,
                 max_tasks=self.config.max_tasks,
             )
 
@@ -220,8 +231,14 @@ class TeamService(MemberOperations, HostFeed):
         blocked_by: Any = None,
         write_scopes: Any = None,
         owner: Any = None,
+        signal: AbortSignal | None = None,
+        gated: bool = True,
     ) -> TaskView:
         """Compare-and-set one authorized transition; returns the next revision once durable.
+
+        ``complete`` of a task with quality gates runs them first and completes only
+        when all pass (:mod:`dsh_team.controls.gates`; ``signal`` interrupts them;
+        ``gated=False`` is recovery's completion of a run that passed).
 
         Raises:
             TeamError: the update codes of :func:`~dsh_team.core.board.decide_update`, ``TEAM_NOT_MEMBER``, ``TEAM_DISPOSED``, ``TEAM_MODE_DISABLED``,
@@ -242,6 +259,10 @@ class TeamService(MemberOperations, HostFeed):
                 owner=owner,
             )
 
+        if gated and action == "complete":
+            gated_run = self._gated_complete(caller, task_id, decide, signal)
+            if gated_run is not None:
+                return await gated_run
         return await self._mutate(caller, decide, f"team task {task_id}")
 
     # ------------------------------------------------------------ waiting

@@ -28,6 +28,11 @@ looking the event up in the log, so the per-append cost of the check is one fold
 and two dictionary lookups.
 A refused candidate's violation carries the fold's own rule name
 (:class:`~dsh_team.core.fold_failure.FoldRule`).
+
+The controls records (gate runs, plan approval: :mod:`dsh_team.controls`) are held
+to their own fold the same way: a candidate the controls fold would fail is
+refused (rule ``controls``). They are rare (a few per task), so their committed
+fold is read from the log's tail on each check instead of staged.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from dsh_team import TEAM_EVENT_TYPES, TeamState, evolve, replay
+from dsh_team import CONTROL_EVENT_TYPES, TEAM_EVENT_TYPES, LiveControls, TeamState, evolve, fold_controls, replay
 from host_spec import hookimpl
 from host_spec.carry import CarriedFolds
 from host_spec.records import Violation
@@ -50,6 +55,8 @@ __all__ = ["TeamStreamInvariant"]
 
 #: The rule of a candidate refused because the stream had already failed before it.
 _STREAM_FAILED: Final = "stream-already-failed"
+#: The rule of a controls record the controls fold refuses.
+_CONTROLS: Final = "controls"
 
 
 class _Fold:
@@ -92,6 +99,8 @@ class TeamStreamInvariant:
     _folds: dict[str, _Fold] = attrs.Factory(dict)
     #: Folds of sessions that left the live store: a woken member's log is not folded again.
     _carried: CarriedFolds[TeamState] = attrs.Factory(CarriedFolds)
+    #: The committed controls fold of each session (gate runs, plan approval).
+    _controls: LiveControls = attrs.Factory(LiveControls)
 
     def seed(self, session: Session) -> None:
         """Fold ``session``'s current events once (on resume, or plugin load).
@@ -119,6 +128,7 @@ class TeamStreamInvariant:
     def forget(self, session: Session) -> None:
         """Drop the fold of a session that left the live store (a stale object's disposal is a no-op)."""
         fold = self._folds.get(session.id)
+        self._controls.forget(session)
         if fold is not None and fold.session is session:
             del self._folds[session.id]
             staged = fold.staged
@@ -129,6 +139,7 @@ class TeamStreamInvariant:
         """Drop every fold (plugin unload)."""
         self._folds.clear()
         self._carried = CarriedFolds()
+        self._controls = LiveControls()
 
     def sessions(self) -> Sequence[str]:
         """Ids of the sessions currently folded (for tests and diagnostics)."""
@@ -173,8 +184,9 @@ class TeamStreamInvariant:
         Non-Team events return at once. Nothing is committed here: the stage is
         settled by the next check or read of this session.
         """
-        if event.type not in TEAM_EVENT_TYPES:
-            return None
+        kind = event.type
+        if kind not in TEAM_EVENT_TYPES:
+            return None if kind not in CONTROL_EVENT_TYPES else self._control(session, event)
         fold = self._folds.get(session.id)
         if fold is None or fold.session is not session:
             fold = self._seeded(session)
@@ -190,3 +202,13 @@ class TeamStreamInvariant:
             )
         fold.staged = (event, candidate)
         return None
+
+    def _control(self, session: Session, event: Event) -> Violation | None:
+        """Veto a controls record the controls fold would fail."""
+        state = self._controls.state(session)
+        failure = fold_controls(state, event).failure
+        if failure is None:
+            return None
+        return Violation(
+            reason=f"session event {event.seq} violates the Agent Teams controls stream: {failure}", rule=_CONTROLS
+        )

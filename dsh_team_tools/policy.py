@@ -38,6 +38,8 @@ A task becoming ready never starts its owner; tell them with send_message.
 A wait sees only later changes and wakes nobody; when nothing can change it returns reason quiescent with the stalled work. \
 Pass since=<the last position you saw>: changes then lists what changed after it, your sent messages' \
 status included (re-list a truncated part).
+- complete runs the task's checks: if one fails, fix and retry. \
+Writes refused without an approved plan: send_message plan=submit to lead; the Lead replies approve or reject.
 - Lead: before your final answer, wait until every teammate you need has finished."""
 
 

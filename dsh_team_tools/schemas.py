@@ -82,6 +82,7 @@ class SpawnTeammateArgs(_Args, frozen=True):
     description: Annotated[str, Meta(description="Short role label")]
     prompt: Annotated[str, Meta(description="First task for the teammate")]
     context: Annotated[Literal["fresh", "fork"], Meta(description="fork copies your conversation")] = "fresh"
+    plan_approval: Annotated[bool, Meta(description="Writes need your plan approval")] | UnsetType = UNSET
 
 
 class SendMessageArgs(_Args, frozen=True):
@@ -89,6 +90,7 @@ class SendMessageArgs(_Args, frozen=True):
 
     target: _Target
     message: str
+    plan: Literal["submit", "approve", "reject"] | UnsetType = UNSET
 
 
 class ListAgentsArgs(_Args, frozen=True):
@@ -120,6 +122,7 @@ class TeamTaskCreateArgs(_Args, frozen=True):
     description: str
     blocked_by: _TaskIds | UnsetType = UNSET
     write_scopes: _Scopes | UnsetType = UNSET
+    checks: Annotated[list[str], Meta(description="Commands to pass to complete")] | UnsetType = UNSET
 
 
 class TeamTaskListArgs(_Args, frozen=True):
@@ -258,6 +261,7 @@ class TaskRow(_Result, frozen=True, kw_only=True):
     ready: bool
     write_scope_warnings: list[str]
     position: int | UnsetType = UNSET
+    checks: list[str] | UnsetType = UNSET
 
 
 class TaskListResult(_Result, frozen=True):

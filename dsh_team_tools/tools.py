@@ -92,6 +92,7 @@ def task_row(view: TaskView, position: int | None = None) -> s.TaskRow:
         ready=view.ready,
         write_scope_warnings=list(view.write_scope_warnings),
         position=_opt(position),
+        checks=list(view.checks) if getattr(view, "checks", ()) else UNSET,
     )
 
 
@@ -147,13 +148,19 @@ def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[s
             context=args.context,
             provider=config.provider_for(args.context),
             signal=call.signal,
+            **_sent(args, "plan_approval"),
         )
         return s.SpawnTeammateResult(member=member_row(member))
 
     async def send_message(args: s.SendMessageArgs, call: ToolCall) -> s.SendMessageResult:
-        result = await team().send_message(
-            _caller(call), target=args.target, content=[text_block(args.message)], signal=call.signal
-        )
+        if args.plan is not UNSET:
+            result = await team().plan_step(
+                _caller(call), plan=args.plan, target=args.target, text=args.message, signal=call.signal
+            )
+        else:
+            result = await team().send_message(
+                _caller(call), target=args.target, content=[text_block(args.message)], signal=call.signal
+            )
         return s.SendMessageResult(
             message_id=result.message_id, status=result.status, position=_opt(getattr(result, "position", None))
         )
@@ -194,7 +201,7 @@ def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[s
             _caller(call),
             subject=args.subject,
             description=args.description,
-            **_sent(args, "blocked_by", "write_scopes"),
+            **_sent(args, "blocked_by", "write_scopes", "checks"),
         )
         return task_row(view)
 
@@ -213,6 +220,7 @@ def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[s
             expected_revision=args.expected_revision,
             action=args.action,
             **_sent(args, "subject", "description", "blocked_by", "write_scopes", "owner"),
+            signal=call.signal,
         )
         return task_row(view)
 

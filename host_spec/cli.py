@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 import attrs
 
@@ -118,5 +118,20 @@ class CliEnv(Protocol):
         Raises:
             DshError: ``DATA_DIR_NOT_FOUND`` (missing) or ``DATA_DIR_UNUSABLE`` (not a
                 readable directory).
+        """
+        ...
+
+    async def append_events(self, data_dir: Path, session_id: str, events: Sequence[tuple[str, Any]]) -> int:
+        """Append ``(event type, payload)`` events to a stored session no process has open; returns its last seq.
+
+        The one write an extension may make, for a decision a user takes while no run
+        is live (a plan approval). The session's log is opened for writing as a resume
+        would (its lock taken: a live run refuses it), the events appended and made
+        durable, the log closed. No plugin runs: the caller must have checked the
+        events against the fold it owns.
+
+        Raises:
+            DshError: the data-dir errors of :meth:`open_store`; ``SESSION_LOCKED`` (a
+                run holds the session), ``SESSION_NOT_FOUND``.
         """
         ...

@@ -203,6 +203,22 @@ def dsh_agent_pre_step(host: Host, agent: Agent, turn: int, step: int) -> None:
 
 
 @hookspec
+def dsh_tool_pre_call(host: Host, agent: Agent, tool: str) -> None:
+    """``agent`` is about to run the tool named ``tool`` (its arguments are valid).
+
+    Called once per tool call, after the arguments were decoded and before the
+    tool body runs, so a refusal runs nothing and writes nothing the tool would
+    have written. This is how a coordination plugin holds an agent to a rule the
+    tools themselves do not know (for instance: no file writes or shell commands
+    before its plan is approved). Implementations must be fast and synchronous;
+    they answer from state they already hold.
+
+    May veto: yes. Raise a ``DshError``: the call's result is that error (its
+    ``code`` and message), the tool does not run; the first refusal wins.
+    """
+
+
+@hookspec
 def dsh_agent_disposed(host: Host, agent: Agent) -> None:
     """The agent is quiescent and its scope was unwound; its session detaches next.
 

@@ -16,6 +16,13 @@ file tools: the plugin provides a :class:`WriteAuditor` (``ctx.provide(WriteAudi
 auditor)``); the host looks it up per write (``host.find_service(WriteAuditor)``)
 and keeps its answer in the ``workspace/write`` event and the tool result. The
 audit is advisory: it can only add warnings, never refuse a write.
+
+The command runner is the other direction: a coordination plugin that must run a
+command in the workspace (a task's quality checks) asks the host's workspace to
+run it under the same rules as the ``bash`` tool (own process group, timeout,
+capped output, credentials stripped from the environment) through
+:class:`CommandRunner`, looked up by type (``host.find_service(CommandRunner)``),
+instead of spawning processes itself.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from host_spec.errors import DshError
 
 if TYPE_CHECKING:
     from host_spec.protocols import Agent
+    from host_spec.records import AbortSignal
 
 __all__ = [
     "WORKSPACE_READ",
@@ -36,6 +44,8 @@ __all__ = [
     "FileWrite",
     "WriteAudit",
     "WriteAuditor",
+    "CommandOutcome",
+    "CommandRunner",
     "WorkspaceCode",
     "WorkspaceError",
 ]
@@ -104,6 +114,50 @@ class WriteAuditor(Protocol):
 
         Called synchronously right before the write, so the verdict describes the
         plan as it was at that moment. Must not raise for an agent it does not know.
+        """
+        ...
+
+
+class CommandOutcome(msgspec.Struct, frozen=True, omit_defaults=True):
+    """How one command run by a :class:`CommandRunner` ended.
+
+    Attributes:
+        exit_code: The command's exit status; ``None`` when it was killed (timeout, interrupt).
+        output: Its stdout and stderr interleaved, capped like the ``bash`` tool's (head and tail kept).
+        output_bytes: The full size of the output.
+        truncated: ``output`` lost its middle to the cap.
+        timed_out: It ran past its timeout and its process group was killed.
+        interrupted: The caller's abort signal fired and its process group was killed.
+    """
+
+    exit_code: int | None
+    output: str
+    output_bytes: int = 0
+    truncated: bool = False
+    timed_out: bool = False
+    interrupted: bool = False
+
+    @property
+    def passed(self) -> bool:
+        """Exit status 0: the command ran to its end and succeeded."""
+        return self.exit_code == 0
+
+
+@runtime_checkable
+class CommandRunner(Protocol):
+    """Runs a command in a workspace under the host's ``bash`` rules (provided by the workspace)."""
+
+    async def run_command(
+        self, root: str, command: str, *, timeout_ms: int, signal: AbortSignal | None = None
+    ) -> CommandOutcome:
+        """Run ``command`` with ``/bin/bash -c`` in the workspace ``root`` and wait for its end.
+
+        Nothing it started is left running when this returns (or is cancelled): the
+        whole process group is killed. A timeout or an abort is an outcome, not an error.
+
+        Raises:
+            WorkspaceError: ``INVALID_ARGUMENT`` (empty command, ``timeout_ms`` above the
+                host's maximum), ``NO_WORKSPACE`` (``root`` is no directory).
         """
         ...
 

@@ -23,6 +23,7 @@ from dsh_team.core.validation import (
     DESCRIPTION_MAX,
     LINE_CONTROLS,
     SUBJECT_MAX,
+    check_list,
     normalize_write_scopes,
     required_text,
 )
@@ -73,6 +74,7 @@ def decide_create(
     description: Any,
     blocked_by: Any = None,
     write_scopes: Any = None,
+    checks: Any = None,
     max_tasks: int,
 ) -> TeamTaskSnapshot:
     """The revision-1 snapshot of a new task. Any member may create.
@@ -96,6 +98,7 @@ def decide_create(
         status="pending",
         blocked_by=() if blocked_by is None else checked_blockers(board, task_id, blocked_by),
         write_scopes=() if write_scopes is None else normalize_write_scopes(write_scopes),
+        checks=() if checks is None else check_list(checks),
     )
     return _checked(board, candidate, None)
 

@@ -81,6 +81,8 @@ class TeamTaskSnapshot(msgspec.Struct, frozen=True, forbid_unknown_fields=True, 
     blocked_by: tuple[NonEmpty, ...]
     write_scopes: tuple[str, ...]
     owner_id: NonEmpty | None = None
+    #: Quality checks completing it must pass (commands or profile check names); absent: none.
+    checks: tuple[NonEmpty, ...] = ()
 
     def __post_init__(self) -> None:
         # Only ids longer than "task-" + 15 digits can leave the safe range.

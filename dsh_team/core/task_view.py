@@ -39,6 +39,7 @@ class TaskView(msgspec.Struct, frozen=True, omit_defaults=True):
         owner_id: The owning member's session id (absent when unowned).
         owner_name: The owner's Team name (``lead`` for the Lead); absent when
             unowned or when the id is not on the roster.
+        checks: The task's quality checks (completing it runs them).
         position: Set on a mutation's result only: the Team log position the view
             reflects (the position of the state it was rendered from).
     """
@@ -55,6 +56,7 @@ class TaskView(msgspec.Struct, frozen=True, omit_defaults=True):
     owner_id: str | None = None
     owner_name: str | None = None
     position: int | None = None
+    checks: tuple[str, ...] = ()
 
 
 def blockers_completed(board: Board, task: TeamTaskSnapshot) -> bool:
@@ -151,6 +153,7 @@ def task_view(state: TeamState, task: TeamTaskSnapshot, position: int | None = N
         owner_id=task.owner_id,
         owner_name=owner_name(state, task.owner_id),
         position=position,
+        checks=task.checks,
     )
 
 

@@ -24,6 +24,9 @@ __all__ = [
     "DESCRIPTION_MAX",
     "required_text",
     "text_list",
+    "check_list",
+    "CHECKS_MAX",
+    "CHECK_CHARS_MAX",
     "normalize_write_scope",
     "normalize_write_scopes",
 ]
@@ -89,6 +92,27 @@ def text_list(value: Any, field: str) -> tuple[str, ...]:
     if not isinstance(value, (list, tuple)) or not all(isinstance(item, str) for item in value):
         raise TeamError(f"{field} must be a list of strings", TeamCode.INVALID_ARGUMENT, field=field)
     return tuple(value)
+
+
+#: Checks one task may carry, and the characters of one.
+CHECKS_MAX: Final = 16
+CHECK_CHARS_MAX: Final = 2000
+
+
+def check_list(value: Any) -> tuple[str, ...]:
+    """A task's quality checks: a list of non-blank commands or check names, bounded in count and length.
+
+    Raises:
+        TeamError: ``TEAM_INVALID_ARGUMENT`` naming ``checks``.
+    """
+    checks = text_list(value, "checks")
+    if len(checks) > CHECKS_MAX or any(not check.strip() or len(check) > CHECK_CHARS_MAX for check in checks):
+        raise TeamError(
+            f"checks must be at most {CHECKS_MAX} non-blank commands of at most {CHECK_CHARS_MAX} characters",
+            TeamCode.INVALID_ARGUMENT,
+            field="checks",
+        )
+    return checks
 
 
 def normalize_write_scope(value: str) -> str:

@@ -4,6 +4,7 @@
 
     dsh team show [--data-dir D] [SESSION_ID] [--json] [--at SEQ]
     dsh team serve [--data-dir D] [SESSION_ID] [--host H] [--port P]   # the browser panel (dsh-team[web])
+    dsh team plan approve|reject NAME [--feedback TEXT]   # a plan decision while no run is live (views/plan_cli.py)
 
 Registered with the host's command line through entry-point group ``dsh.cli``
 (:mod:`host_spec.cli`): the host never imports this package, and this module
@@ -36,6 +37,9 @@ from dsh_team.core.fold import replay
 from dsh_team.cost.ledger import replay_costs
 from dsh_team.cost.report import build_report
 from dsh_team.views.show import build_show, render_json
+from dsh_team.views.controls import build_controls
+from dsh_team.views.plan_cli import register_plan
+from dsh_team.controls.ledger import replay_controls
 from dsh_team.views.writes import collect_writes
 from dsh_team.views.show_text import render_text
 from dsh_team.views.usage import member_usage, uncharged_spend
@@ -74,7 +78,8 @@ def _position(text: str) -> int:
 def register(subparsers: Any, env: CliEnv) -> None:
     """Add ``team show`` to the ``dsh`` parser (the ``dsh.cli`` entry point)."""
     team = subparsers.add_parser("team", help="inspect Agent Teams stored in a data directory",
-                                 description="Inspect Agent Teams stored in a data directory (read-only).")
+                                 description="Inspect Agent Teams stored in a data directory "
+                                             "(read-only, but for a user's plan decision: team plan).")
     commands = team.add_subparsers(dest="team_command", required=True, metavar="COMMAND")
     show = commands.add_parser(
         "show", help="roster, task board and pending mail of a Team",
@@ -98,6 +103,7 @@ def register(subparsers: Any, env: CliEnv) -> None:
     serve.add_argument("session_id", nargs="?", default=None,
                        help="Lead (or teammate) session id (default: the most recent root session)")
     serve.set_defaults(**{HANDLER_KEY: lambda args: serve_command(args, env)})
+    register_plan(commands, env)
 
 
 def lead_of(reader: SessionReader, session_id: str) -> str:
@@ -160,7 +166,8 @@ def show_command(args: argparse.Namespace, env: CliEnv) -> int:
     ids = [team_id, *(member.id for member in state.members.listed())]
     ledger = replay_costs(stored.events[:at], team_id)
     costs = build_report(state, ledger, uncharged_spend(reader, ids, ledger) if until is None else None)
+    controls = build_controls(replay_controls(stored.events[:at], team_id))
     show = build_show(state, session_id=asked, log_length=length, at=at, damage=damage, writes=writes,
-                      usage=member_usage(reader, ids, until=until), costs=costs)
+                      usage=member_usage(reader, ids, until=until), costs=costs, controls=controls)
     print(render_json(show) if args.json else render_text(show))
     return EXIT_FAILED if show.failure is not None else EXIT_OK

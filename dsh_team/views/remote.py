@@ -35,7 +35,7 @@ CONFLICT: Final = "team-task-conflict"
 REJECTED: Final = "team-rejected"
 UNCONFIRMED: Final = "team-persistence-unconfirmed"
 
-_CREATE_KEYS: Final = frozenset({"subject", "description", "blocked_by", "write_scopes"})
+_CREATE_KEYS: Final = frozenset({"subject", "description", "blocked_by", "write_scopes", "checks"})
 _UPDATE_KEYS: Final = frozenset(
     {"task_id", "expected_revision", "action", "subject", "description", "blocked_by", "write_scopes", "owner"}
 )

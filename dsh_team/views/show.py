@@ -28,6 +28,7 @@ from dsh_team.core.snapshots import MemberPhase, TaskStatus
 from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import LEAD_NAME, list_views, owner_name
 from dsh_team.cost.report import CostReport
+from dsh_team.views.controls import ControlsReport
 from dsh_team.views.show_messages import ShowMessage, ShowMessageStatus, pending_messages, recent_messages
 from dsh_team.views.writes import ShowWrite
 from dsh_team.views.usage import MemberUsage
@@ -161,6 +162,8 @@ class TeamShow(msgspec.Struct, frozen=True):
         costs: Spend per member and per task and the budgets reached, from the
             Lead log's charges (:mod:`dsh_team.cost.report`).
         quiescence: The latest quiescence record, ``null`` when the Team was never quiet.
+        controls: Every quality-gate run and plan approval (:mod:`dsh_team.views.controls`),
+            ``null`` when the Team had none.
     """
 
     version: int
@@ -179,6 +182,7 @@ class TeamShow(msgspec.Struct, frozen=True):
     messages: tuple[ShowMessageStatus, ...] = ()
     costs: CostReport | None = None
     quiescence: ShowQuiescence | None = None
+    controls: ControlsReport | None = None
 
 
 def show_quiescence(state: TeamState) -> ShowQuiescence | None:
@@ -223,6 +227,7 @@ def build_show(
     writes: tuple[ShowWrite, ...] = (),
     usage: Mapping[str, MemberUsage] | None = None,
     costs: CostReport | None = None,
+    controls: ControlsReport | None = None,
 ) -> TeamShow:
     """The view of ``state`` (the Lead log folded up to ``at``).
 
@@ -236,6 +241,7 @@ def build_show(
         writes: The members' audited writes (:func:`~dsh_team.views.writes.collect_writes`).
         usage: Member id -> usage folded from its own log (missing ids show ``null``).
         costs: The cost section (:func:`~dsh_team.cost.report.build_report`).
+        controls: The controls section (:func:`~dsh_team.views.controls.build_controls`).
     """
     spent = usage or {}
     mail = state.mail
@@ -274,6 +280,7 @@ def build_show(
         members=tuple(members), tasks=tasks, pending_mail=pending, writes=writes, messages=recent_messages(state),
         costs=costs,
         quiescence=show_quiescence(state),
+        controls=controls,
     )
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from dsh_team.cost.report import CostReport
+from dsh_team.views.controls import render_controls
 from dsh_team.views.show import ShowMember, TeamShow
 
 __all__ = ["render_text"]
@@ -174,4 +175,6 @@ def render_text(show: TeamShow) -> str:
     ]
     if show.costs is not None:
         blocks.append(_costs(show, show.costs))
+    if show.controls is not None:
+        blocks.append(render_controls(show.controls))
     return "\n\n".join("\n".join(block) for block in blocks)

@@ -13,7 +13,8 @@ at that time). A stream that breaks the fold stops there with one
 Read receipts become links: for each ``team/message/read`` record, the send's
 span gets a link to the target's turn whose model step first completed with the
 message in its context (found in the target's own log by the rule read receipts
-are decided by), and that turn gets the ``team.message.read`` event.
+are decided by), and that turn gets the ``team.message.read`` event. Gate runs
+and plan steps are added by :mod:`dsh_team.views.trace_controls`.
 
 Members' session spans are labelled with their Team name and role. Message
 text, task subjects and descriptions, member descriptions and provisioning
@@ -40,6 +41,7 @@ from dsh_team.core.records import (
 from dsh_team.core.state import TeamState, initial_state
 from dsh_team.core.upcast import decode_older
 from dsh_team.mail.framing import recorded_team_message
+from dsh_team.views.trace_controls import contribute_controls
 
 __all__ = ["LEAD_NAME", "contribute"]
 
@@ -53,6 +55,7 @@ def contribute(trace: TraceContext) -> None:
         records = [event for event in trace.own_events(session_id) if event.type in TEAM_EVENT_TYPES]
         if records:
             _TeamTrace(trace, session_id).add(records)
+        contribute_controls(trace, session_id)
 
 
 def _record(event: Event) -> TeamRecord:

@@ -181,6 +181,8 @@ def build_app(feed: Feed, token: str, steering: Steering | None = None) -> Starl
         Route("/api/tasks/{task_id}", steer(lambda s, r, b: s.update_task(r.path_params["task_id"], b)),
               methods=["POST"]),
         Route("/api/mode", steer(lambda s, r, b: s.set_enabled(b)), methods=["POST"]),
+        Route("/api/plans/{member}", steer(lambda s, r, b: s.decide_plan(r.path_params["member"], b)),
+              methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC_DIR)),
     ]
     app = Starlette(routes=routes)

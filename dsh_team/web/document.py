@@ -37,7 +37,9 @@ from dsh_team.core.fold import evolve
 from dsh_team.core.state import TeamState, initial_state
 from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_QUEUED, TEAM_MESSAGE_READ
 from dsh_team.cost.ledger import CostLedger, fold_cost
+from dsh_team.controls.ledger import ControlsState, fold_controls
 from dsh_team.cost.report import build_report
+from dsh_team.views.controls import build_controls
 from dsh_team.views.show import ShowTask, build_show, offline_status
 from dsh_team.views.show_messages import pending_messages
 from dsh_team.views.usage import MemberUsage
@@ -118,6 +120,7 @@ class PanelFold:
         self.dropped = 0  # seq of the newest entry let go (0: none)
         self.queued_at: dict[str, int] = {}  # pending message id -> time of its queued record
         self.ledger = CostLedger(team_id)
+        self.controls = ControlsState(team_id)
 
     def advance(self, events: Sequence[Event], upto: int) -> Change:
         """Fold ``events[seq:upto]``; says whether the roster/board/mode changed, only the mailbox, or nothing.
@@ -129,10 +132,14 @@ class PanelFold:
         change: Change = "none"
         state = self.state
         ledger = self.ledger
+        controls = self.controls
         for event in events[self.seq : upto]:
             charged = fold_cost(ledger, event)
             if charged is not ledger:
                 ledger, change = charged, "team"
+            gated = fold_controls(controls, event)
+            if gated is not controls:
+                controls, change = gated, "team"
             after = evolve(state, event)
             entry = timeline_entry(state, after, event)
             if entry is not None:
@@ -150,6 +157,7 @@ class PanelFold:
         self.seq = max(self.seq, upto)
         self.state = state
         self.ledger = ledger
+        self.controls = controls
         timeline = self.timeline
         if len(timeline) > 2 * TIMELINE_KEPT:  # trimmed in batches: amortised O(1) per entry
             self.dropped = timeline[-TIMELINE_KEPT - 1].seq
@@ -209,7 +217,8 @@ def document(
         usage: Token usage by member id (``members[].usage``).
     """
     show = build_show(fold.state, session_id=fold.team_id, log_length=log_length, at=fold.seq, damage=damage,
-                      writes=writes, usage=usage, costs=build_report(fold.state, fold.ledger))
+                      writes=writes, usage=usage, costs=build_report(fold.state, fold.ledger),
+                      controls=build_controls(fold.controls))
     doc: dict[str, Any] = _to_builtins(show)
     if live is not None:
         doc["offline"] = False

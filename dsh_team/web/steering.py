@@ -109,3 +109,22 @@ class Steering:
         except TeamError as error:
             return _rejection(error)
         return {"ok": True, "value": {"enabled": enabled}}
+
+    async def decide_plan(self, member: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Approve or reject ``member``'s submitted plan as the user (through the Lead's credential).
+
+        ``body``: ``{"plan": "approve" | "reject", "feedback": "..."}``. The teammate is
+        told by Team mail from the Lead, exactly as when the Lead decides.
+        """
+        try:
+            body.pop(ACTING_KEY, None)  # the user decides through the Lead, whoever the page acts as
+            agent, service = self.caller({}), self._service()
+            plan, feedback = body.pop("plan", None), body.pop("feedback", "")
+            if body:
+                raise TeamError(f"unknown request fields: {', '.join(sorted(body))}", TeamCode.INVALID_ARGUMENT)
+            if plan not in ("approve", "reject"):
+                raise TeamError("plan must be approve or reject", TeamCode.INVALID_ARGUMENT)
+            sent = await service.plan_step(agent, plan=plan, target=member, text=feedback, by="user")
+        except TeamError as error:
+            return _rejection(error)
+        return {"ok": True, "value": {"member": member, "plan": plan, "message_id": sent.message_id}}

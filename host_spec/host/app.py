@@ -98,7 +98,7 @@ class Host(HostRuns):
         self.plugins = plugins if plugins is not None else PluginManager()
         self.plugins.host = self
         self.sessions = SessionStore(store, self)
-        self.tools = ToolRegistry()
+        self.tools = ToolRegistry(pre_call=self._tool_pre_call)
         self.prompts = PromptRegistry()
         self.agents = AgentRegistry(AgentRuntime(self.sessions, self.tools, self.prompts, self.models, hooks=self))
         self.continuations: Any = ContinuationManager(self)
@@ -268,6 +268,10 @@ class Host(HostRuns):
 
     def admit_step(self, agent: Any, turn: int, step: int) -> None:
         self.plugins.veto("dsh_agent_pre_step", host=self, agent=agent, turn=turn, step=step)
+
+    def _tool_pre_call(self, agent: Any, tool: str) -> None:
+        if agent is not None:
+            self.plugins.veto("dsh_tool_pre_call", host=self, agent=agent, tool=tool)
 
     def disposed(self, agent: Any) -> None:
         self.plugins.notify("dsh_agent_disposed", host=self, agent=agent)

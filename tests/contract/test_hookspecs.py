@@ -28,6 +28,7 @@ EXPECTED = {
     "dsh_agent_turn_end",
     "dsh_context_brief",
     "dsh_agent_pre_step",
+    "dsh_tool_pre_call",
 }
 
 
@@ -97,7 +98,8 @@ class TestHookspecDocs:
 
     def test_observer_hooks_say_no(self) -> None:
         """Every other hook documents that it may not veto."""
-        vetoes = {"dsh_plugin_loaded", "dsh_session_created", "dsh_pre_append", "dsh_agent_created", "dsh_agent_pre_step"}
+        vetoes = {"dsh_plugin_loaded", "dsh_session_created", "dsh_pre_append", "dsh_agent_created", "dsh_agent_pre_step",
+                  "dsh_tool_pre_call"}
         for name in EXPECTED - vetoes:
             assert "May veto: no" in (inspect.getdoc(getattr(hookspecs, name)) or ""), name
 

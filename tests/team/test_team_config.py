@@ -88,3 +88,40 @@ class TestRawTable:
         config = TeamConfig()
         with pytest.raises(AttributeError):
             config.max_tasks = 3  # type: ignore[misc]
+
+
+class TestControls:
+    def test_defaults_run_no_gate_and_gate_no_teammate(self) -> None:
+        config = TeamConfig()
+        assert (config.checks, config.gates.on_complete, config.plan_approval) == ({}, (), False)
+        assert (config.gates.timeout_ms, config.gates.tail_chars) == (120_000, 2000)
+
+    def test_tables_are_structured(self) -> None:
+        from dsh_team.config import GatesConfig
+
+        config = TeamConfig.from_mapping(
+            {"checks": {"test": "make test"}, "gates": {"on_complete": ["test"], "timeout_ms": 5}, "plan_approval": True}
+        )
+        assert config.checks == {"test": "make test"} and config.gates == GatesConfig(on_complete=("test",), timeout_ms=5)
+        assert TeamConfig(gates=config.gates).gates is config.gates
+
+    @pytest.mark.parametrize(
+        ("raw", "path"),
+        [
+            ({"gates": 3}, "gates"),
+            ({"gates": {"later": []}}, "gates.later"),
+            ({"gates": {"on_complete": "make"}}, "gates.on_complete"),
+            ({"gates": {"on_complete": [""]}}, "gates.on_complete"),
+            ({"gates": {"on_complete": [1]}}, "gates.on_complete"),
+            ({"gates": {"timeout_ms": 0}}, "gates.timeout_ms"),
+            ({"gates": {"tail_chars": True}}, "gates.tail_chars"),
+            ({"checks": ["make"]}, "checks"),
+            ({"checks": {"unit": ""}}, "checks.unit"),
+            ({"checks": {"unit": 1}}, "checks.unit"),
+            ({"plan_approval": "yes"}, "plan_approval"),
+        ],
+    )
+    def test_a_bad_value_names_its_path(self, raw: dict[str, object], path: str) -> None:
+        with pytest.raises(TeamConfigError) as caught:
+            TeamConfig.from_mapping(raw)
+        assert caught.value.path == path and caught.value.code == "TEAM_INVALID_CONFIG"

@@ -28,6 +28,9 @@ class TestCodes:
             "TEAM_MODE_DISABLED",
             "TEAM_STREAM_FAILED",
             "TEAM_STORAGE_NOT_DURABLE",
+            "TEAM_TASK_CHECK_FAILED",
+            "TEAM_PLAN_NOT_APPROVED",
+            "TEAM_PLAN_INVALID",
         }
 
     def test_team_error_carries_code_and_details(self) -> None:

@@ -65,6 +65,10 @@ class FakeService:
         self.calls.append(("send_message", caller, kwargs))
         return SimpleNamespace(message_id="team-message-1", status="accepted")
 
+    async def plan_step(self, caller: Any, **kwargs: Any) -> Any:
+        self.calls.append(("plan_step", caller, kwargs))
+        return SimpleNamespace(message_id="team-message-2", status="queued", position=7)
+
     def interrupt(self, caller: Any, target: str) -> Any:
         self.calls.append(("interrupt", caller, {"target": target}))
         return SimpleNamespace(previous_status="running")

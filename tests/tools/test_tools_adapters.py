@@ -122,6 +122,12 @@ class TestSpawnTeammate:
         assert isinstance(result, s.SpawnTeammateResult)
         assert result.member.target == "reviewer"
 
+    async def test_plan_approval_is_forwarded_only_when_sent(self, service: FakeService, lead: StubAgent) -> None:
+        await call(service, lead, "spawn_teammate",
+                   s.SpawnTeammateArgs(name="a", description="d", prompt="p", plan_approval=True))
+        await call(service, lead, "spawn_teammate", s.SpawnTeammateArgs(name="b", description="d", prompt="p"))
+        assert service.calls[0][2]["plan_approval"] is True and "plan_approval" not in service.calls[1][2]
+
     async def test_fork_uses_the_fork_provider(self, service: FakeService, lead: StubAgent) -> None:
         """context fork selects the configured fork provider."""
         config = ToolsConfig(fresh_provider="team-fresh", fork_provider="team-fork")
@@ -140,6 +146,15 @@ class TestMessagingAndRoster:
         assert kwargs["target"] == "reviewer" and kwargs["signal"] is signal
         assert kwargs["content"] == [{"type": "text", "text": "hi"}]
         assert compact_json(result) == '{"message_id":"team-message-1","status":"accepted"}'
+
+    async def test_send_message_with_a_plan_is_a_plan_step(self, service: FakeService, lead: StubAgent) -> None:
+        """plan=submit/approve/reject goes to plan_step with the message as its text; the notice's send result comes back."""
+        signal = AbortSignal()
+        result = await call(service, lead, "send_message",
+                            s.SendMessageArgs(target="builder", message="ok", plan="approve"), signal=signal)
+        assert service.calls == [("plan_step", lead, {"plan": "approve", "target": "builder", "text": "ok",
+                                                      "signal": signal})]
+        assert compact_json(result) == '{"message_id":"team-message-2","status":"queued","position":7}'
 
     async def test_list_agents_maps_every_row(self, service: FakeService, lead: StubAgent) -> None:
         """list_agents returns the roster rows in service order, Lead first."""
@@ -240,11 +255,14 @@ class TestTaskTools:
         """Only the fields the model sent reach update_task; an omitted owner means unassign."""
         row = await call(service, lead, "team_task_update",
                    s.TeamTaskUpdateArgs(task_id="task-1", expected_revision=2, action="reassign"))
-        assert service.calls[0][2] == {"task_id": "task-1", "expected_revision": 2, "action": "reassign"}
+        sent = service.calls[0][2]
+        assert isinstance(sent.pop("signal"), AbortSignal)  # the call's own signal: an interrupt stops its checks
+        assert sent == {"task_id": "task-1", "expected_revision": 2, "action": "reassign"}
         assert row.revision == 3
         await call(service, lead, "team_task_update",
              s.TeamTaskUpdateArgs(task_id="task-1", expected_revision=3, action="edit", subject="x",
                                   description="y", blocked_by=["task-2"], write_scopes=["src"], owner="reviewer"))
+        assert service.calls[1][2].pop("signal") is not None
         assert service.calls[1][2] == {"task_id": "task-1", "expected_revision": 3, "action": "edit", "subject": "x",
                                        "description": "y", "blocked_by": ["task-2"], "write_scopes": ["src"],
                                        "owner": "reviewer"}

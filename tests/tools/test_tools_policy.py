@@ -51,4 +51,4 @@ class TestPolicy:
 
     def test_compact(self) -> None:
         """The section stays small: every byte is paid on every model step."""
-        assert len(POLICY_TEXT.encode()) <= 2000
+        assert len(POLICY_TEXT.encode()) <= 2300  # the whole surface is bounded by M1 (6500)

@@ -224,3 +224,24 @@ def test_the_mode_toggle_is_root_only_and_checked(api: tuple[TestClient, Team]) 
     assert client.post("/api/mode", json={"enabled": False}, headers=POST).json() == {"ok": True, "value": {"enabled": False}}
     assert team.service.is_enabled(team.lead) is False
     assert client.get("/api/team", headers=AUTH).json()["enabled"] is False
+
+
+def test_a_plan_decision_from_the_page_is_checked(api: tuple[TestClient, Team]) -> None:
+    """Bad requests and a decision without a submitted plan come back as rejections; nothing is recorded."""
+    client, team = api
+    for body, reason in (
+        ({"plan": "maybe"}, "TEAM_INVALID_ARGUMENT"),
+        ({"plan": "approve", "x": 1}, "TEAM_INVALID_ARGUMENT"),
+        ({"plan": "approve", "as": "builder"}, "TEAM_PLAN_INVALID"),  # the builder was spawned without plan approval
+    ):
+        result = client.post("/api/plans/builder", json=body, headers=POST).json()
+        assert result["ok"] is False and result["error"]["reason"] == reason, result
+    assert not team.service.controls_state(team.lead).plans
+
+
+def test_a_gated_task_can_be_created_from_the_page(api: tuple[TestClient, Team]) -> None:
+    client, team = api
+    created = client.post("/api/tasks", json={"subject": "s", "description": "d", "checks": ["make test"]},
+                          headers=POST).json()
+    assert created["ok"] is True and created["value"]["checks"] == ["make test"]
+    assert team.service.get_task(team.lead, created["value"]["id"]).checks == ("make test",)

@@ -284,3 +284,63 @@ def test_the_roster_counts_unread_mail_and_the_timeline_marks_each_send_with_its
     _until(page, "() => document.querySelector('#timeline [data-message-status]').dataset.messageStatus === 'read'")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "team-panel-unread.png"), full_page=True)
+
+
+CONTROLS_SCRIPT: dict[str, Any] = {
+    "lead": [
+        {"text": "A gated task and a planner.", "tool_calls": [
+            {"name": "team_task_create", "arguments": {"subject": "Write p", "description": "Create src/p.py.",
+                                                       "checks": ["test -f src/p.py || { echo 'src/p.py is missing'; exit 4; }"]}},
+            {"name": "spawn_teammate", "arguments": {"name": "planner", "description": "Plans, then writes",
+                                                     "prompt": "Plan task-1, then do it.", "plan_approval": True}},
+        ]},
+        {"text": "Waiting for the planner."},
+    ],
+    "planner": [
+        {"text": "My plan.", "tool_calls": [
+            {"name": "send_message", "arguments": {"target": "lead", "plan": "submit", "message": "write src/p.py"}}]},
+        {"when": "Your plan was rejected", "text": "Revised.", "tool_calls": [
+            {"name": "send_message", "arguments": {"target": "lead", "plan": "submit",
+                                                   "message": "write src/p.py, then run its check"}}]},
+        {"when": "Your plan is approved", "text": "Claiming and completing too early.", "tool_calls": [
+            {"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 1, "action": "claim"}},
+            {"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 2, "action": "complete"}},
+        ]},
+        {"when": "stays in_progress", "text": "Writing it, completing again.", "tool_calls": [
+            {"name": "write_file", "arguments": {"path": "src/p.py", "content": "P = 1\n"}},
+            {"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 2, "action": "complete"}},
+        ]},
+    ],
+}  # fmt: skip
+
+
+def test_the_user_rejects_then_approves_a_plan_and_the_checks_show_a_failure_then_a_pass(
+    tmp_path: Path, page: Any
+) -> None:
+    """The controls card: a submitted plan gets Approve/Reject; the user's decisions reach the teammate by Team mail."""
+    thread = LoopThread()
+    team = thread.call(open_team(tmp_path / "data", script=CONTROLS_SCRIPT))
+    try:
+        _open(page, team)
+        page.wait_for_selector('[data-plan="planner"][data-status="submitted"] [data-decide="reject"]', timeout=WAIT_MS)
+        assert page.inner_text('[data-plan="planner"] .plan-text') == "write src/p.py"
+        page.fill("#plan-feedback", "say how you will check it")
+        page.click('[data-plan="planner"] [data-decide="reject"]')
+        _until(page, "() => document.querySelector('#plan-result').textContent.includes('rejected; planner is told')")
+        page.wait_for_selector('[data-plan="planner"][data-status="submitted"]:has-text("round 2")', timeout=WAIT_MS)
+        assert "say how you will check it" in page.inner_text('[data-plan="planner"]')
+        page.click('[data-plan="planner"] [data-decide="approve"]')
+        page.wait_for_selector('[data-plan="planner"][data-status="approved"]', timeout=WAIT_MS)
+        assert page.locator('[data-plan="planner"] [data-decide]').count() == 0  # decided: no buttons
+        page.wait_for_selector('#checks tr[data-outcome="passed"]', timeout=WAIT_MS)
+        outcomes = page.eval_on_selector_all("#checks tbody tr", "rows => rows.map(r => r.dataset.outcome)")
+        assert outcomes == ["failed", "passed"]
+        assert "exited 4: src/p.py is missing" in page.inner_text('#checks tr[data-outcome="failed"]')
+        page.wait_for_selector('[data-task="task-1"][data-status="completed"]', timeout=WAIT_MS)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "controls-card.png"), full_page=True)
+    finally:
+        thread.call(team.host.close())
+        thread.stop()
+    plan = team.service.controls.state(team.lead.session).plan("planner")
+    assert (plan.status, plan.by, plan.rounds) == ("approved", "user", 2)

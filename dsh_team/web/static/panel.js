@@ -92,6 +92,7 @@ function render() {
   renderQuiescence(doc);
   renderWrites(doc);
   renderCosts(doc);
+  renderControls(doc);
   renderTimeline(doc);
 }
 
@@ -127,6 +128,39 @@ function renderQuiescence(doc) {
     ...quiet.failed.map((name) => `failed member: ${name}`),
   ];
   $("quiet-stalled").replaceChildren(...(rows.length ? rows : ["nothing stalled"]).map((text) => el("li", { "data-stalled": "" }, text)));
+}
+
+function renderControls(doc) {
+  const controls = doc.controls;
+  $("controls-card").hidden = !controls;
+  if (!controls) return;
+  const steerable = doc.live && !doc.read_only && panel.at === null;
+  $("plans").tBodies[0].replaceChildren(...controls.plans.map((p) => el("tr", { "data-plan": p.member, "data-status": p.status },
+    el("td", {}, p.member), el("td", { class: "plan-text" }, p.plan || "—"),
+    el("td", {}, `${p.status}${p.rounds > 1 ? ` (round ${p.rounds})` : ""}`), el("td", {}, p.feedback || "—"),
+    el("td", {}, ...(steerable && p.status === "submitted" ? [
+      el("button", { type: "button", class: "small", "data-decide": "approve", onclick: () => decidePlan(p.member, "approve") }, "Approve"),
+      el("button", { type: "button", class: "small", "data-decide": "reject", onclick: () => decidePlan(p.member, "reject") }, "Reject"),
+    ] : [])))));
+  $("checks").tBodies[0].replaceChildren(...controls.runs.map((r) => el("tr", { "data-run": r.run_id, "data-outcome": r.outcome },
+    el("td", { class: "mono" }, `${r.task_id}@${r.revision}`), el("td", {}, r.member),
+    el("td", { class: "mono" }, r.checks.join("; ")),
+    el("td", { class: r.outcome === "failed" ? "error" : "" }, r.outcome + (r.rerun ? " (re-run after a restart)" : "")),
+    el("td", { class: "mono tail" }, r.failed_check ? `${r.failed_check} exited ${r.exit_code}: ${(r.tail || "").trim().split("\n").pop()}` : ""))));
+  $("controls-failure").hidden = !controls.failure;
+  $("controls-failure").textContent = controls.failure ? `controls fold failed: ${controls.failure}` : "";
+}
+
+async function decidePlan(member, plan) {
+  const box = $("plan-result");
+  try {
+    const result = await api(`/api/plans/${encodeURIComponent(member)}`, { plan, feedback: $("plan-feedback").value });
+    if (result.ok) { show(box, "ok", `plan of ${member}: ${plan === "approve" ? "approved" : "rejected"}; ${member} is told`); $("plan-feedback").value = ""; }
+    else show(box, "rejected", `Rejected (${result.error.reason || result.error.code}): ${result.error.message}`);
+  } catch (error) {
+    // Not retried: the decision may have been recorded. The table shows the truth.
+    show(box, "transport", `Transport failure (${error.code}): check the plan's status before deciding again.`);
+  }
 }
 
 function renderWrites(doc) {

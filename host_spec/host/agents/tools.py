@@ -10,7 +10,7 @@ touching anyone else.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -88,9 +88,15 @@ class ToolRegistry:
 
     A scope layer shadows a same-named global tool for that scope's agent only.
     Empty scope layers are reclaimed, so disposed agents leave nothing behind.
+
+    Attributes:
+        pre_call: Asked ``(agent, tool name)`` after the arguments decoded and before
+            the body runs (the host's ``dsh_tool_pre_call`` veto); a ``DshError`` it
+            raises becomes the call's error result and the tool does not run.
     """
 
     _layers: Layers[_Entry] = attrs.field(factory=lambda: Layers("tool", "tool"), init=False)
+    pre_call: Callable[[Agent | None, str], None] | None = None
 
     def register(self, spec: ToolSpec, *, scope: Scope | None = None) -> Handle:
         """Register ``spec`` globally or into ``scope`` (the handle is also added to the scope).
@@ -147,6 +153,8 @@ class ToolRegistry:
         cause = Cause(agent_id=agent.id if agent is not None else None, call_id=call_id, tool=name)
         try:
             with cause_scope(cause):
+                if self.pre_call is not None:
+                    self.pre_call(agent, name)
                 value = await spec.execute(args, call)
         except DshError as exc:
             return error_result(call_id, name, exc.code, exc.message, turn=turn, step=step)

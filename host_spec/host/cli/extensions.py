@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,8 @@ from host_spec.events import SessionHeader
 from host_spec.host.store.jsonl_format import parse_header, parse_log
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.host.store.selection import STORE_ENV, chosen_store, open_backend
+from host_spec.host.store.session import NullObserver
+from host_spec.host.store.sessions import SessionStore
 
 __all__ = ["StoreReader", "CliEnvironment", "discover_extensions", "register_extensions"]
 
@@ -142,6 +144,17 @@ class CliEnvironment:
 
             return BackendReader(open_backend(url))
         return StoreReader(JsonlStore(self.check_data_dir(Path(data_dir), create=False)))
+
+    async def append_events(self, data_dir: Path, session_id: str, events: Sequence[tuple[str, Any]]) -> int:
+        sessions = SessionStore(JsonlStore(self.check_data_dir(Path(data_dir), create=False)), NullObserver())
+        session = sessions.resume(session_id)
+        try:
+            for event_type, payload in events:
+                session.append(event_type, payload)
+            await session.flush()
+            return int(session.last_seq)
+        finally:
+            await sessions.dispose(session)
 
 
 def discover_extensions(group: str = CLI_ENTRY_POINT_GROUP, *, what: str = "CLI extension") -> list[Extension]:

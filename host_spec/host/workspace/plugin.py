@@ -9,7 +9,9 @@ has no workspace and is offered none of these tools.
 The tools are registered once, globally, and look up everything per call
 (workspace, ledger, write auditor). Each host gets its own :class:`Tools` (its
 ledgers and locks), registered with that host's hooks, so the module keeps no
-state and one import serves any number of hosts.
+state and one import serves any number of hosts. Its shell is also provided as
+the contract's :class:`~host_spec.workspace.CommandRunner`, so a plugin's
+commands (a task's quality checks) run under the ``bash`` tool's rules.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import structlog
 
 from host_spec import hookimpl
 from host_spec.records import ToolSpec
+from host_spec.workspace import CommandRunner
 
 from host_spec.host.workspace.config import WorkspaceConfig, load_config
 from host_spec.host.workspace.files import FileTools
@@ -107,3 +110,4 @@ def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
     for spec in tools.specs():
         ctx.own(host.tools.register(spec))
     ctx.register(tools)
+    ctx.provide(CommandRunner, tools.shell)  # checks a coordination plugin runs follow the bash rules

@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 from msgspec import UnsetType
 
-from host_spec.workspace import WorkspaceCode, WorkspaceError
+from host_spec.workspace import CommandOutcome, WorkspaceCode, WorkspaceError
 
 from host_spec.host.workspace.config import WorkspaceConfig
 from host_spec.host.workspace.files import workspace_of
 from host_spec.host.workspace.schemas import BashArgs, BashResult
 
 if TYPE_CHECKING:
-    from host_spec.records import ToolCall
+    from host_spec.records import AbortSignal, ToolCall
 
 __all__ = ["ShellTool", "Capture", "clean_environment", "kill_group"]
 
@@ -160,20 +160,44 @@ class _Child:
 
 @attrs.define(eq=False)
 class ShellTool:
+    """The ``bash`` tool, and the workspace's :class:`~host_spec.workspace.CommandRunner` (same rules)."""
+
     config: WorkspaceConfig
     #: Process group ids of commands running now (tests check they are gone afterwards).
     running: set[int] = attrs.Factory(set)
 
-    async def run(self, args: BashArgs, call: ToolCall) -> BashResult:
-        workspace = workspace_of(call.agent)
-        timeout_ms = self.config.bash_timeout_ms if isinstance(args.timeout_ms, UnsetType) else args.timeout_ms
+    def _timeout(self, timeout_ms: int) -> int:
         if timeout_ms > self.config.bash_max_timeout_ms:
             raise WorkspaceError(f"timeout_ms {timeout_ms} exceeds the maximum {self.config.bash_max_timeout_ms}",
                                  code=WorkspaceCode.INVALID_ARGUMENT)
-        if not args.command.strip():
+        return timeout_ms
+
+    async def run(self, args: BashArgs, call: ToolCall) -> BashResult:
+        workspace = workspace_of(call.agent)
+        timeout_ms = self.config.bash_timeout_ms if isinstance(args.timeout_ms, UnsetType) else args.timeout_ms
+        outcome = await self.run_command(str(workspace.root), args.command, timeout_ms=timeout_ms, signal=call.signal)
+        if outcome.interrupted:
+            raise WorkspaceError(f"command interrupted; output so far:\n{outcome.output}",
+                                 code=WorkspaceCode.BASH_INTERRUPTED)
+        if outcome.timed_out:
+            raise WorkspaceError(
+                f"command timed out after {timeout_ms} ms and was killed; output so far:\n{outcome.output}",
+                code=WorkspaceCode.BASH_TIMEOUT)
+        assert outcome.exit_code is not None
+        return BashResult(exit_code=outcome.exit_code, output=outcome.output, output_bytes=outcome.output_bytes,
+                          truncated=outcome.truncated)
+
+    async def run_command(
+        self, root: str, command: str, *, timeout_ms: int, signal: AbortSignal | None = None
+    ) -> CommandOutcome:
+        """Run ``command`` in ``root``: its own process group, bounded in time and output (see the module)."""
+        self._timeout(timeout_ms)
+        if not command.strip():
             raise WorkspaceError("command must not be empty", code=WorkspaceCode.INVALID_ARGUMENT)
+        if not os.path.isdir(root):
+            raise WorkspaceError(f"workspace {root} is not a directory", code=WorkspaceCode.NO_WORKSPACE)
         process = subprocess.Popen(
-            ["/bin/bash", "-c", args.command], cwd=workspace.root, env=clean_environment(os.environ),
+            ["/bin/bash", "-c", command], cwd=root, env=clean_environment(os.environ),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
         )
         pgid = process.pid  # a new session: the group id is bash's pid
@@ -181,7 +205,7 @@ class ShellTool:
         capture = Capture(self.config.bash_output_bytes)
         child = _Child(process, capture)
         interrupted = asyncio.Event()
-        remove = call.signal.on_abort(lambda reason: interrupted.set())
+        remove = signal.on_abort(lambda reason: interrupted.set()) if signal is not None else (lambda: None)
         stopper = asyncio.ensure_future(interrupted.wait())
         try:
             waits: set[asyncio.Future[Any]] = {child.exited, stopper}
@@ -195,9 +219,7 @@ class ShellTool:
             self.running.discard(pgid)
         output = capture.text()
         if not finished:
-            if interrupted.is_set():
-                raise WorkspaceError(f"command interrupted; output so far:\n{output}",
-                                     code=WorkspaceCode.BASH_INTERRUPTED)
-            raise WorkspaceError(f"command timed out after {timeout_ms} ms and was killed; output so far:\n{output}",
-                                 code=WorkspaceCode.BASH_TIMEOUT)
-        return BashResult(exit_code=code, output=output, output_bytes=capture.total, truncated=capture.truncated)
+            stopped = interrupted.is_set()
+            return CommandOutcome(exit_code=None, output=output, output_bytes=capture.total,
+                                  truncated=capture.truncated, timed_out=not stopped, interrupted=stopped)
+        return CommandOutcome(exit_code=code, output=output, output_bytes=capture.total, truncated=capture.truncated)
