@@ -80,6 +80,10 @@ class TeamServiceAPI(Protocol):
         """Queue a peer message durably and try to deliver it."""
         ...
 
+    async def send_from_user(self, lead: Agent, target: Any, text: Any) -> SendResult:
+        """Queue the user's message to a teammate (or ``lead``); ``lead`` is the Lead's live agent."""
+        ...
+
     def interrupt(self, caller: Agent, target: Any) -> InterruptResult:
         """Cancel an active teammate's current turn, keeping its inbox (Lead only)."""
         ...

@@ -25,6 +25,7 @@ import structlog
 from host_spec.events import EventType
 
 from dsh_team.mail.dispatch import Dispatcher
+from dsh_team.mail.notices import FailureNotices
 from dsh_team.mail.send import MessageSender
 from dsh_team.roster.provisioning import Provisioner
 from dsh_team.roster.reconcile import reconcile
@@ -81,6 +82,7 @@ class Coordination:
         self.dispatcher = Dispatcher(host, journals, members, lifecycle, self.messages)
         self.sender = MessageSender(config, journals, members, lifecycle, self.dispatcher)
         self.receipts = ReadReceipts(host, journals, members, lifecycle, self.dispatcher)
+        self.notices = FailureNotices(host, journals, members, lifecycle, self.sender)
 
     # ------------------------------------------------------------ host feed
 

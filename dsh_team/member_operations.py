@@ -1,6 +1,6 @@
 """The roster and mailbox operations of the Team service, and what its members spent.
 
-``list_members``, ``spawn_teammate``, ``send_message`` and ``interrupt`` are
+``list_members``, ``spawn_teammate``, ``send_message``, ``send_from_user`` and ``interrupt`` are
 carried out by the rooms :class:`dsh_team.coordination.Coordination` wires (the
 roster, the provisioner, the sender); the service hands them the exact live
 caller, after the Team budget had its say on a spawn. ``member_costs`` reads
@@ -13,6 +13,10 @@ holds no state of its own and works on the service's rooms and membership.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+
+from host_spec.messages import text_block
+
+from dsh_team.errors import TeamCode, TeamError
 
 if TYPE_CHECKING:
     from host_spec.protocols import Agent
@@ -80,6 +84,24 @@ class MemberOperations:
     ) -> SendResult:
         """Queue a peer message durably and try to deliver it; see :mod:`dsh_team.mail.send`."""
         return await self.coordination.sender.send(caller, target=target, content=content, signal=signal)
+
+    async def send_from_user(self, lead: Agent, target: Any, text: Any) -> SendResult:
+        """Queue the user's message ``text`` to ``target`` (a teammate's name or ``lead``), exactly once.
+
+        ``lead`` is the Team's live Lead agent: whoever holds the run speaks for the
+        user (the web panel, ``dsh chat``'s ``/send NAME text``). The target sees
+        ``Message <id> from the user:`` with a ``user`` source, never a member's name;
+        delivery is the Team mail's (a sleeping teammate is resumed to read it).
+
+        Raises:
+            TeamError: ``TEAM_LEAD_REQUIRED``, ``TEAM_NOT_MEMBER``, ``TEAM_DISPOSED``,
+                ``TEAM_INVALID_ARGUMENT`` (``text`` not a non-empty string),
+                ``TEAM_MEMBER_NOT_FOUND``, ``TEAM_MAILBOX_FULL``, ``TEAM_MESSAGE_TOO_LARGE``,
+                ``TEAM_STREAM_FAILED``, ``TEAM_PERSISTENCE_UNCONFIRMED`` (queued, do not resend).
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise TeamError("the message must be a non-empty string", TeamCode.INVALID_ARGUMENT)
+        return await self.coordination.sender.send_from_user(lead, target=target, content=[text_block(text)])
 
     def interrupt(self, caller: Agent, target: Any) -> InterruptResult:
         """Cancel an active teammate's current turn, keeping its inbox (Lead only)."""

@@ -90,7 +90,9 @@ class TeamService(MemberOperations, HostFeed):
             host, self.config, self.journals, self.members, self.lifecycle, on_recovered=self._may_be_quiet
         )
         self.cursors = CursorDeltas(self.journals, self.members, self.coordination.roster)
-        self.costs = TeamCosts(host, self.config.budget, self.journals, self.members, self.coordination.messages)
+        self.costs = TeamCosts(
+            host, self.config.budget, self.journals, self.members, self.coordination.messages, self.activity.notify
+        )
         self.quiescence = QuiescenceWatch(
             host, self.journals, self.lifecycle, self.activity.parked, partial(asleep_with_work, host.sessions)
         )

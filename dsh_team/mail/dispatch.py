@@ -40,7 +40,7 @@ from dsh_team.errors import TeamError, render_reason
 from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, VERSION, MessageDeliveredRecord
 from dsh_team.core.snapshots import TeamMessageSnapshot
 from dsh_team.log.journal import Append, Journal
-from dsh_team.mail.framing import framed_content, recorded_team_message, team_source, team_user_message
+from dsh_team.mail.framing import delivered_content, recorded_team_message, team_source, team_user_message
 from dsh_team.mail.holdings import SessionMessages
 from dsh_team.core.state import TeamState
 
@@ -170,7 +170,7 @@ class Dispatcher:
             await self.host.continuations.deliver(
                 root,
                 target_id,
-                framed_content(message.id, message.sender_name, message.content),
+                delivered_content(message),
                 source=team_source(team_id, message),
                 mode="steer",
                 message_id=message.id,
