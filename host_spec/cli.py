@@ -13,7 +13,11 @@ Each entry point is a callable ``register(subparsers, env)``. ``subparsers`` is 
 command(s) and sets the default ``dsh_handler`` to ``handler(args) -> int`` (or an
 awaitable of ``int``), the process exit status. ``env`` (:class:`CliEnv`) is what
 the host offers a command: its ``--data-dir`` option and a *read-only* view of a
-data directory's stored sessions, so the extension never imports the host.
+data directory's stored sessions, so the extension never imports the host. A
+command that must write to a stopped run (``dsh team send``) opens one stored
+session with :meth:`CliEnv.open_appender`: the session tree's lock is taken
+exactly as a run takes it, so a run live in another process refuses it
+(``SESSION_LOCKED``) instead of racing it.
 
 Handlers raise :class:`~host_spec.errors.DshError` for bad input; the host prints
 ``dsh: <code>: <message>`` and exits 2, as for its own commands.
@@ -31,7 +35,7 @@ import attrs
 from host_spec.errors import SessionCorruptError
 from host_spec.events import Event, SessionHeader
 
-__all__ = ["CLI_ENTRY_POINT_GROUP", "HANDLER_KEY", "StoredLog", "SessionReader", "CliEnv"]
+__all__ = ["CLI_ENTRY_POINT_GROUP", "HANDLER_KEY", "StoredLog", "SessionReader", "SessionAppender", "CliEnv"]
 
 #: Entry-point group of CLI extensions.
 CLI_ENTRY_POINT_GROUP: Final = "dsh.cli"
@@ -105,6 +109,32 @@ class SessionReader(Protocol):
         ...
 
 
+class SessionAppender(Protocol):
+    """A stored session opened for appending by a command, its tree's lock held until :meth:`close`.
+
+    Nothing runs: no agent, no plugin hook, no invariant; the command checks what it
+    appends itself (with the same fold a run would use).
+    """
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """The session's events, a torn tail already repaired, and every event appended here."""
+        ...
+
+    def append(self, event_type: str, payload: object) -> Event:
+        """Append one event after the last one; durable (fsynced) when it returns.
+
+        Raises:
+            InvalidEventError: ``payload`` is not lossless JSON.
+            OSError: the write or its fsync failed (nothing was appended).
+        """
+        ...
+
+    def close(self) -> None:
+        """Release the session and its tree's lock (idempotent)."""
+        ...
+
+
 class CliEnv(Protocol):
     """What the host offers a CLI extension."""
 
@@ -118,5 +148,15 @@ class CliEnv(Protocol):
         Raises:
             DshError: ``DATA_DIR_NOT_FOUND`` (missing) or ``DATA_DIR_UNUSABLE`` (not a
                 readable directory).
+        """
+        ...
+
+    def open_appender(self, data_dir: Path, session_id: str) -> SessionAppender:
+        """Open a stored session of ``data_dir`` for appending (see :class:`SessionAppender`).
+
+        Raises:
+            DshError: the data-dir errors of :meth:`open_store`.
+            SessionLockedError: ``SESSION_LOCKED``, a session of its tree is open in another process.
+            SessionNotFoundError / SessionCorruptError / SessionFormatError: as for reading it.
         """
         ...

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -23,12 +24,13 @@ import attrs
 
 from host_spec.cli import CLI_ENTRY_POINT_GROUP, StoredLog
 from host_spec.errors import SessionCorruptError, SessionNotFoundError
-from host_spec.events import SessionHeader
+from host_spec.events import Event, SessionHeader, encode_data
 
 from host_spec.host.store.jsonl_format import parse_header, parse_log
 from host_spec.host.store.jsonl import JsonlStore
+from host_spec.host.store.jsonl_log import JsonlSessionLog
 
-__all__ = ["StoreReader", "CliEnvironment", "discover_extensions", "register_extensions"]
+__all__ = ["StoreReader", "StoreAppender", "CliEnvironment", "discover_extensions", "register_extensions"]
 
 #: ``(name, callable)`` pairs: a CLI extension's ``register(subparsers, env)``, a trace contributor.
 Extension = tuple[str, Callable[..., Any]]
@@ -105,6 +107,29 @@ class StoreReader:
 
 
 @attrs.define(eq=False)
+class StoreAppender:
+    """One stored session open for appending (implements ``host_spec.cli.SessionAppender``).
+
+    Each append is written and fsynced on its own: a command appends one or two
+    events, and each must be durable before it reports success.
+    """
+
+    log: JsonlSessionLog
+    events: list[Event]
+
+    def append(self, event_type: str, payload: object) -> Event:
+        last = len(self.events)
+        event = Event(seq=last + 1, time=int(time.time() * 1000), type=event_type, data=encode_data(payload))
+        self.log.append([event], expected_seq=last)
+        self.log.sync()
+        self.events.append(event)
+        return event
+
+    def close(self) -> None:
+        self.log.close()
+
+
+@attrs.define(eq=False)
 class CliEnvironment:
     """What an extension's ``register`` gets (implements ``host_spec.cli.CliEnv``).
 
@@ -122,6 +147,13 @@ class CliEnvironment:
 
     def open_store(self, data_dir: Path) -> StoreReader:
         return StoreReader(JsonlStore(self.check_data_dir(Path(data_dir), create=False)))
+
+    def open_appender(self, data_dir: Path, session_id: str) -> StoreAppender:
+        store = JsonlStore(self.check_data_dir(Path(data_dir), create=False))
+        if not store.exists(session_id):
+            raise SessionNotFoundError(f"session {session_id} not found in {store.root}", session=session_id)
+        log_, events = store.resume(session_id)
+        return StoreAppender(log_, list(events))
 
 
 def discover_extensions(group: str = CLI_ENTRY_POINT_GROUP, *, what: str = "CLI extension") -> list[Extension]:
