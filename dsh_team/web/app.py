@@ -181,6 +181,7 @@ def build_app(feed: Feed, token: str, steering: Steering | None = None) -> Starl
         Route("/api/tasks/{task_id}", steer(lambda s, r, b: s.update_task(r.path_params["task_id"], b)),
               methods=["POST"]),
         Route("/api/mode", steer(lambda s, r, b: s.set_enabled(b)), methods=["POST"]),
+        Route("/api/messages", steer(lambda s, r, b: s.send(b)), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC_DIR)),
     ]
     app = Starlette(routes=routes)
