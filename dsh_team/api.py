@@ -70,8 +70,13 @@ class TeamServiceAPI(Protocol):
         context: Any = "fresh",
         provider: Any,
         signal: AbortSignal | None = None,
+        role: Any = None,
     ) -> MemberView:
-        """Create a named continuable teammate (Lead only)."""
+        """Create a named continuable teammate (Lead only), optionally with a role preset."""
+        ...
+
+    def tool_allowlist(self, agent: Agent) -> frozenset[str] | None:
+        """The non-Team tools a member's role allows, or ``None`` (no restriction)."""
         ...
 
     async def send_message(

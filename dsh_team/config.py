@@ -97,6 +97,14 @@ def _structure_budget(raw: Any) -> BudgetConfig:
         raise TeamConfigError(exc.message, path=path) from None
 
 
+def _structure_roles(raw: Any) -> Mapping[str, Any]:
+    """The ``roles`` table as a plain dict; each role is checked by the service at load
+    (:func:`dsh_team.roster.roles.check_roles`, errors name ``roles.NAME``)."""
+    if not isinstance(raw, Mapping):
+        raise TeamConfigError("roles must be a table of role tables", path="roles")
+    return dict(raw)
+
+
 @attrs.frozen(kw_only=True)
 class TeamConfig:
     """Validated Team service configuration.
@@ -113,6 +121,8 @@ class TeamConfig:
             memory. Off by default because no Team guarantee (nothing accepted is
             lost, delivery exactly once) holds when a flush persists nothing.
         budget: Spending limits (:class:`BudgetConfig`; a raw table is structured).
+        roles: Role presets by name (``[plugins.dsh-team.roles.NAME]``, see
+            :mod:`dsh_team.roster.roles`); each is checked at load, its tools at spawn.
 
     Raises:
         TeamConfigError: any field is invalid (``TEAM_INVALID_CONFIG``, ``path`` = field).
@@ -126,6 +136,7 @@ class TeamConfig:
     team_mode_default: bool = attrs.field(default=True, validator=_flag)
     allow_volatile_store: bool = attrs.field(default=False, validator=_flag)
     budget: BudgetConfig = attrs.field(factory=BudgetConfig, converter=_structure_budget)
+    roles: Mapping[str, Any] = attrs.field(factory=dict, converter=_structure_roles)
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None) -> TeamConfig:

@@ -29,6 +29,7 @@ from dsh_team.mail.notices import FailureNotices
 from dsh_team.mail.send import MessageSender
 from dsh_team.roster.provisioning import Provisioner
 from dsh_team.roster.reconcile import reconcile
+from dsh_team.roster.roles import RoleBook
 from dsh_team.roster.roster import RosterService
 from dsh_team.mail.holdings import SessionMessages
 from dsh_team.mail.receipts import ReadReceipts
@@ -83,6 +84,7 @@ class Coordination:
         self.sender = MessageSender(config, journals, members, lifecycle, self.dispatcher)
         self.receipts = ReadReceipts(host, journals, members, lifecycle, self.dispatcher)
         self.notices = FailureNotices(host, journals, members, lifecycle, self.sender)
+        self.roles = RoleBook()
 
     # ------------------------------------------------------------ host feed
 
@@ -95,6 +97,7 @@ class Coordination:
 
     def session_disposed(self, session: Session) -> None:
         self.messages.forget(session)
+        self.roles.forget(session)
 
     def agent_started(self, agent: Agent) -> None:
         """Schedule recovery for an agent that was just published (startup or resume).

@@ -56,6 +56,8 @@ class TeamCode:
     STREAM_FAILED: Final = "TEAM_STREAM_FAILED"
     STORAGE_NOT_DURABLE: Final = "TEAM_STORAGE_NOT_DURABLE"
     BUDGET_EXCEEDED: Final = "TEAM_BUDGET_EXCEEDED"
+    ROLE_NOT_FOUND: Final = "TEAM_ROLE_NOT_FOUND"
+    ROLE_INVALID: Final = "TEAM_ROLE_INVALID"
 
     #: Every code above, for exhaustiveness checks.
     ALL: Final = frozenset(

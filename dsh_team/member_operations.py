@@ -18,8 +18,12 @@ from host_spec.messages import text_block
 
 from dsh_team.errors import TeamCode, TeamError
 
+from dsh_team.roster.roles import check_tools, find_role, with_instructions
+
 if TYPE_CHECKING:
-    from host_spec.protocols import Agent
+    from host_spec.protocols import Agent, Host
+
+    from dsh_team.config import TeamConfig
     from host_spec.records import AbortSignal
 
     from dsh_team.coordination import Coordination
@@ -42,6 +46,8 @@ class MemberOperations:
 
     coordination: Coordination
     costs: TeamCosts
+    config: TeamConfig
+    host: Host
 
     if TYPE_CHECKING:  # the service's own membership calls
 
@@ -67,17 +73,41 @@ class MemberOperations:
         context: Any = "fresh",
         provider: Any,
         signal: AbortSignal | None = None,
+        role: Any = None,
     ) -> MemberView:
         """Create a named continuable teammate (Lead only); see :mod:`dsh_team.roster.provisioning`.
 
         A reached Team budget refuses it (``TEAM_BUDGET_EXCEEDED``, see :mod:`dsh_team.cost`).
+        ``role`` names a role (:mod:`dsh_team.roster.roles`): its instructions are appended
+        to ``prompt``, its description stands in for an empty ``description``, its
+        allowlist and model apply to the member (``TEAM_ROLE_NOT_FOUND``, ``TEAM_ROLE_INVALID``).
         """
         membership = self.try_membership(caller)
         if membership is not None and membership.is_lead:
             self.costs.require_spawn(membership)
+        chosen = None
+        if role is not None:
+            membership = self.membership(caller)
+            spec = find_role(role, cwd=membership.root.session.header.cwd, table=self.config.roles)
+            check_tools(spec, [tool.name for tool in self.host.tools.visible(caller)], f'"{role}"')
+            chosen = (role, spec)
+            prompt = with_instructions(list(prompt), spec) if isinstance(prompt, list) else prompt
+            if spec.description and (not isinstance(description, str) or not description.strip()):
+                description = spec.description
         return await self.coordination.provisioner.spawn(
-            caller, name=name, description=description, prompt=prompt, context=context, provider=provider, signal=signal
-        )
+            caller, name=name, description=description, prompt=prompt, context=context, provider=provider,
+            signal=signal, role=chosen,
+        )  # fmt: skip
+
+    def tool_allowlist(self, agent: Agent) -> frozenset[str] | None:
+        """The non-Team tools ``agent``'s role allows (``None``: no role, or a role without an allowlist)."""
+        membership = self.try_membership(agent)
+        if membership is None or membership.is_lead:
+            return None
+        record = self.coordination.roles.roles(membership.root.session).get(membership.member_id)
+        if record is None or record.spec.tools is None:
+            return None
+        return frozenset(record.spec.tools)
 
     async def send_message(
         self, caller: Agent, *, target: Any, content: Any, signal: AbortSignal | None = None

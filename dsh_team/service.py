@@ -39,6 +39,7 @@ from dsh_team.log.lead_fold import TeamFolds
 from dsh_team.mail.holdings import asleep_with_work
 from dsh_team.log.lifecycle import Lifecycle
 from dsh_team.roster.membership import Membership, MembershipResolver, TeammateResolver, roster_teammate
+from dsh_team.roster.roles import check_roles
 from dsh_team.mode import ModeControl
 from dsh_team.views.projection import Publisher, TeamView, ViewListener
 from dsh_team.views.cursor import CursorDeltas
@@ -77,6 +78,7 @@ class TeamService(MemberOperations, HostFeed):
     ) -> None:
         self.host = host
         self.config = config if config is not None else TeamConfig()
+        check_roles(self.config.roles)
         self.lifecycle = Lifecycle(self.config.disposal_timeout_ms)
         self.activity = Activity(timer)
         self.publisher = Publisher()

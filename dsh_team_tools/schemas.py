@@ -79,9 +79,10 @@ class SpawnTeammateArgs(_Args, frozen=True):
     """``spawn_teammate``: the Lead creates one named teammate with a first task."""
 
     name: Annotated[str, Meta(description="Unique lower-kebab-case name")]
-    description: Annotated[str, Meta(description="Short role label")]
     prompt: Annotated[str, Meta(description="First task for the teammate")]
+    description: Annotated[str, Meta(description="Short role label")] = ""
     context: Annotated[Literal["fresh", "fork"], Meta(description="fork copies your conversation")] = "fresh"
+    role: Annotated[str | None, Meta(description="Role preset name")] = None
 
 
 class SendMessageArgs(_Args, frozen=True):

@@ -147,6 +147,7 @@ def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[s
             context=args.context,
             provider=config.provider_for(args.context),
             signal=call.signal,
+            **({"role": args.role} if args.role is not None else {}),
         )
         return s.SpawnTeammateResult(member=member_row(member))
 
