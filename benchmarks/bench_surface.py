@@ -2,7 +2,7 @@
 
 The nine Team tools as a model receives them (``{name, description, parameters}``
 serialized compactly) plus the ``team:policy`` section text, in UTF-8 bytes.
-Goal: at most 6000 bytes (peers spend 7,000-19,000 characters on theirs).
+Goal: at most 6500 bytes (peers spend 7,000-19,000 characters on theirs).
 
 W1: the seven workspace tools (``read_file`` ... ``bash``) measured the same way,
 separately, so M1 keeps measuring the Team surface alone. Goal: at most 2600 bytes.

@@ -89,6 +89,14 @@ class TeamServiceAPI(Protocol):
         """Queue the user's message to a teammate (or ``lead``); ``lead`` is the Lead's live agent."""
         ...
 
+    async def request_shutdown(self, caller: Agent, target: Any, text: Any) -> SendResult:
+        """Ask a teammate to shut down (Lead only); it answers at its next step."""
+        ...
+
+    async def answer_shutdown(self, caller: Agent, approve: bool, text: Any) -> SendResult:
+        """A teammate approves (released when its turn ends) or declines its open shutdown request."""
+        ...
+
     def interrupt(self, caller: Agent, target: Any) -> InterruptResult:
         """Cancel an active teammate's current turn, keeping its inbox (Lead only)."""
         ...

@@ -31,13 +31,14 @@ __all__ = ["LIMIT_FIELDS", "MAX_SAFE_INTEGER", "BudgetConfig", "TeamConfig", "is
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
 
-#: The five numeric limits (each a positive safe integer).
+#: The numeric limits (each a positive safe integer).
 LIMIT_FIELDS: Final = (
     "max_members",
     "max_tasks",
     "max_pending_messages_per_member",
     "max_message_bytes",
     "disposal_timeout_ms",
+    "shutdown_timeout_ms",
 )
 
 
@@ -115,6 +116,8 @@ class TeamConfig:
         max_pending_messages_per_member: Queued-minus-delivered messages per target.
         max_message_bytes: UTF-8 bytes of one framed delivery (JSON of its content).
         disposal_timeout_ms: Bound of each disposal settlement and child drain.
+        shutdown_timeout_ms: How long a teammate has to answer a shutdown request
+            before it is stopped (:mod:`dsh_team.roster.shutdown`).
         team_mode_default: Team mode of a root with no ``team/mode`` record and no
             earlier Team records (see the module docstring).
         allow_volatile_store: For tests only: run on a host whose sessions live in
@@ -133,6 +136,7 @@ class TeamConfig:
     max_pending_messages_per_member: int = attrs.field(default=64, validator=_limit)
     max_message_bytes: int = attrs.field(default=65536, validator=_limit)
     disposal_timeout_ms: int = attrs.field(default=5000, validator=_limit)
+    shutdown_timeout_ms: int = attrs.field(default=120_000, validator=_limit)
     team_mode_default: bool = attrs.field(default=True, validator=_flag)
     allow_volatile_store: bool = attrs.field(default=False, validator=_flag)
     budget: BudgetConfig = attrs.field(factory=BudgetConfig, converter=_structure_budget)

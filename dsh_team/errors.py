@@ -58,6 +58,8 @@ class TeamCode:
     BUDGET_EXCEEDED: Final = "TEAM_BUDGET_EXCEEDED"
     ROLE_NOT_FOUND: Final = "TEAM_ROLE_NOT_FOUND"
     ROLE_INVALID: Final = "TEAM_ROLE_INVALID"
+    SHUTDOWN_PENDING: Final = "TEAM_SHUTDOWN_PENDING"
+    NO_SHUTDOWN_REQUEST: Final = "TEAM_NO_SHUTDOWN_REQUEST"
 
     #: Every code above, for exhaustiveness checks.
     ALL: Final = frozenset(

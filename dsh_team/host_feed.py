@@ -133,6 +133,7 @@ class HostFeed:
         if membership is not None:
             self.cursors.status_changed(membership.team_id, agent.id)
             if status != "running":
+                self.coordination.shutdowns.agent_idle(agent)
                 self.quiescence.poke(membership.team_id)
 
     @hookimpl(specname="dsh_context_brief")

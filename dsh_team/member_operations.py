@@ -37,6 +37,12 @@ if TYPE_CHECKING:
 __all__ = ["MemberOperations"]
 
 
+def _text(text: Any) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise TeamError("the message must be a non-empty string", TeamCode.INVALID_ARGUMENT)
+    return text
+
+
 class MemberOperations:
     """Roster, mailbox and spend calls of the Team service (a part of ``TeamService``).
 
@@ -129,9 +135,24 @@ class MemberOperations:
                 ``TEAM_MEMBER_NOT_FOUND``, ``TEAM_MAILBOX_FULL``, ``TEAM_MESSAGE_TOO_LARGE``,
                 ``TEAM_STREAM_FAILED``, ``TEAM_PERSISTENCE_UNCONFIRMED`` (queued, do not resend).
         """
-        if not isinstance(text, str) or not text.strip():
-            raise TeamError("the message must be a non-empty string", TeamCode.INVALID_ARGUMENT)
-        return await self.coordination.sender.send_from_user(lead, target=target, content=[text_block(text)])
+        return await self.coordination.sender.send_from_user(lead, target=target, content=[text_block(_text(text))])
+
+    async def request_shutdown(self, caller: Agent, target: Any, text: Any) -> SendResult:
+        """Ask a teammate to shut down (Lead only); see :mod:`dsh_team.roster.shutdown`.
+
+        Raises:
+            TeamError: ``TEAM_INVALID_ARGUMENT``, ``TEAM_LEAD_REQUIRED``, ``TEAM_INVALID_TARGET``,
+                ``TEAM_MEMBER_NOT_FOUND``, ``TEAM_SHUTDOWN_PENDING`` and the send codes.
+        """
+        return await self.coordination.shutdowns.request(caller, target, _text(text))
+
+    async def answer_shutdown(self, caller: Agent, approve: bool, text: Any) -> SendResult:
+        """A teammate's answer to its open shutdown request; approved, it is released when its turn ends.
+
+        Raises:
+            TeamError: ``TEAM_INVALID_ARGUMENT``, ``TEAM_NO_SHUTDOWN_REQUEST`` and the send codes.
+        """
+        return await self.coordination.shutdowns.answer(caller, approve, _text(text))
 
     def interrupt(self, caller: Agent, target: Any) -> InterruptResult:
         """Cancel an active teammate's current turn, keeping its inbox (Lead only)."""

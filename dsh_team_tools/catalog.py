@@ -20,7 +20,7 @@ from dsh_team_tools.policy import POLICY_TEXT
 __all__ = ["ToolEntry", "CATALOG", "TOOL_NAMES", "SURFACE_BUDGET", "model_tools", "surface_size"]
 
 #: Budget M1: bytes of the nine compact tool schemas plus the policy section.
-SURFACE_BUDGET: Final = 6000
+SURFACE_BUDGET: Final = 6500
 
 
 @attrs.frozen

@@ -38,6 +38,7 @@ A task becoming ready never starts its owner; tell them with send_message.
 A wait sees only later changes and wakes nobody; when nothing can change it returns reason quiescent with the stalled work. \
 Pass since=<the last position you saw>: changes then lists what changed after it, your sent messages' \
 status included (re-list a truncated part).
+- A shutdown request: answer at once with send_message shutdown="approve" (then stop) or "decline" and why.
 - Lead: before your final answer, wait until every teammate you need has finished."""
 
 

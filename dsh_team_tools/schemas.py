@@ -90,6 +90,7 @@ class SendMessageArgs(_Args, frozen=True):
 
     target: _Target
     message: str
+    shutdown: Literal["request", "approve", "decline"] | None = None
 
 
 class ListAgentsArgs(_Args, frozen=True):

@@ -152,9 +152,14 @@ def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[s
         return s.SpawnTeammateResult(member=member_row(member))
 
     async def send_message(args: s.SendMessageArgs, call: ToolCall) -> s.SendMessageResult:
-        result = await team().send_message(
-            _caller(call), target=args.target, content=[text_block(args.message)], signal=call.signal
-        )
+        if args.shutdown == "request":
+            result = await team().request_shutdown(_caller(call), args.target, args.message)
+        elif args.shutdown is not None:  # the answer always goes to the Lead
+            result = await team().answer_shutdown(_caller(call), args.shutdown == "approve", args.message)
+        else:
+            result = await team().send_message(
+                _caller(call), target=args.target, content=[text_block(args.message)], signal=call.signal
+            )
         return s.SendMessageResult(
             message_id=result.message_id, status=result.status, position=_opt(getattr(result, "position", None))
         )

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -88,6 +89,8 @@ class Dispatcher:
         self._inflight: dict[str, asyncio.Future[bool]] = {}
         #: Per Team: message id -> target id of dispatches stopped by a failed Lead flush.
         self._stalled: dict[str, dict[str, str]] = {}
+        #: Whether a member shut down for good (set by the coordination): never woken for mail again.
+        self.gone: Callable[[Journal, str], bool] = lambda journal, member_id: False
 
     # ------------------------------------------------------------ dispatch
 
@@ -147,6 +150,9 @@ class Dispatcher:
     async def _deliver(self, journal: Journal, message: TeamMessageSnapshot) -> bool:
         """One delivery attempt; ``False`` leaves the message queued (the failure is logged)."""
         team_id, target_id = journal.team_id, message.target_id
+        if self.gone(journal, target_id):
+            log.info("team.message_remains_queued", message=message.id, target=target_id, error="the member shut down")
+            return False
         root = self.host.agents.get(team_id)
         if root is None or root.session is not journal.session:
             log.warning("team.message_remains_queued", message=message.id, target=target_id, error="the Lead is not live")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 import uuid
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -99,6 +100,8 @@ class MessageSender:
         self.members = members
         self.lifecycle = lifecycle
         self.dispatcher = dispatcher
+        #: Whether a member shut down for good (set by the coordination: mail to it is refused).
+        self.gone: Callable[[Journal, str], bool] = lambda journal, member_id: False
 
     async def send(self, caller: Agent, *, target: Any, content: Any, signal: AbortSignal | None = None) -> SendResult:
         """Queue durably, then try one delivery; see the module docstring.
@@ -136,6 +139,11 @@ class MessageSender:
         journal = self.journals.get(membership.root.session)
         return await self._queue(journal, (USER_SENDER, USER_SENDER), target, blocks, None)
 
+    async def send_as(self, journal: Journal, sender_id: str, sender_name: str, target: Any, text: str) -> SendResult:
+        """Queue ``text`` from an already resolved member (the shutdown flow's request and answer)."""
+        self.lifecycle.admit()
+        return await self._queue(journal, (sender_id, sender_name), target, (text_block(text),), None)
+
     async def notify_lead(self, journal: Journal, text: str) -> SendResult:
         """Queue the Team's notice ``text`` to the Lead of ``journal`` (see :mod:`dsh_team.mail.notices`)."""
         self.lifecycle.admit()
@@ -157,6 +165,8 @@ class MessageSender:
 
         def admit(state: TeamState) -> Append:
             target_id, target_name = resolve_target(state, target)
+            if self.gone(journal, target_id):
+                raise TeamError(f'teammate "{target_name}" has shut down', TeamCode.MEMBER_NOT_FOUND, target=target_name)
             if target_id == sender_id:
                 raise TeamError("a Team member cannot message itself", TeamCode.SELF_MESSAGE)
             pending = state.mail.pending_count(target_id)

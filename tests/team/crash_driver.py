@@ -18,6 +18,7 @@ lock release beyond what the kernel does. Points:
 ``after-quiescent``            the Lead durably holds its first ``team/quiescent`` record
 ``after-budget``               the Lead durably holds a ``team/budget`` record (a limit was reached)
 ``after-user-recorded``        a teammate's history durably holds the user's Team mail (``dsh team send``)
+``after-shutdown-requested``   the Lead durably holds a ``team/shutdown`` request (its mail not queued yet)
 
 ``PROMPT`` ``RESUME:<session id>`` resumes that stored root instead of starting a run (``dsh resume``).
 
@@ -72,6 +73,7 @@ def _user_mail(event: Any) -> bool:
 
 POINTS = {
     "after-user-recorded": (True, _user_mail),
+    "after-shutdown-requested": (False, lambda event: event.type == "team/shutdown"),
     "provisioning-before-child": (False, _provisioning),
     "provisioning-after-child": (True, lambda event: event.type == EventType.INBOX_SPLICED),
     "after-queued": (False, lambda event: event.type == "team/message/queued"),

@@ -1,0 +1,163 @@
+"""Graceful shutdown: request, approve (released once idle), decline, the deadline, and a crash in between.
+
+Real host, real JSONL files, the scripted model; the SIGKILL case runs the real
+``dsh`` through :mod:`crash_driver` and ``dsh resume``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_team.core.records import TEAM_MESSAGE_QUEUED
+from dsh_team.errors import TeamError
+from dsh_team.roster.shutdown import TEAM_SHUTDOWN
+from host_spec.host.store.jsonl import JsonlStore
+from host_spec.messages import message_text, text_block
+
+from roster_kit import lead, of_type, open_team, spawn, stored, teams_of, until
+from test_team_crash import DRIVER, DSH
+
+APPROVE = {"when": "Shutdown request", "text": "wrapping up", "tool_calls": [
+    {"name": "send_message", "arguments": {"target": "lead", "message": "all committed", "shutdown": "approve"}}]}
+DECLINE = {"when": "Shutdown request", "text": "not yet", "tool_calls": [
+    {"name": "send_message", "arguments": {"target": "lead", "message": "tests still running", "shutdown": "decline"}}]}
+
+
+async def tools_team(tmp_path: Path, worker: list[Any], **config: Any) -> tuple[Any, Any, str]:
+    host = await open_team(tmp_path, {"worker": [{"text": "started"}, *worker]}, config)
+    host.plugins.load("dsh-team-tools")
+    root = await lead(host)
+    view = await spawn(host, root, "worker")
+    await until(lambda: host.agents.get(view.id) is None, what="the worker asleep")
+    return host, root, view.id
+
+
+def phases(events: Any, member_id: str) -> list[str]:
+    return [r["phase"] for r in of_type(events, TEAM_SHUTDOWN) if r["member_id"] == member_id]
+
+
+def lead_texts(events: Any) -> list[str]:
+    return [message_text(q["message"]["content"]) for q in of_type(events, TEAM_MESSAGE_QUEUED)
+            if q["message"]["target_id"] == q["team_id"]]
+
+
+class TestShutdown:
+    async def test_an_approved_member_is_released_for_good(self, tmp_path: Path) -> None:
+        host, root, worker_id = await tools_team(tmp_path, [APPROVE, {"text": "bye"}, {"text": "never again"}])
+        service = teams_of(host)
+        sent = await service.request_shutdown(root, "worker", "the release is out")
+        assert sent.message_id.startswith("team-message-")
+        await until(lambda: "released" in phases(root.session.events, worker_id), what="the release")
+        assert phases(root.session.events, worker_id) == ["requested", "approved", "released"]
+        assert any("Shutdown approved by worker: all committed" in t for t in lead_texts(root.session.events))
+        assert host.agents.get(worker_id) is None
+        with pytest.raises(TeamError) as gone:
+            await service.send_message(root, target="worker", content=[text_block("one more thing")])
+        assert gone.value.code == "TEAM_MEMBER_NOT_FOUND" and "shut down" in gone.value.message
+        with pytest.raises(TeamError) as again:
+            await service.request_shutdown(root, "worker", "again")
+        assert again.value.code == "TEAM_MEMBER_NOT_FOUND"
+        assert [row.name for row in service.list_members(root)] == ["lead", "worker"]  # the name stays reserved
+        await host.close()
+        answers = [json.dumps(e) for e in of_type(stored(tmp_path, worker_id), "assistant/message")]
+        assert any("bye" in a for a in answers)  # it finished the turn it approved in
+        assert not any("never again" in a for a in answers)  # and was never woken again
+
+    async def test_a_decline_keeps_the_member_and_a_new_request_may_follow(self, tmp_path: Path) -> None:
+        host, root, worker_id = await tools_team(tmp_path, [DECLINE, {"text": "ok"}])
+        service = teams_of(host)
+        await service.request_shutdown(root, "worker", "wrap up")
+        await until(lambda: "declined" in phases(root.session.events, worker_id), what="the decline")
+        await host.quiesce()
+        assert any("Shutdown declined by worker: tests still running" in t for t in lead_texts(root.session.events))
+        await service.send_message(root, target="worker", content=[text_block("fine, keep going")])
+        await service.request_shutdown(root, "worker", "now please")
+        assert phases(root.session.events, worker_id)[-1] == "requested"
+        await host.close()
+
+    async def test_no_answer_before_the_deadline_stops_the_member_and_tells_the_lead(self, tmp_path: Path) -> None:
+        host, root, worker_id = await tools_team(tmp_path, [{"when": "NEVER", "text": "x"}], shutdown_timeout_ms=300)
+        await teams_of(host).request_shutdown(root, "worker", "wrap up")
+        await until(lambda: "stopped" in phases(root.session.events, worker_id), what="the stop")
+        await until(lambda: any("did not answer the shutdown request" in t for t in lead_texts(root.session.events)),
+                    what="the Lead's notice")
+        assert host.agents.get(worker_id) is None
+        await host.close()
+
+    async def test_refusals(self, tmp_path: Path) -> None:
+        host, root, worker_id = await tools_team(tmp_path, [{"when": "NEVER", "text": "x"}])
+        service = teams_of(host)
+        for target, code in (("lead", "TEAM_INVALID_TARGET"), ("nobody", "TEAM_MEMBER_NOT_FOUND")):
+            with pytest.raises(TeamError) as refused:
+                await service.request_shutdown(root, target, "x")
+            assert refused.value.code == code
+        with pytest.raises(TeamError) as blank:
+            await service.request_shutdown(root, "worker", " ")
+        assert blank.value.code == "TEAM_INVALID_ARGUMENT"
+        with pytest.raises(TeamError) as lead_answers:
+            await service.answer_shutdown(root, True, "yes")
+        assert lead_answers.value.code == "TEAM_NO_SHUTDOWN_REQUEST"
+        await service.request_shutdown(root, "worker", "wrap up")
+        with pytest.raises(TeamError) as twice:
+            await service.request_shutdown(root, "worker", "wrap up")
+        assert twice.value.code == "TEAM_SHUTDOWN_PENDING"
+        worker = await _loaded(host, worker_id)
+        with pytest.raises(TeamError) as not_lead:
+            await service.request_shutdown(worker, "worker", "x")
+        assert not_lead.value.code == "TEAM_LEAD_REQUIRED"
+        await host.close()
+
+
+async def _loaded(host: Any, member_id: str) -> Any:
+    await until(lambda: host.agents.get(member_id) is not None, what="the worker loaded")
+    return host.agents.get(member_id)
+
+
+SCRIPT = {
+    "lead": [
+        {"text": "spawning", "tool_calls": [
+            {"name": "spawn_teammate", "arguments": {"name": "worker", "description": "worker", "prompt": "start"}}]},
+        {"text": "asking", "tool_calls": [
+            {"name": "send_message", "arguments": {"target": "worker", "message": "wrap up", "shutdown": "request"}}]},
+        {"when": "did not answer", "text": "noted"},
+    ],
+    "worker": [{"text": "started"}, {"when": "NEVER", "text": "x"}],
+}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_request_pending_at_a_sigkill_is_timed_from_its_recorded_deadline(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    profile = tmp_path / "shutdown.toml"
+    profile.write_text('extends = "agent-teams"\n\n[plugins.dsh-team]\nshutdown_timeout_ms = 1500\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    killed = subprocess.run([sys.executable, str(DRIVER), str(data), str(script), "after-shutdown-requested", "go",
+                             str(profile)], env=env, capture_output=True, timeout=120)  # fmt: skip
+    assert killed.returncode == -9, killed.stderr.decode()[-2000:]
+    store = JsonlStore(data)
+    lead_events = store.read("session-1")[1]
+    requested = of_type(lead_events, TEAM_SHUTDOWN)
+    assert [r["phase"] for r in requested] == ["requested"]
+    member_id = requested[0]["member_id"]
+    while time.time() * 1000 < requested[0]["deadline"] + 50:
+        time.sleep(0.1)  # the deadline passes while nothing runs
+    resumed = subprocess.run([*DSH, "resume", "--profile", str(profile), "--model", f"scripted:{script}",
+                              "--data-dir", str(data)], env=env, capture_output=True, timeout=120)  # fmt: skip
+    assert resumed.returncode in (0, 1) and not re.findall(rb"^dsh: [A-Z_]+: .*$", resumed.stderr, re.M), \
+        resumed.stderr.decode()[-2000:]
+    lead_events = store.read("session-1")[1]
+    assert phases(lead_events, member_id) == ["requested", "stopped"]
+    notices = [t for t in lead_texts(lead_events) if "did not answer the shutdown request" in t]
+    assert len(notices) == 1
+    assert any("noted" in json.dumps(e) for e in of_type(lead_events, "assistant/message"))
