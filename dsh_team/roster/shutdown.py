@@ -211,7 +211,7 @@ class Shutdowns:
         journal = self.journals.get(membership.root.session)
         current = self.book.latest(journal.session).get(membership.member_id)
         if current is not None and current.phase == "approved":
-            self._soon(self._end(journal, membership.member_id, "released", ""))
+            self._soon(self.end(journal, membership.member_id, "released", ""))
 
     # ------------------------------------------------------------ the deadline
 
@@ -239,18 +239,24 @@ class Shutdowns:
             return  # answered meanwhile
         member = journal.state.members.members.get(member_id)
         name = member.name if member is not None else member_id
-        await self._end(journal, member_id, "stopped", "no answer before the deadline")
+        await self.end(journal, member_id, "stopped", "no answer before the deadline")
         await self.sender.notify_lead(
             journal, f"{name} did not answer the shutdown request in time: it was stopped (its tasks stay owned)."
         )
 
-    async def _end(self, journal: Journal, member_id: str, phase: Phase, reason: str) -> None:
-        """Release the member's session (inbox kept), then record it gone."""
+    async def end(self, journal: Journal, member_id: str, phase: Phase, reason: str) -> None:
+        """Release the member's session (inbox kept), then record it gone (once: a second end appends nothing)."""
         root = self.host.agents.get(journal.team_id)
         if root is not None and self.host.agents.get(member_id) is not None:
             await self.host.continuations.drain(root, [member_id], keep_inbox=True)
-        await journal.transact(lambda state: self._append(journal, member_id, phase, reason=reason),
-                               what=f"the shutdown of {member_id}")  # fmt: skip
+
+        def decide(state: TeamState) -> Append | None:
+            current = self.book.latest(journal.session).get(member_id)
+            if current is not None and current.phase in GONE:
+                return None  # ended already (a second idle, a timer racing the release)
+            return self._append(journal, member_id, phase, reason=reason)
+
+        await journal.transact(decide, what=f"the shutdown of {member_id}")
 
     def _soon(self, work: Any) -> None:
         async def guarded() -> None:
@@ -273,7 +279,7 @@ class Shutdowns:
             if record.phase == "requested" and record.deadline is not None:
                 self._arm(journal, member_id, record.deadline)
             elif record.phase == "approved" and self.host.agents.get(member_id) is None:
-                self._soon(self._end(journal, member_id, "released", ""))
+                self._soon(self.end(journal, member_id, "released", ""))
 
     def close(self) -> None:
         """Cancel every timer (the service is disposed; a restart times them again)."""

@@ -31,19 +31,27 @@ def inserted(events: Any) -> list[dict[str, Any]]:
 
 
 class FailingModel(ScriptedModel):
-    """The scripted model, except that a call whose conversation says ``FAIL:<code>`` raises that code."""
+    """The scripted model, except that a call whose conversation says ``FAIL:<code>`` raises that code.
+
+    ``gate`` holds a failing call until it is set (set by default).
+    """
+
+    gate: asyncio.Event | None = None
 
     async def complete(self, request: Any) -> Any:
         for message in request.messages:
             text = message_text(list(message.get("content") or [])) if isinstance(message.get("content"), list) else ""
             if "FAIL:" in text and "Team notice" not in text:
                 code = text.split("FAIL:", 1)[1].split()[0]
+                if self.gate is not None:
+                    await self.gate.wait()
                 raise ModelError(f"the server answered 503 for {request.agent.name}", code=code)
         return await super().complete(request)
 
 
-async def failing_team(tmp_path: Path, script: dict[str, Any], **config: Any) -> Host:
+async def failing_team(tmp_path: Path, script: dict[str, Any], gate: asyncio.Event | None = None, **config: Any) -> Host:
     model = FailingModel.from_mapping(script)
+    model.gate = gate
     host = await Host.open(tmp_path / "data", None, model, wrap_storage=FaultyStorage)
     host.plugins.load("dsh-team", config)
     return host
@@ -167,14 +175,19 @@ class TestFailureNotices:
 
         from kit_gates import faulty_log
 
-        host = await failing_team(tmp_path, {"worker": [{"text": "started"}]})
+        gate = asyncio.Event()
+        host = await failing_team(tmp_path, {"worker": [{"text": "started"}]}, gate)
         root = await lead(host)
         view = await spawn(host, root, "worker")
         await until(lambda: host.agents.get(view.id) is None, what="the worker asleep")
         service = teams_of(host)
         with structlog.testing.capture_logs() as logs:
             await service.send_message(root, target="worker", content=[{"type": "text", "text": "FAIL:MODEL_ERROR"}])
+            await until(lambda: bool(service.journals.get(root.session).state.mail.is_delivered(
+                of_type(root.session.events, TEAM_MESSAGE_QUEUED)[-1]["message"]["id"])), what="the delivery")
+            await host.sessions.flush(root.session)
             faulty_log(root.session, fail_from=1)  # the notice's flush fails
+            gate.set()  # only now does the worker's model call fail
             await until(lambda: any(entry["event"] == "team.notice_failed" for entry in logs), what="the warning")
         failed = [entry for entry in logs if entry["event"] == "team.notice_failed"]
         assert failed[0]["member"] == view.id and "unconfirmed" in failed[0]["error"]

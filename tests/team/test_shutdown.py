@@ -32,8 +32,11 @@ DECLINE = {"when": "Shutdown request", "text": "not yet", "tool_calls": [
     {"name": "send_message", "arguments": {"target": "lead", "message": "tests still running", "shutdown": "decline"}}]}
 
 
-async def tools_team(tmp_path: Path, worker: list[Any], **config: Any) -> tuple[Any, Any, str]:
-    host = await open_team(tmp_path, {"worker": [{"text": "started"}, *worker]}, config)
+async def tools_team(
+    tmp_path: Path, worker: list[Any], lead_steps: list[Any] | None = None, **config: Any
+) -> tuple[Any, Any, str]:
+    script = {"worker": [{"text": "started"}, *worker], "lead": lead_steps or []}
+    host = await open_team(tmp_path, script, config)
     host.plugins.load("dsh-team-tools")
     root = await lead(host)
     view = await spawn(host, root, "worker")
@@ -51,12 +54,30 @@ def lead_texts(events: Any) -> list[str]:
 
 
 class TestShutdown:
+    async def test_the_lead_asks_through_send_message(self, tmp_path: Path) -> None:
+        ask = {"when": "ask it", "text": "asking", "tool_calls": [{"name": "send_message", "arguments": {
+            "target": "worker", "message": "release is out", "shutdown": "request"}}]}
+        host, root, worker_id = await tools_team(tmp_path, [APPROVE, {"text": "bye"}], [ask, {"text": "asked"}])
+        from host_spec.messages import user_message
+
+        root.steer(user_message("ask it"))
+        await until(lambda: "released" in phases(root.session.events, worker_id), what="the release")
+        requested = of_type(root.session.events, TEAM_SHUTDOWN)[0]
+        assert requested["reason"] == "release is out" and requested["deadline"] > 0
+        delivered = [m for m in of_type(stored(tmp_path, worker_id), "user/message")
+                     if "Shutdown request from the Lead: release is out" in json.dumps(m)]
+        assert len(delivered) == 1
+        await host.close()
+
     async def test_an_approved_member_is_released_for_good(self, tmp_path: Path) -> None:
         host, root, worker_id = await tools_team(tmp_path, [APPROVE, {"text": "bye"}, {"text": "never again"}])
         service = teams_of(host)
         sent = await service.request_shutdown(root, "worker", "the release is out")
         assert sent.message_id.startswith("team-message-")
         await until(lambda: "released" in phases(root.session.events, worker_id), what="the release")
+        assert phases(root.session.events, worker_id) == ["requested", "approved", "released"]
+        journal = service.journals.get(root.session)
+        await service.coordination.shutdowns.end(journal, worker_id, "stopped", "late timer")  # ended already
         assert phases(root.session.events, worker_id) == ["requested", "approved", "released"]
         assert any("Shutdown approved by worker: all committed" in t for t in lead_texts(root.session.events))
         assert host.agents.get(worker_id) is None
@@ -94,7 +115,9 @@ class TestShutdown:
         await host.close()
 
     async def test_refusals(self, tmp_path: Path) -> None:
-        host, root, worker_id = await tools_team(tmp_path, [{"when": "NEVER", "text": "x"}])
+        ask_self = {"when": "Shutdown request", "text": "me too", "tool_calls": [{"name": "send_message", "arguments": {
+            "target": "worker", "message": "x", "shutdown": "request"}}]}
+        host, root, worker_id = await tools_team(tmp_path, [ask_self, {"text": "waiting"}])
         service = teams_of(host)
         for target, code in (("lead", "TEAM_INVALID_TARGET"), ("nobody", "TEAM_MEMBER_NOT_FOUND")):
             with pytest.raises(TeamError) as refused:
@@ -110,16 +133,10 @@ class TestShutdown:
         with pytest.raises(TeamError) as twice:
             await service.request_shutdown(root, "worker", "wrap up")
         assert twice.value.code == "TEAM_SHUTDOWN_PENDING"
-        worker = await _loaded(host, worker_id)
-        with pytest.raises(TeamError) as not_lead:
-            await service.request_shutdown(worker, "worker", "x")
-        assert not_lead.value.code == "TEAM_LEAD_REQUIRED"
+        await host.quiesce()
         await host.close()
-
-
-async def _loaded(host: Any, member_id: str) -> Any:
-    await until(lambda: host.agents.get(member_id) is not None, what="the worker loaded")
-    return host.agents.get(member_id)
+        results = [r for r in of_type(stored(tmp_path, worker_id), "tool/result") if r.get("is_error")]
+        assert results and results[0]["error"]["code"] == "TEAM_LEAD_REQUIRED"  # a teammate cannot ask
 
 
 SCRIPT = {
