@@ -26,8 +26,9 @@ member that was not released yet is released.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import msgspec
@@ -211,7 +212,7 @@ class Shutdowns:
         journal = self.journals.get(membership.root.session)
         current = self.book.latest(journal.session).get(membership.member_id)
         if current is not None and current.phase == "approved":
-            self._soon(self.end(journal, membership.member_id, "released", ""))
+            self._soon(lambda: self.end(journal, membership.member_id, "released", ""))
 
     # ------------------------------------------------------------ the deadline
 
@@ -219,12 +220,12 @@ class Shutdowns:
         self._disarm(journal.team_id, member_id)
         delay = (deadline - _now_ms()) / 1000
         if delay <= 0:  # passed already (a resume after the deadline): host work the run waits for
-            self._soon(self._expire(journal, member_id))
+            self._soon(lambda: self._expire(journal, member_id))
             return
 
         def expired() -> None:
             self._timers.pop((journal.team_id, member_id), None)
-            self._soon(self._expire(journal, member_id))
+            self._soon(lambda: self._expire(journal, member_id))
 
         self._timers[(journal.team_id, member_id)] = asyncio.get_running_loop().call_later(delay, expired)
 
@@ -234,41 +235,45 @@ class Shutdowns:
             timer.cancel()
 
     async def _expire(self, journal: Journal, member_id: str) -> None:
-        current = self.book.latest(journal.session).get(member_id)
-        if current is None or current.phase != "requested":
-            return  # answered meanwhile
         member = journal.state.members.members.get(member_id)
         name = member.name if member is not None else member_id
-        await self.end(journal, member_id, "stopped", "no answer before the deadline")
-        await self.sender.notify_lead(
-            journal, f"{name} did not answer the shutdown request in time: it was stopped (its tasks stay owned)."
-        )
+        if await self.end(journal, member_id, "stopped", "no answer before the deadline"):
+            await self.sender.notify_lead(
+                journal, f"{name} did not answer the shutdown request in time: it was stopped (its tasks stay owned)."
+            )
 
-    async def end(self, journal: Journal, member_id: str, phase: Phase, reason: str) -> None:
-        """Release the member's session (inbox kept), then record it gone (once: a second end appends nothing)."""
-        root = self.host.agents.get(journal.team_id)
-        if root is not None and self.host.agents.get(member_id) is not None:
-            await self.host.continuations.drain(root, [member_id], keep_inbox=True)
+    async def end(self, journal: Journal, member_id: str, phase: Phase, reason: str) -> bool:
+        """Record the member gone, then release its session (inbox kept); ``False`` when it cannot end so.
+
+        ``stopped`` ends only an open request (one answered meanwhile is left alone),
+        ``released`` only an approved one; so a second end, or a timer racing an
+        answer, appends nothing. Recorded first: a crash before the release leaves a
+        member that is gone already and is never woken again.
+        """
+        allowed = "requested" if phase == "stopped" else "approved"
+        ended: list[bool] = []
 
         def decide(state: TeamState) -> Append | None:
             current = self.book.latest(journal.session).get(member_id)
-            if current is not None and current.phase in GONE:
-                return None  # ended already (a second idle, a timer racing the release)
+            if current is None or current.phase != allowed:
+                return None
+            ended.append(True)
             return self._append(journal, member_id, phase, reason=reason)
 
         await journal.transact(decide, what=f"the shutdown of {member_id}")
+        root = self.host.agents.get(journal.team_id)
+        if ended and root is not None and self.host.agents.get(member_id) is not None:
+            await self.host.continuations.drain(root, [member_id], keep_inbox=True)
+        return bool(ended)
 
-    def _soon(self, work: Any) -> None:
+    def _soon(self, work: Callable[[], Awaitable[Any]]) -> None:
         async def guarded() -> None:
             try:
-                await work
+                await work()
             except Exception as exc:
                 log.warning("team.shutdown_failed", error=render_reason(exc))
 
-        if self.lifecycle.disposed:
-            work.close()
-            return
-        self.host.call_soon(lambda: self.lifecycle.track(guarded()))
+        self.host.call_soon(lambda: None if self.lifecycle.disposed else self.lifecycle.track(guarded()))
 
     # ------------------------------------------------------------ recovery
 
@@ -279,7 +284,7 @@ class Shutdowns:
             if record.phase == "requested" and record.deadline is not None:
                 self._arm(journal, member_id, record.deadline)
             elif record.phase == "approved" and self.host.agents.get(member_id) is None:
-                self._soon(self.end(journal, member_id, "released", ""))
+                self._soon(functools.partial(self.end, journal, member_id, "released", ""))
 
     def close(self) -> None:
         """Cancel every timer (the service is disposed; a restart times them again)."""

@@ -139,6 +139,49 @@ class TestShutdown:
         assert results and results[0]["error"]["code"] == "TEAM_LEAD_REQUIRED"  # a teammate cannot ask
 
 
+class TestRecovery:
+    async def test_a_restart_stops_an_expired_request_and_releases_an_approved_member(self, tmp_path: Path) -> None:
+        from dsh_team.log.journal import Append
+        from dsh_team.roster.shutdown import ShutdownRecord
+
+        from roster_kit import resume_lead
+
+        host = await open_team(tmp_path, {"a": [{"text": "a"}], "b": [{"text": "b"}], "c": [{"text": "c"}]},
+                               {"shutdown_timeout_ms": 1})
+        root = await lead(host)
+        ids = {name: (await spawn(host, root, name)).id for name in ("a", "b", "c")}
+        await until(lambda: all(host.agents.get(i) is None for i in ids.values()), what="both asleep")
+        journal = teams_of(host).journals.get(root.session)
+        for member, phase, deadline in (("a", "requested", 1), ("b", "requested", 1), ("b", "approved", None),
+                                        ("c", "requested", 1), ("c", "declined", None)):
+            record = ShutdownRecord(version=1, team_id="lead", member_id=ids[member], phase=phase, deadline=deadline)
+            await journal.transact(lambda state, r=record: Append(TEAM_SHUTDOWN, r), what="a shutdown record")
+        await host.close()
+        host = await open_team(tmp_path, {"a": [], "b": [], "c": []}, {"shutdown_timeout_ms": 1})
+        root = await resume_lead(host)
+        await until(lambda: len(of_type(root.session.events, TEAM_SHUTDOWN)) == 7, what="both ended")
+        assert phases(root.session.events, ids["c"]) == ["requested", "declined"]  # a decline is left alone
+        assert phases(root.session.events, ids["a"])[-1] == "stopped"
+        assert phases(root.session.events, ids["b"])[-1] == "released"
+        await until(lambda: any("a did not answer" in t for t in lead_texts(root.session.events)), what="the notice")
+        book = teams_of(host).coordination.shutdowns.book
+        book.forget(root.session)
+        book.forget(root.session)
+        await host.close()
+
+    async def test_a_failed_stop_is_logged(self, tmp_path: Path) -> None:
+        import structlog
+
+        from kit_gates import faulty_log
+
+        host, root, worker_id = await tools_team(tmp_path, [{"when": "NEVER", "text": "x"}], shutdown_timeout_ms=200)
+        with structlog.testing.capture_logs() as logs:
+            await teams_of(host).request_shutdown(root, "worker", "wrap up")
+            await host.sessions.flush(root.session)
+            faulty_log(root.session, fail_from=1)  # the stop record's flush fails
+            await until(lambda: any(e["event"] == "team.shutdown_failed" for e in logs), what="the warning")
+
+
 SCRIPT = {
     "lead": [
         {"text": "spawning", "tool_calls": [
