@@ -146,20 +146,31 @@ class TestRecovery:
 
         from roster_kit import resume_lead
 
-        host = await open_team(tmp_path, {"a": [{"text": "a"}], "b": [{"text": "b"}], "c": [{"text": "c"}]},
-                               {"shutdown_timeout_ms": 1})
+        host = await open_team(tmp_path, {n: [{"text": n}] for n in "abcd"}, {"shutdown_timeout_ms": 1})
         root = await lead(host)
-        ids = {name: (await spawn(host, root, name)).id for name in ("a", "b", "c")}
+        ids = {name: (await spawn(host, root, name)).id for name in "abcd"}
         await until(lambda: all(host.agents.get(i) is None for i in ids.values()), what="both asleep")
         journal = teams_of(host).journals.get(root.session)
         for member, phase, deadline in (("a", "requested", 1), ("b", "requested", 1), ("b", "approved", None),
-                                        ("c", "requested", 1), ("c", "declined", None)):
+                                        ("c", "requested", 1), ("c", "declined", None),
+                                        ("d", "requested", 1), ("d", "stopped", None)):
             record = ShutdownRecord(version=1, team_id="lead", member_id=ids[member], phase=phase, deadline=deadline)
             await journal.transact(lambda state, r=record: Append(TEAM_SHUTDOWN, r), what="a shutdown record")
+        # mail queued to d before it was stopped, never delivered: it must never wake d
+        from dsh_team.core.records import VERSION, MessageQueuedRecord
+        from dsh_team.core.snapshots import TeamMessageSnapshot
+
+        message = TeamMessageSnapshot(id="team-message-late", sender_id="lead", sender_name="lead", target_id=ids["d"],
+                                      content=(text_block("late"),))
+        await journal.transact(lambda state: Append(TEAM_MESSAGE_QUEUED, MessageQueuedRecord(
+            version=VERSION, team_id="lead", message=message, index=state.mail.next_index)), what="late mail")
         await host.close()
-        host = await open_team(tmp_path, {"a": [], "b": [], "c": []}, {"shutdown_timeout_ms": 1})
+        host = await open_team(tmp_path, {n: [] for n in "abcd"}, {"shutdown_timeout_ms": 1})
         root = await resume_lead(host)
-        await until(lambda: len(of_type(root.session.events, TEAM_SHUTDOWN)) == 7, what="both ended")
+        await until(lambda: len(of_type(root.session.events, TEAM_SHUTDOWN)) == 9, what="both ended")
+        await host.quiesce()
+        assert host.agents.get(ids["d"]) is None and teams_of(host).journals.get(root.session).state.mail.pending_count(
+            ids["d"]) == 1  # kept queued, never delivered: d is gone
         assert phases(root.session.events, ids["c"]) == ["requested", "declined"]  # a decline is left alone
         assert phases(root.session.events, ids["a"])[-1] == "stopped"
         assert phases(root.session.events, ids["b"])[-1] == "released"
