@@ -82,7 +82,7 @@ class SpawnTeammateArgs(_Args, frozen=True):
     prompt: Annotated[str, Meta(description="First task for the teammate")]
     description: Annotated[str, Meta(description="Short role label")] = ""
     context: Annotated[Literal["fresh", "fork"], Meta(description="fork copies your conversation")] = "fresh"
-    role: Annotated[str | None, Meta(description="Role preset name")] = None
+    role: Annotated[str, Meta(description="Role preset name")] | UnsetType = UNSET
 
 
 class SendMessageArgs(_Args, frozen=True):
@@ -90,7 +90,7 @@ class SendMessageArgs(_Args, frozen=True):
 
     target: _Target
     message: str
-    shutdown: Literal["request", "approve", "decline"] | None = None
+    shutdown: Literal["request", "approve", "decline"] | UnsetType = UNSET
 
 
 class ListAgentsArgs(_Args, frozen=True):

@@ -147,14 +147,14 @@ def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[s
             context=args.context,
             provider=config.provider_for(args.context),
             signal=call.signal,
-            **({"role": args.role} if args.role is not None else {}),
+            **({"role": args.role} if args.role is not UNSET else {}),
         )
         return s.SpawnTeammateResult(member=member_row(member))
 
     async def send_message(args: s.SendMessageArgs, call: ToolCall) -> s.SendMessageResult:
         if args.shutdown == "request":
             result = await team().request_shutdown(_caller(call), args.target, args.message)
-        elif args.shutdown is not None:  # the answer always goes to the Lead
+        elif args.shutdown is not UNSET:  # the answer always goes to the Lead
             result = await team().answer_shutdown(_caller(call), args.shutdown == "approve", args.message)
         else:
             result = await team().send_message(

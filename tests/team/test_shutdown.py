@@ -80,7 +80,7 @@ class TestShutdown:
         await service.coordination.shutdowns.end(journal, worker_id, "stopped", "late timer")  # ended already
         assert phases(root.session.events, worker_id) == ["requested", "approved", "released"]
         assert any("Shutdown approved by worker: all committed" in t for t in lead_texts(root.session.events))
-        assert host.agents.get(worker_id) is None
+        await until(lambda: host.agents.get(worker_id) is None, what="the session released after the record")
         with pytest.raises(TeamError) as gone:
             await service.send_message(root, target="worker", content=[text_block("one more thing")])
         assert gone.value.code == "TEAM_MEMBER_NOT_FOUND" and "shut down" in gone.value.message
@@ -111,7 +111,7 @@ class TestShutdown:
         await until(lambda: "stopped" in phases(root.session.events, worker_id), what="the stop")
         await until(lambda: any("did not answer the shutdown request" in t for t in lead_texts(root.session.events)),
                     what="the Lead's notice")
-        assert host.agents.get(worker_id) is None
+        await until(lambda: host.agents.get(worker_id) is None, what="the session released")
         await host.close()
 
     async def test_refusals(self, tmp_path: Path) -> None:
