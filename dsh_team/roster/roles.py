@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
+import structlog
 
 from dsh_team.core.snapshots import NonEmpty, SafeCount
 from dsh_team.cost.records import of_types
@@ -77,6 +78,8 @@ class RoleRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 _RECORD: Final = msgspec.json.Decoder(RoleRecord)
+
+log = structlog.get_logger(__name__)
 
 
 def _invalid(where: str, message: str) -> TeamError:
@@ -167,7 +170,11 @@ class RoleBook:
         count = session.last_seq
         if start < count:
             for event in of_types(session.events[start:count], (TEAM_ROLE,)):
-                record = _RECORD.decode(event.data)  # vetted before it was appended
+                try:
+                    record = _RECORD.decode(event.data)  # vetted before it was appended
+                except msgspec.DecodeError as exc:  # written by something else: named, never guessed at
+                    log.error("team.record_unreadable", type=event.type, seq=event.seq, error=str(exc))
+                    continue
                 roles[record.member_id] = record
             self._by_id[session.id] = (session, count, roles)
         return roles

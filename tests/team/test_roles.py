@@ -174,3 +174,20 @@ class TestRoleRules:
         book.forget(root.session)
         book.forget(root.session)  # twice: nothing left to drop
         await host.close()
+
+    async def test_an_unreadable_record_is_logged_and_skipped(self, tmp_path: Path) -> None:
+        import structlog
+
+        from roster_kit import lead, open_team
+        from dsh_team.roster.shutdown import TEAM_SHUTDOWN
+
+        host = await open_team(tmp_path)
+        root = await lead(host)
+        root.session.append(TEAM_ROLE, {"version": 1, "member_id": 5})
+        root.session.append(TEAM_SHUTDOWN, {"phase": "gone"})
+        service = teams_of(host)
+        with structlog.testing.capture_logs() as logs:
+            assert dict(service.coordination.roles.roles(root.session)) == {}
+            assert dict(service.coordination.shutdowns.book.latest(root.session)) == {}
+        assert [entry["type"] for entry in logs if entry["event"] == "team.record_unreadable"] == [TEAM_ROLE, TEAM_SHUTDOWN]
+        await host.close()
