@@ -72,8 +72,12 @@ class TeamServiceAPI(Protocol):
         provider: Any,
         signal: AbortSignal | None = None,
         plan_approval: Any = None,
+        role: Any = None,
     ) -> MemberView:
-        """Create a named continuable teammate (Lead only); ``plan_approval``: it plans before it may write."""
+        """Create a named continuable teammate (Lead only), optionally with a role preset.
+
+        ``plan_approval``: it plans before it may write.
+        """
         ...
 
     async def plan_step(
@@ -87,10 +91,26 @@ class TeamServiceAPI(Protocol):
         """The gate runs and plan approvals of the caller's Team."""
         ...
 
+    def tool_allowlist(self, agent: Agent) -> frozenset[str] | None:
+        """The non-Team tools a member's role allows, or ``None`` (no restriction)."""
+        ...
+
     async def send_message(
         self, caller: Agent, *, target: Any, content: Sequence[ContentBlock], signal: AbortSignal | None = None
     ) -> SendResult:
         """Queue a peer message durably and try to deliver it."""
+        ...
+
+    async def send_from_user(self, lead: Agent, target: Any, text: Any) -> SendResult:
+        """Queue the user's message to a teammate (or ``lead``); ``lead`` is the Lead's live agent."""
+        ...
+
+    async def request_shutdown(self, caller: Agent, target: Any, text: Any) -> SendResult:
+        """Ask a teammate to shut down (Lead only); it answers at its next step."""
+        ...
+
+    async def answer_shutdown(self, caller: Agent, approve: bool, text: Any) -> SendResult:
+        """A teammate approves (released when its turn ends) or declines its open shutdown request."""
         ...
 
     def interrupt(self, caller: Agent, target: Any) -> InterruptResult:

@@ -37,13 +37,14 @@ __all__ = ["LIMIT_FIELDS", "MAX_SAFE_INTEGER", "BudgetConfig", "GatesConfig", "T
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
 
-#: The five numeric limits (each a positive safe integer).
+#: The numeric limits (each a positive safe integer).
 LIMIT_FIELDS: Final = (
     "max_members",
     "max_tasks",
     "max_pending_messages_per_member",
     "max_message_bytes",
     "disposal_timeout_ms",
+    "shutdown_timeout_ms",
 )
 
 
@@ -153,6 +154,14 @@ def _structure_checks(raw: Any) -> Mapping[str, str]:
     return dict(raw)
 
 
+def _structure_roles(raw: Any) -> Mapping[str, Any]:
+    """The ``roles`` table as a plain dict; each role is checked by the service at load
+    (:func:`dsh_team.roster.roles.check_roles`, errors name ``roles.NAME``)."""
+    if not isinstance(raw, Mapping):
+        raise TeamConfigError("roles must be a table of role tables", path="roles")
+    return dict(raw)
+
+
 @attrs.frozen(kw_only=True)
 class TeamConfig:
     """Validated Team service configuration.
@@ -163,6 +172,8 @@ class TeamConfig:
         max_pending_messages_per_member: Queued-minus-delivered messages per target.
         max_message_bytes: UTF-8 bytes of one framed delivery (JSON of its content).
         disposal_timeout_ms: Bound of each disposal settlement and child drain.
+        shutdown_timeout_ms: How long a teammate has to answer a shutdown request
+            before it is stopped (:mod:`dsh_team.roster.shutdown`).
         team_mode_default: Team mode of a root with no ``team/mode`` record and no
             earlier Team records (see the module docstring).
         allow_volatile_store: For tests only: run on a host whose sessions live in
@@ -173,6 +184,8 @@ class TeamConfig:
         gates: Team-wide gates (:class:`GatesConfig`; a raw table is structured).
         plan_approval: Whether a teammate must have its plan approved before it may
             write (``spawn_teammate``'s default).
+        roles: Role presets by name (``[plugins.dsh-team.roles.NAME]``, see
+            :mod:`dsh_team.roster.roles`); each is checked at load, its tools at spawn.
 
     Raises:
         TeamConfigError: any field is invalid (``TEAM_INVALID_CONFIG``, ``path`` = field).
@@ -183,12 +196,14 @@ class TeamConfig:
     max_pending_messages_per_member: int = attrs.field(default=64, validator=_limit)
     max_message_bytes: int = attrs.field(default=65536, validator=_limit)
     disposal_timeout_ms: int = attrs.field(default=5000, validator=_limit)
+    shutdown_timeout_ms: int = attrs.field(default=120_000, validator=_limit)
     team_mode_default: bool = attrs.field(default=True, validator=_flag)
     allow_volatile_store: bool = attrs.field(default=False, validator=_flag)
     budget: BudgetConfig = attrs.field(factory=BudgetConfig, converter=_structure_budget)
     checks: Mapping[str, str] = attrs.field(factory=dict, converter=_structure_checks)
     gates: GatesConfig = attrs.field(factory=GatesConfig, converter=_structure_gates)
     plan_approval: bool = attrs.field(default=False, validator=_flag)
+    roles: Mapping[str, Any] = attrs.field(factory=dict, converter=_structure_roles)
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None) -> TeamConfig:

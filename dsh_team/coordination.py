@@ -25,9 +25,12 @@ import structlog
 from host_spec.events import EventType
 
 from dsh_team.mail.dispatch import Dispatcher
+from dsh_team.mail.notices import FailureNotices
 from dsh_team.mail.send import MessageSender
 from dsh_team.roster.provisioning import Provisioner
 from dsh_team.roster.reconcile import reconcile
+from dsh_team.roster.roles import RoleBook
+from dsh_team.roster.shutdown import Shutdowns
 from dsh_team.roster.roster import RosterService
 from dsh_team.mail.holdings import SessionMessages
 from dsh_team.mail.receipts import ReadReceipts
@@ -81,6 +84,10 @@ class Coordination:
         self.dispatcher = Dispatcher(host, journals, members, lifecycle, self.messages)
         self.sender = MessageSender(config, journals, members, lifecycle, self.dispatcher)
         self.receipts = ReadReceipts(host, journals, members, lifecycle, self.dispatcher)
+        self.notices = FailureNotices(host, journals, members, lifecycle, self.sender)
+        self.roles = RoleBook()
+        self.shutdowns = Shutdowns(host, journals, members, lifecycle, self.sender, config.shutdown_timeout_ms)
+        self.sender.gone = self.dispatcher.gone = self.shutdowns.gone
 
     # ------------------------------------------------------------ host feed
 
@@ -93,6 +100,8 @@ class Coordination:
 
     def session_disposed(self, session: Session) -> None:
         self.messages.forget(session)
+        self.roles.forget(session)
+        self.shutdowns.book.forget(session)
 
     def agent_started(self, agent: Agent) -> None:
         """Schedule recovery for an agent that was just published (startup or resume).
@@ -101,6 +110,9 @@ class Coordination:
         the Lead starts are reconciled, because a record written later belongs to a
         creator of this process that still owns its terminal edge.
         """
+        membership = self.members.try_resolve(agent)
+        if membership is not None and membership.is_lead:
+            self.shutdowns.recover(agent)
         plan = self.plan(agent)
         if plan is not None:
             self.host.call_soon(lambda: self._recover_soon(agent, plan))
@@ -143,4 +155,5 @@ class Coordination:
 
     async def dispose(self) -> list[BaseException]:
         """Drain the live rostered children of every live Lead (after admitted work settled)."""
+        self.shutdowns.close()
         return await self.roster.drain(self.lifecycle)

@@ -59,6 +59,10 @@ class TeamCode:
     TASK_CHECK_FAILED: Final = "TEAM_TASK_CHECK_FAILED"
     PLAN_NOT_APPROVED: Final = "TEAM_PLAN_NOT_APPROVED"
     PLAN_INVALID: Final = "TEAM_PLAN_INVALID"
+    ROLE_NOT_FOUND: Final = "TEAM_ROLE_NOT_FOUND"
+    ROLE_INVALID: Final = "TEAM_ROLE_INVALID"
+    SHUTDOWN_PENDING: Final = "TEAM_SHUTDOWN_PENDING"
+    NO_SHUTDOWN_REQUEST: Final = "TEAM_NO_SHUTDOWN_REQUEST"
 
     #: Every code above, for exhaustiveness checks.
     ALL: Final = frozenset(

@@ -5,7 +5,7 @@ built for (:mod:`dsh_team.plugin`), so these hook implementations are how the
 host tells the service what happened: session events keep the folds current,
 flushes announce durable changes, status changes mark cursor deltas and may
 leave the Team quiet, a published agent gets its recovery, a member's model call
-meets the budget check, and plugin teardown disposes the service. The journals
+meets the budget check, a teammate's turn that failed on its model tells the Lead, and plugin teardown disposes the service. The journals
 and the roster report back through the same part: a changed fold republishes
 the browser view, a durable change wakes the waiters and the dispatcher, an
 ended recovery may leave the Team quiet.
@@ -17,7 +17,7 @@ lifetime, which the service builds.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from host_spec import hookimpl
 
@@ -137,6 +137,7 @@ class HostFeed:
         if membership is not None:
             self.cursors.status_changed(membership.team_id, agent.id)
             if status != "running":
+                self.coordination.shutdowns.agent_idle(agent)
                 self.quiescence.poke(membership.team_id)
 
     @hookimpl(specname="dsh_context_brief")
@@ -162,6 +163,11 @@ class HostFeed:
         self.coordination.agent_started(agent)
         self._controls_started(agent)
         self._may_be_quiet(agent)
+
+    @hookimpl(specname="dsh_agent_turn_end")
+    def agent_turn_end(self, agent: Agent, turn: int, reason: dict[str, Any]) -> None:
+        """A teammate's turn that ended on a model error becomes one notice to the Lead (:mod:`dsh_team.mail.notices`)."""
+        self.coordination.notices.turn_end(agent, turn, reason)
 
     @hookimpl(specname="dsh_agent_pre_step")
     def agent_pre_step(self, agent: Agent) -> None:

@@ -43,6 +43,7 @@ from dsh_team.log.lead_fold import TeamFolds
 from dsh_team.mail.holdings import asleep_with_work
 from dsh_team.log.lifecycle import Lifecycle
 from dsh_team.roster.membership import Membership, MembershipResolver, TeammateResolver, roster_teammate
+from dsh_team.roster.roles import check_roles
 from dsh_team.mode import ModeControl
 from dsh_team.views.projection import Publisher, TeamView, ViewListener
 from dsh_team.views.cursor import CursorDeltas
@@ -81,6 +82,7 @@ class TeamService(MemberOperations, ControlOperations, HostFeed):
     ) -> None:
         self.host = host
         self.config = config if config is not None else TeamConfig()
+        check_roles(self.config.roles)
         self.lifecycle = Lifecycle(self.config.disposal_timeout_ms)
         self.activity = Activity(timer)
         self.publisher = Publisher()
@@ -94,7 +96,9 @@ class TeamService(MemberOperations, ControlOperations, HostFeed):
             host, self.config, self.journals, self.members, self.lifecycle, on_recovered=self._may_be_quiet
         )
         self.cursors = CursorDeltas(self.journals, self.members, self.coordination.roster)
-        self.costs = TeamCosts(host, self.config.budget, self.journals, self.members, self.coordination.messages)
+        self.costs = TeamCosts(
+            host, self.config.budget, self.journals, self.members, self.coordination.messages, self.activity.notify
+        )
         self.controls = LiveControls()
         self.gates = Gates(host, self.config, self.journals, self.controls, self.lifecycle)
         self.plans = Plans(self.controls)

@@ -1,5 +1,8 @@
 """Plugin ``dsh-team-tools``: the nine Team tools and ``team:policy``, installed per member.
 
+A member spawned with a role that has a tool allowlist also gets the host's
+restriction of its scope to those tools plus the Team's own (``tools.restrict``).
+
 Nothing is registered globally: a non-member (and a call without an agent) never
 sees a Team tool, and inside a member the scoped tools shadow same-named legacy
 globals. Each member agent gets one *install* (policy section, then the nine
@@ -107,6 +110,9 @@ class Installer:
             handles.append(self.host.prompts.register(section, scope=scope))
             for spec in self.specs:
                 handles.append(self.host.tools.register(spec, scope=scope))
+            allowed = self.team().tool_allowlist(agent)
+            if allowed is not None:  # a role's allowlist; the Team's own tools always stay
+                handles.append(self.host.tools.restrict(scope, allowed | {spec.name for spec in self.specs}))
         except BaseException:
             _dispose_all(handles)
             raise

@@ -40,6 +40,7 @@ Pass since=<the last position you saw>: changes then lists what changed after it
 status included (re-list a truncated part).
 - complete runs the task's checks: if one fails, fix and retry. \
 Writes refused without an approved plan: send_message plan=submit to lead; the Lead replies approve or reject.
+- A shutdown request: answer at once with send_message shutdown="approve" (then stop) or "decline" and why.
 - Lead: before your final answer, wait until every teammate you need has finished."""
 
 

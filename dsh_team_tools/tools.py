@@ -149,6 +149,7 @@ def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[s
             provider=config.provider_for(args.context),
             signal=call.signal,
             **_sent(args, "plan_approval"),
+            **_sent(args, "role"),
         )
         return s.SpawnTeammateResult(member=member_row(member))
 
@@ -157,6 +158,10 @@ def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[s
             result = await team().plan_step(
                 _caller(call), plan=args.plan, target=args.target, text=args.message, signal=call.signal
             )
+        elif args.shutdown == "request":
+            result = await team().request_shutdown(_caller(call), args.target, args.message)
+        elif args.shutdown is not UNSET:  # the answer always goes to the Lead
+            result = await team().answer_shutdown(_caller(call), args.shutdown == "approve", args.message)
         else:
             result = await team().send_message(
                 _caller(call), target=args.target, content=[text_block(args.message)], signal=call.signal

@@ -13,7 +13,11 @@ Each entry point is a callable ``register(subparsers, env)``. ``subparsers`` is 
 command(s) and sets the default ``dsh_handler`` to ``handler(args) -> int`` (or an
 awaitable of ``int``), the process exit status. ``env`` (:class:`CliEnv`) is what
 the host offers a command: its ``--data-dir`` option and a *read-only* view of a
-data directory's stored sessions, so the extension never imports the host.
+data directory's stored sessions, so the extension never imports the host. A
+command that must write to a stopped run (``dsh team send``) opens one stored
+session with :meth:`CliEnv.open_appender`: the session tree's lock is taken
+exactly as a run takes it, so a run live in another process refuses it
+(``SESSION_LOCKED``) instead of racing it.
 
 Handlers raise :class:`~host_spec.errors.DshError` for bad input; the host prints
 ``dsh: <code>: <message>`` and exits 2, as for its own commands.
@@ -31,7 +35,7 @@ import attrs
 from host_spec.errors import SessionCorruptError
 from host_spec.events import Event, SessionHeader
 
-__all__ = ["CLI_ENTRY_POINT_GROUP", "HANDLER_KEY", "StoredLog", "SessionReader", "CliEnv"]
+__all__ = ["CLI_ENTRY_POINT_GROUP", "HANDLER_KEY", "StoredLog", "SessionReader", "SessionAppender", "CliEnv"]
 
 #: Entry-point group of CLI extensions.
 CLI_ENTRY_POINT_GROUP: Final = "dsh.cli"
@@ -105,6 +109,43 @@ class SessionReader(Protocol):
         ...
 
 
+class SessionAppender(Protocol):
+    """A stored session opened for appending by a command, its tree's lock held until :meth:`close`.
+
+    Nothing runs: no agent, no plugin hook, no invariant; the command checks what it
+    appends itself (with the same fold a run would use).
+    """
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """The session's events, a torn tail already repaired, and every event appended here."""
+        ...
+
+    def append(self, event_type: str, payload: object) -> Event:
+        """Append one event after the last one; durable (fsynced) when it returns.
+
+        Raises:
+            InvalidEventError: ``payload`` is not lossless JSON.
+            OSError: the write or its fsync failed (nothing was appended).
+        """
+        ...
+
+    def extend(self, events: Sequence[tuple[str, object]]) -> list[Event]:
+        """Append ``(event type, payload)`` events as one batch, made durable by one fsync.
+
+        For records that only mean something together (a decision and the message that
+        tells it): a torn batch loses its tail the way a crashed run's does.
+
+        Raises:
+            InvalidEventError / OSError: as for :meth:`append` (nothing was appended).
+        """
+        ...
+
+    def close(self) -> None:
+        """Release the session and its tree's lock (idempotent)."""
+        ...
+
+
 class CliEnv(Protocol):
     """What the host offers a CLI extension."""
 
@@ -121,17 +162,12 @@ class CliEnv(Protocol):
         """
         ...
 
-    async def append_events(self, data_dir: Path, session_id: str, events: Sequence[tuple[str, Any]]) -> int:
-        """Append ``(event type, payload)`` events to a stored session no process has open; returns its last seq.
-
-        The one write an extension may make, for a decision a user takes while no run
-        is live (a plan approval). The session's log is opened for writing as a resume
-        would (its lock taken: a live run refuses it), the events appended and made
-        durable, the log closed. No plugin runs: the caller must have checked the
-        events against the fold it owns.
+    def open_appender(self, data_dir: Path, session_id: str) -> SessionAppender:
+        """Open a stored session of ``data_dir`` for appending (see :class:`SessionAppender`).
 
         Raises:
-            DshError: the data-dir errors of :meth:`open_store`; ``SESSION_LOCKED`` (a
-                run holds the session), ``SESSION_NOT_FOUND``.
+            DshError: the data-dir errors of :meth:`open_store`.
+            SessionLockedError: ``SESSION_LOCKED``, a session of its tree is open in another process.
+            SessionNotFoundError / SessionCorruptError / SessionFormatError: as for reading it.
         """
         ...

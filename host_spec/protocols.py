@@ -14,7 +14,7 @@ tells a live agent from a stale copy or a disposed handle.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from host_spec.live import Agent, AgentRegistry, AgentStatus, Inbox, PersistedSession, Scope, Session, SessionStore
@@ -63,6 +63,14 @@ class ToolRegistry(Protocol):
 
     def visible(self, agent: Agent) -> Sequence[ToolSpec]:
         """Tools the agent can use now (scope layer over global, ``available`` applied)."""
+        ...
+
+    def restrict(self, scope: Scope, allowed: Collection[str]) -> Handle:
+        """Let the agent of ``scope`` see and call only tools named in ``allowed``, until disposed.
+
+        A role's tool allowlist: the other tools are neither offered to its model nor
+        callable (``UNKNOWN_TOOL``). One restriction per scope; a later one replaces it.
+        """
         ...
 
 
@@ -134,8 +142,11 @@ class Continuations(Protocol):
         signal: AbortSignal | None = None,
         name: str | None = None,
         notify: bool = True,
+        model: str | None = None,
     ) -> tuple[str, str]:
         """Create the child and durably admit its first prompt; returns ``(child_id, message_id)``.
+
+        ``model`` is the child's model spec (``None``: the host chooses, e.g. the parent's).
 
         ``name`` is the child's agent name (default: ``label``); it is kept in the
         descriptor so a cold resume restores it. ``notify=False``: the parent gets no

@@ -41,6 +41,8 @@ from dsh_team.cost.records import COST_VERSION, TEAM_COST, ChargeRecord
 from dsh_team.errors import render_reason
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from host_spec.events import Event
     from host_spec.protocols import Agent, Host, Session
 
@@ -62,6 +64,7 @@ class TeamCosts(CostLimits):
         budget: The configured limits.
         journals, members: The service's journals and membership.
         messages: Which messages a session holds (the notice's de-duplication).
+        wake: Ends the current waits of a Team (its Lead reads the notice next).
     """
 
     def __init__(
@@ -71,8 +74,10 @@ class TeamCosts(CostLimits):
         journals: Journals,
         members: MembershipResolver,
         messages: SessionMessages,
+        wake: Callable[[str], None],
     ) -> None:
         self.host = host
+        self.wake = wake
         self.budget = budget
         self.journals = journals
         self.members = members

@@ -7,7 +7,8 @@ the charges that reach the limit are written. A reached limit refuses with
 ``TEAM_BUDGET_EXCEEDED``; nothing is claimed, so queued mail stays queued. It is
 recorded once per limit value (``team/budget``) and the Lead is told once: a
 user message whose id derives from the record, re-delivered at the Lead's start
-only when its log does not hold it (a crash between record and notice).
+only when its log does not hold it (a crash between record and notice). Telling
+the Lead also ends its current ``wait_for_change``, so a parked Lead reads it.
 
 :class:`CostLimits` is a part of :class:`dsh_team.cost.costs.TeamCosts`: it holds
 no state of its own and works on the ledgers and pending charges that
@@ -16,6 +17,7 @@ no state of its own and works on the ledgers and pending charges that
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from dsh_team.config import BudgetConfig
@@ -49,9 +51,11 @@ class CostLimits:
 
     Attributes:
         host, budget, journals: The host, the configured limits and the journals (set by ``TeamCosts``).
+        wake: Ends the Team's current waits, so a Lead parked in ``wait_for_change`` reads its notice.
     """
 
     host: Host
+    wake: Callable[[str], None]
     budget: BudgetConfig
     journals: Journals
     _limited: bool
@@ -163,3 +167,4 @@ class CostLimits:
             return  # re-told when the Lead starts
         member = state.members.members.get(record.member_id) if record.member_id is not None else None
         lead.steer(notice(journal.team_id, seq, record, member.name if member is not None else LEAD_NAME))
+        self.wake(journal.team_id)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -40,7 +41,7 @@ from dsh_team.errors import TeamError, render_reason
 from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, VERSION, MessageDeliveredRecord
 from dsh_team.core.snapshots import TeamMessageSnapshot
 from dsh_team.log.journal import Append, Journal
-from dsh_team.mail.framing import framed_content, recorded_team_message, team_source, team_user_message
+from dsh_team.mail.framing import delivered_content, recorded_team_message, team_source, team_user_message
 from dsh_team.mail.holdings import SessionMessages
 from dsh_team.core.state import TeamState
 
@@ -88,6 +89,8 @@ class Dispatcher:
         self._inflight: dict[str, asyncio.Future[bool]] = {}
         #: Per Team: message id -> target id of dispatches stopped by a failed Lead flush.
         self._stalled: dict[str, dict[str, str]] = {}
+        #: Whether a member shut down for good (set by the coordination): never woken for mail again.
+        self.gone: Callable[[Journal, str], bool] = lambda journal, member_id: False
 
     # ------------------------------------------------------------ dispatch
 
@@ -147,6 +150,9 @@ class Dispatcher:
     async def _deliver(self, journal: Journal, message: TeamMessageSnapshot) -> bool:
         """One delivery attempt; ``False`` leaves the message queued (the failure is logged)."""
         team_id, target_id = journal.team_id, message.target_id
+        if self.gone(journal, target_id):
+            log.info("team.message_remains_queued", message=message.id, target=target_id, error="the member shut down")
+            return False
         root = self.host.agents.get(team_id)
         if root is None or root.session is not journal.session:
             log.warning("team.message_remains_queued", message=message.id, target=target_id, error="the Lead is not live")
@@ -170,7 +176,7 @@ class Dispatcher:
             await self.host.continuations.deliver(
                 root,
                 target_id,
-                framed_content(message.id, message.sender_name, message.content),
+                delivered_content(message),
                 source=team_source(team_id, message),
                 mode="steer",
                 message_id=message.id,

@@ -59,7 +59,8 @@ _SPLICE: Final = msgspec.json.Decoder(_Splice)
 def _identity(message: _Message) -> tuple[str, str | None]:
     """``(source kind, Team message id alias)`` of a message."""
     kind = message.source.get("kind")
-    alias = message.source.get("message_id") if kind == TEAM_MESSAGE_SOURCE else None
+    team_mail = kind == TEAM_MESSAGE_SOURCE or (kind == "user" and "team_id" in message.source)
+    alias = message.source.get("message_id") if team_mail else None
     return (kind if isinstance(kind, str) else "", alias if isinstance(alias, str) else None)
 
 
@@ -103,7 +104,7 @@ class MessageIndex:
         self._history.add(message.id)
         if alias is not None:
             self._history.add(alias)
-        self._user_history = self._user_history or source == "user"
+        self._user_history = self._user_history or (source == "user" and alias is None)
 
     def _splice(self, splice: _Splice) -> None:
         for message_id in splice.removed_ids:
@@ -129,8 +130,8 @@ class MessageIndex:
         return bool(self._pending)
 
     def holds_user_message(self) -> bool:
-        """Whether any held message has source kind ``user`` (a provisioned prompt)."""
-        return self._user_history or any(kind == "user" for kind, _ in self._pending.values())
+        """Whether any held message has source kind ``user`` (a provisioned prompt; the user's Team mail is not one)."""
+        return self._user_history or any(kind == "user" and alias is None for kind, alias in self._pending.values())
 
     def receipt(self, team_id: str, message_id: str) -> str | None:
         """``read`` (a reply followed it), ``seen`` (recorded, no reply yet) or ``None`` (not recorded)."""

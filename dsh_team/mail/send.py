@@ -12,12 +12,19 @@ failing check names the error):
 target (``lead`` or an *active* teammate), not oneself, the target's pending
 count, then the size of the framed delivery. The dispatch is registered inside
 the same section, so concurrent senders line up per target in durable log order.
+
+The user (:meth:`MessageSender.send_from_user`, credential: the Lead's live agent)
+and the Team's own notices to the Lead (:meth:`MessageSender.notify_lead`) are
+admitted the same way with a sender that is no member
+(:data:`~dsh_team.mail.framing.SYSTEM_SENDERS`): same limits, same exactly-once
+delivery; the user may write to the Lead too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 import uuid
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -25,13 +32,15 @@ import msgspec
 import structlog
 
 from host_spec.events import json_encode
+from host_spec.messages import ContentBlock, text_block
 
 from dsh_team.errors import TeamCode, TeamError, UnconfirmedError, render_reason
 from dsh_team.core.records import TEAM_MESSAGE_QUEUED, VERSION, MessageQueuedRecord
 from dsh_team.core.snapshots import TeamMessageSnapshot
 from dsh_team.log.journal import Append
 from dsh_team.roster.roster import resolve_target
-from dsh_team.mail.framing import MESSAGE_ID_PREFIX, framed_content
+from dsh_team.core.task_view import LEAD_NAME
+from dsh_team.mail.framing import MESSAGE_ID_PREFIX, NOTICE_SENDER, USER_SENDER, delivered_content
 from dsh_team.core.state import TeamState
 from dsh_team.core.validation import check_content
 
@@ -40,6 +49,7 @@ if TYPE_CHECKING:
     from host_spec.records import AbortSignal
 
     from dsh_team.config import TeamConfig
+    from dsh_team.log.journal import Journal
     from dsh_team.mail.dispatch import Dispatcher
     from dsh_team.log.journals import Journals
     from dsh_team.log.lifecycle import Lifecycle
@@ -90,6 +100,8 @@ class MessageSender:
         self.members = members
         self.lifecycle = lifecycle
         self.dispatcher = dispatcher
+        #: Whether a member shut down for good (set by the coordination: mail to it is refused).
+        self.gone: Callable[[Journal, str], bool] = lambda journal, member_id: False
 
     async def send(self, caller: Agent, *, target: Any, content: Any, signal: AbortSignal | None = None) -> SendResult:
         """Queue durably, then try one delivery; see the module docstring.
@@ -110,13 +122,52 @@ class MessageSender:
             raise _aborted(signal.reason)
         blocks = check_content(content)
         journal = self.journals.get(membership.root.session)
-        team_id = membership.team_id
+        return await self._queue(journal, (membership.member_id, membership.name), target, blocks, signal)
+
+    async def send_from_user(self, lead: Agent, *, target: Any, content: Any) -> SendResult:
+        """Queue the user's message to ``target`` (a teammate or ``lead``); ``lead`` is the Lead's live agent.
+
+        Raises:
+            TeamError: ``TEAM_LEAD_REQUIRED`` (``lead`` is not its Team's Lead), and the
+                codes of :meth:`send` (no ``TEAM_SELF_MESSAGE``: the user is no member).
+        """
+        self.lifecycle.admit()
+        membership = self.members.resolve(lead)
+        if not membership.is_lead:
+            raise TeamError("only the Lead's run speaks for the user", TeamCode.LEAD_REQUIRED)
+        blocks = check_content(content)
+        journal = self.journals.get(membership.root.session)
+        return await self._queue(journal, (USER_SENDER, USER_SENDER), target, blocks, None)
+
+    async def send_as(self, journal: Journal, sender_id: str, sender_name: str, target: Any, text: str) -> SendResult:
+        """Queue ``text`` from an already resolved member (the shutdown flow's request and answer)."""
+        self.lifecycle.admit()
+        return await self._queue(journal, (sender_id, sender_name), target, (text_block(text),), None)
+
+    async def notify_lead(self, journal: Journal, text: str) -> SendResult:
+        """Queue the Team's notice ``text`` to the Lead of ``journal`` (see :mod:`dsh_team.mail.notices`)."""
+        self.lifecycle.admit()
+        blocks = (text_block(text),)
+        return await self._queue(journal, (NOTICE_SENDER, NOTICE_SENDER), LEAD_NAME, blocks, None)
+
+    async def _queue(
+        self,
+        journal: Journal,
+        sender: tuple[str, str],
+        target: Any,
+        blocks: tuple[ContentBlock, ...],
+        signal: AbortSignal | None,
+    ) -> SendResult:
+        team_id = journal.team_id
+        sender_id, sender_name = sender
         queued: list[TeamMessageSnapshot] = []
         positions: list[int] = []
 
         def admit(state: TeamState) -> Append:
             target_id, target_name = resolve_target(state, target)
-            if target_id == membership.member_id:
+            if self.gone(journal, target_id):
+                raise TeamError(f'teammate "{target_name}" has shut down', TeamCode.MEMBER_NOT_FOUND, target=target_name)
+            if target_id == sender_id:
                 raise TeamError("a Team member cannot message itself", TeamCode.SELF_MESSAGE)
             pending = state.mail.pending_count(target_id)
             limit = self.config.max_pending_messages_per_member
@@ -124,12 +175,12 @@ class MessageSender:
                 raise TeamError(f'teammate "{target_name}" has {pending} pending messages', TeamCode.MAILBOX_FULL)
             message = TeamMessageSnapshot(
                 id=f"{MESSAGE_ID_PREFIX}{uuid.uuid4()}",
-                sender_id=membership.member_id,
-                sender_name=membership.name,
+                sender_id=sender_id,
+                sender_name=sender_name,
                 target_id=target_id,
                 content=blocks,
             )
-            size = len(json_encode(framed_content(message.id, message.sender_name, blocks)))
+            size = len(json_encode(delivered_content(message)))
             if size > self.config.max_message_bytes:
                 raise TeamError(f"team message exceeds {self.config.max_message_bytes} bytes", TeamCode.MESSAGE_TOO_LARGE)
             queued.append(message)

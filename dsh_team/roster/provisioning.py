@@ -41,6 +41,7 @@ from dsh_team.errors import TeamCode, TeamError, render_reason
 from dsh_team.core.records import TEAM_MEMBER, VERSION, MemberRecord
 from dsh_team.core.snapshots import TeamMemberSnapshot
 from dsh_team.log.journal import Append, Journal
+from dsh_team.roster.roles import ROLE_VERSION, TEAM_ROLE, RoleRecord, RoleSpec
 from dsh_team.roster.roster import TEXT_MAX, MemberView, RosterService, validate_name
 from dsh_team.mail.holdings import SessionMessages, await_accepted, creation_aborted
 from dsh_team.core.state import TeamState
@@ -67,6 +68,12 @@ class _Request:
     root: Agent = attrs.field(eq=False)
     snapshot: TeamMemberSnapshot
     prompt: list[dict[str, Any]]
+    role: tuple[str, RoleSpec] | None = None
+
+
+def _model_of(role: tuple[str, RoleSpec] | None) -> dict[str, Any]:
+    """``{"model": spec}`` for a role that names one (a host without roles never sees the keyword)."""
+    return {"model": role[1].model} if role is not None and role[1].model is not None else {}
 
 
 class Provisioner:
@@ -108,8 +115,12 @@ class Provisioner:
         context: Any = "fresh",
         provider: Any,
         signal: AbortSignal | None = None,
+        role: tuple[str, RoleSpec] | None = None,
     ) -> MemberView:
         """Provision a continuable child as a named teammate; returns its row once ``active`` is durable.
+
+        ``role`` (name, checked spec): recorded as ``team/role`` in the same section as
+        ``provisioning`` (see :mod:`.roles`); its model spec starts the child.
 
         Raises:
             TeamError: ``TEAM_DISPOSED``, ``TEAM_NOT_MEMBER``, ``TEAM_LEAD_REQUIRED``,
@@ -141,6 +152,7 @@ class Provisioner:
                 id=child_id, name=valid_name, description=text, provider=chosen, context=context, phase="provisioning"
             ),
             prompt=list(check_content(prompt, "prompt")),
+            role=role,
         )
         return await asyncio.shield(self.lifecycle.track(self._create(request, combined)))
 
@@ -160,6 +172,10 @@ class Provisioner:
                 raise TeamError(f'teammate name "{snapshot.name}" is already taken', TeamCode.MEMBER_NAME_TAKEN)
             if len(state.members.members) >= limit:
                 raise TeamError(f"the Team already has its limit of {limit} teammates", TeamCode.MEMBER_LIMIT)
+            if request.role is not None:  # before the member exists: its first step already has its allowlist
+                name, spec = request.role
+                journal.session.append(TEAM_ROLE, RoleRecord(
+                    version=ROLE_VERSION, team_id=root.id, member_id=snapshot.id, role=name, spec=spec))
             return self._record(root, snapshot)
 
         # Failures are handled *after* the except clauses: an error raised while
@@ -184,6 +200,7 @@ class Provisioner:
                 signal=signal,
                 name=snapshot.name,
                 notify=False,
+                **_model_of(request.role),
             )
             await await_accepted(self.host.sessions, self.messages, snapshot.id, message_id, signal)
         except BaseException as exc:

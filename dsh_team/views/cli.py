@@ -5,12 +5,15 @@
     dsh team show [--data-dir D] [SESSION_ID] [--json] [--at SEQ]
     dsh team serve [--data-dir D] [SESSION_ID] [--host H] [--port P]   # the browser panel (dsh-team[web])
     dsh team plan approve|reject NAME [--feedback TEXT]   # a plan decision while no run is live (views/plan_cli.py)
+    dsh team send [--data-dir D] [--team SESSION_ID] MEMBER TEXT       # the user's message (delivered on resume)
+    dsh team transcript [--data-dir D] [--team SESSION_ID] MEMBER      # one member's conversation
 
 Registered with the host's command line through entry-point group ``dsh.cli``
 (:mod:`host_spec.cli`): the host never imports this package, and this module
 never imports the host -- it reads logs through the ``env`` the host passes in
 and folds them with :func:`dsh_team.core.fold.replay`, the fold every other reader of
-a Team uses. Nothing is locked or written, so it is safe next to a running team.
+a Team uses. Nothing is locked or written, so it is safe next to a running team
+(``team send`` is the one writer, to a stopped run: :mod:`dsh_team.views.member_commands`).
 
 * ``SESSION_ID`` defaults to the most recently created root session. A
   teammate's id shows the Team it belongs to (its parent's roster lists it).
@@ -36,6 +39,7 @@ from host_spec.errors import DshError, SessionError
 from dsh_team.core.fold import replay
 from dsh_team.cost.ledger import replay_costs
 from dsh_team.cost.report import build_report
+from dsh_team.views.member_commands import register_member_commands
 from dsh_team.views.show import build_show, render_json
 from dsh_team.views.controls import build_controls
 from dsh_team.views.plan_cli import register_plan
@@ -78,8 +82,8 @@ def _position(text: str) -> int:
 def register(subparsers: Any, env: CliEnv) -> None:
     """Add ``team show`` to the ``dsh`` parser (the ``dsh.cli`` entry point)."""
     team = subparsers.add_parser("team", help="inspect Agent Teams stored in a data directory",
-                                 description="Inspect Agent Teams stored in a data directory "
-                                             "(read-only, but for a user's plan decision: team plan).")
+                                 description="Inspect Agent Teams stored in a data directory; talk to a member; "
+                                             "decide on a plan between runs (team plan).")
     commands = team.add_subparsers(dest="team_command", required=True, metavar="COMMAND")
     show = commands.add_parser(
         "show", help="roster, task board and pending mail of a Team",
@@ -104,6 +108,7 @@ def register(subparsers: Any, env: CliEnv) -> None:
                        help="Lead (or teammate) session id (default: the most recent root session)")
     serve.set_defaults(**{HANDLER_KEY: lambda args: serve_command(args, env)})
     register_plan(commands, env)
+    register_member_commands(commands, env, lead_of)
 
 
 def lead_of(reader: SessionReader, session_id: str) -> str:

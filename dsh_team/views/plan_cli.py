@@ -10,8 +10,9 @@ decided by the same pure rule (:func:`~dsh_team.controls.plans.decide_step`) on
 the Lead log folded from disk, and written as the same two records: the
 ``team/plan`` step and the Team message from the Lead that tells the teammate.
 Both are decided from the folded Lead log by the rules the invariant plugin holds
-them to (the plan step's state, the message's queue index), and appended through the host's
-one CLI write (:meth:`host_spec.cli.CliEnv.append_events`), which a live run
+them to (the plan step's state, the message's queue index), on the log as read
+under the session's lock, and appended as one durable batch through the host's
+CLI write (:meth:`host_spec.cli.CliEnv.open_appender`), which a live run
 refuses (``SESSION_LOCKED``: decide from the panel instead). ``dsh resume``
 then delivers the message (queued mail is retried when the Lead starts) and the
 teammate continues with its write tools free, or with the feedback.
@@ -63,21 +64,25 @@ async def plan_command(args: Any, env: CliEnv) -> int:
     """
     reader = env.open_store(args.data_dir)
     team_id = args.session_id or reader.latest_root()
-    events = reader.read(team_id).events
-    state, controls = replay(events, team_id), replay_controls(events, team_id)
-    if state.failure is not None or controls.failure is not None:
-        raise TeamError("the Team's log does not fold: nothing is decided on it", TeamCode.STREAM_FAILED)
-    member = state.members.by_name(args.member)
-    if member is None or member.phase != "active":
-        raise TeamError(f'active teammate "{args.member}" not found', TeamCode.MEMBER_NOT_FOUND)
-    action = step_action(args.decision, args.feedback)
-    record = decide_step(controls, team_id, member.name, action, "user", args.feedback)
-    _, text = notice(action, member.name, args.feedback)
-    message = TeamMessageSnapshot(
-        id=f"{MESSAGE_ID_PREFIX}{uuid.uuid4()}", sender_id=team_id, sender_name=LEAD_NAME, target_id=member.id,
-        content=(text_block(text),),
-    )
-    queued = MessageQueuedRecord(version=VERSION, team_id=team_id, message=message, index=state.mail.next_index)
-    await env.append_events(args.data_dir, team_id, [(TEAM_PLAN, record), (TEAM_MESSAGE_QUEUED, queued)])
+    appender = env.open_appender(args.data_dir, team_id)
+    try:
+        events = appender.events
+        state, controls = replay(events, team_id), replay_controls(events, team_id)
+        if state.failure is not None or controls.failure is not None:
+            raise TeamError("the Team's log does not fold: nothing is decided on it", TeamCode.STREAM_FAILED)
+        member = state.members.by_name(args.member)
+        if member is None or member.phase != "active":
+            raise TeamError(f'active teammate "{args.member}" not found', TeamCode.MEMBER_NOT_FOUND)
+        action = step_action(args.decision, args.feedback)
+        record = decide_step(controls, team_id, member.name, action, "user", args.feedback)
+        _, text = notice(action, member.name, args.feedback)
+        message = TeamMessageSnapshot(
+            id=f"{MESSAGE_ID_PREFIX}{uuid.uuid4()}", sender_id=team_id, sender_name=LEAD_NAME, target_id=member.id,
+            content=(text_block(text),),
+        )
+        queued = MessageQueuedRecord(version=VERSION, team_id=team_id, message=message, index=state.mail.next_index)
+        appender.extend([(TEAM_PLAN, record), (TEAM_MESSAGE_QUEUED, queued)])
+    finally:
+        appender.close()
     print(f"plan of {member.name}: {action} by the user; {member.name} is told when the run resumes (dsh resume)")
     return 0

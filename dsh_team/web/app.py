@@ -183,6 +183,7 @@ def build_app(feed: Feed, token: str, steering: Steering | None = None) -> Starl
         Route("/api/mode", steer(lambda s, r, b: s.set_enabled(b)), methods=["POST"]),
         Route("/api/plans/{member}", steer(lambda s, r, b: s.decide_plan(r.path_params["member"], b)),
               methods=["POST"]),
+        Route("/api/messages", steer(lambda s, r, b: s.send(b)), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC_DIR)),
     ]
     app = Starlette(routes=routes)

@@ -1,8 +1,10 @@
 """Steering a live Team from the page, through the Team service's remote operations.
 
 Every request acts as one member (``as``: a Team name, default ``lead``) and uses
-that member's live agent as its credential, exactly as a tool call would. The
-outcome always comes back as a successful response:
+that member's live agent as its credential, exactly as a tool call would. A
+message from the message box (:meth:`Steering.send`) is the user's, never a
+member's: the Lead's live agent is its credential and the target reads it as
+the user's (``send_from_user``). The outcome always comes back as a successful response:
 
 * ``{"ok": true, "value": ...}`` -- done and durable;
 * ``{"ok": true, "value": ..., "unconfirmed": {...}}`` -- appended and visible, its
@@ -23,8 +25,8 @@ from host_spec.protocols import Agent
 
 from dsh_team.api import TeamServiceAPI
 from dsh_team.core.task_view import LEAD_NAME
-from dsh_team.errors import TeamCode, TeamError
-from dsh_team.views.remote import CONFLICT, REJECTED, RemoteTeam
+from dsh_team.errors import TeamCode, TeamError, UnconfirmedError
+from dsh_team.views.remote import CONFLICT, REJECTED, UNCONFIRMED, RemoteTeam
 from dsh_team.web.document import plain
 from dsh_team.web.sources import LiveRun
 
@@ -128,3 +130,22 @@ class Steering:
         except TeamError as error:
             return _rejection(error)
         return {"ok": True, "value": {"member": member, "plan": plan, "message_id": sent.message_id}}
+    async def send(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The user's message ``{"target", "text"}`` to a member (or ``lead``): queued once, delivered once.
+
+        ``value`` is ``{"message_id", "status"}`` (``accepted``: the target holds it;
+        ``queued``: durable, delivery pending). Unconfirmed means queued and visible:
+        the page says so and never resends it.
+        """
+        try:
+            unknown = sorted(set(body) - {"target", "text"})
+            if unknown:
+                raise TeamError(f"unknown request fields: {', '.join(unknown)}", TeamCode.INVALID_ARGUMENT)
+            lead = self.caller({})
+            result = await self._service().send_from_user(lead, body.get("target"), body.get("text"))
+        except UnconfirmedError as error:
+            value = plain(error.value)
+            return {"ok": True, "value": value, "unconfirmed": {"code": UNCONFIRMED, "message": error.message}}
+        except TeamError as error:
+            return _rejection(error)
+        return {"ok": True, "value": {"message_id": result.message_id, "status": result.status}}

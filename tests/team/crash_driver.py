@@ -17,6 +17,10 @@ lock release beyond what the kernel does. Points:
 ``before-quiescent``           the Team is quiet and its ``team/quiescent`` record is about to be appended
 ``after-quiescent``            the Lead durably holds its first ``team/quiescent`` record
 ``after-budget``               the Lead durably holds a ``team/budget`` record (a limit was reached)
+``after-user-recorded``        a teammate's history durably holds the user's Team mail (``dsh team send``)
+``after-shutdown-requested``   the Lead durably holds a ``team/shutdown`` request (its mail not queued yet)
+
+``PROMPT`` ``RESUME:<session id>`` resumes that stored root instead of starting a run (``dsh resume``).
 
 ``PROFILE`` (default ``agent-teams``) is a profile name or file, e.g. one that sets a budget.
 
@@ -60,7 +64,16 @@ class _AfterMail:
         return self.reply and self.recorded and event.type == EventType.ASSISTANT_MESSAGE
 
 
+def _user_mail(event: Any) -> bool:
+    if event.type != EventType.USER_MESSAGE:
+        return False
+    source = event.value().get("source", {})
+    return source.get("kind") == "user" and "team_id" in source
+
+
 POINTS = {
+    "after-user-recorded": (True, _user_mail),
+    "after-shutdown-requested": (False, lambda event: event.type == "team/shutdown"),
     "provisioning-before-child": (False, _provisioning),
     "provisioning-after-child": (True, lambda event: event.type == EventType.INBOX_SPLICED),
     "after-queued": (False, lambda event: event.type == "team/message/queued"),
@@ -99,7 +112,10 @@ class Killer:
 async def main(data_dir: str, script: str, point: str, prompt: str, profile: str = "agent-teams") -> int:
     host = await Host.open(data_dir, profile, f"scripted:{script}", extra_plugins=[("crash-killer", Killer(point))])
     try:
-        await host.run(prompt)
+        if prompt.startswith("RESUME:"):
+            await host.resume(prompt.removeprefix("RESUME:"))
+        else:
+            await host.run(prompt)
     finally:
         await host.close()
     return 3

@@ -41,7 +41,8 @@ def naive_read(events: list[Event], team_id: str) -> set[str]:
             source = item.value().get("source")
             if not isinstance(source, dict) or not isinstance(source.get("message_id"), str):
                 continue
-            if source.get("kind") == "team-message" and source.get("team_id") == team_id:
+            # The user's Team mail has the core "user" kind and the same ids (it is the user speaking).
+            if source.get("kind") in ("team-message", "user") and source.get("team_id") == team_id:
                 recorded.append((index, source["message_id"]))
     return {message_id for index, message_id in recorded if any(reply > index for reply in replies)}
 
@@ -115,6 +116,7 @@ class TestScan:
             [user(1, "a"), reply(2)],
             [user(1, "a"), user(2, "b"), reply(3), user(4, "c")],
             [reply(1), user(2, "a", team_id="other"), reply(3), user(4, "b", kind="user")],
+            [reply(1), user(2, "a", kind="plugin"), reply(3), user(4, "b", kind="user"), reply(5)],
             [event(1, EventType.USER_MESSAGE, {"id": "x", "content": []}), reply(2)],
             [event(1, EventType.USER_MESSAGE, {"id": "x", "source": {"kind": "team-message", "team_id": TEAM, "message_id": 7}})],
             [event(1, EventType.USER_MESSAGE, {"id": "x", "source": {"kind": "team-message", "team_id": 3}})],

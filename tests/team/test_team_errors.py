@@ -20,7 +20,7 @@ APPENDIX_B = {
 
 class TestCodes:
     def test_every_reference_code_exists(self) -> None:
-        """Appendix B's codes plus the two persistence-unconfirmed codes, mode-disabled, stream-failed and budgets."""
+        """Appendix B's codes plus the two persistence-unconfirmed codes, mode-disabled, stream-failed, budgets, roles and shutdown."""
         assert TeamCode.ALL == APPENDIX_B | {
             "TEAM_BUDGET_EXCEEDED",
             "TEAM_TASK_PERSISTENCE_UNCONFIRMED",
@@ -31,6 +31,10 @@ class TestCodes:
             "TEAM_TASK_CHECK_FAILED",
             "TEAM_PLAN_NOT_APPROVED",
             "TEAM_PLAN_INVALID",
+            "TEAM_ROLE_NOT_FOUND",
+            "TEAM_ROLE_INVALID",
+            "TEAM_SHUTDOWN_PENDING",
+            "TEAM_NO_SHUTDOWN_REQUEST",
         }
 
     def test_team_error_carries_code_and_details(self) -> None:

@@ -61,6 +61,9 @@ class FakeService:
         return member(kwargs["name"], status="running", description=kwargs["description"],
                       provider=kwargs["provider"], context=kwargs["context"], model=None)
 
+    def tool_allowlist(self, agent: Any) -> Any:
+        return None
+
     async def send_message(self, caller: Any, **kwargs: Any) -> Any:
         self.calls.append(("send_message", caller, kwargs))
         return SimpleNamespace(message_id="team-message-1", status="accepted")

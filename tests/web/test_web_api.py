@@ -245,3 +245,34 @@ def test_a_gated_task_can_be_created_from_the_page(api: tuple[TestClient, Team])
                           headers=POST).json()
     assert created["ok"] is True and created["value"]["checks"] == ["make test"]
     assert team.service.get_task(team.lead, created["value"]["id"]).checks == ("make test",)
+
+
+def test_the_message_box_sends_as_the_user_once(api: tuple[TestClient, Team]) -> None:
+    client, team = api
+    result = client.post("/api/messages", json={"target": "builder", "text": "finish now"}, headers=POST).json()
+    assert result["ok"] is True and result["value"]["message_id"].startswith("team-message-")
+    assert result["value"]["status"] in ("accepted", "queued")
+    queued = [e.value() for e in team.lead.session.events if e.type == "team/message/queued"]
+    assert [q["message"]["sender_id"] for q in queued].count("user") == 1
+    assert queued[-1]["message"]["id"] == result["value"]["message_id"]
+
+
+def test_the_message_box_refuses_inside_a_successful_response(api: tuple[TestClient, Team]) -> None:
+    client, team = api
+    before = len(team.lead.session.events)
+    for body, reason in (
+        ({"target": "nobody", "text": "hi"}, "TEAM_MEMBER_NOT_FOUND"),
+        ({"target": "builder", "text": "  "}, "TEAM_INVALID_ARGUMENT"),
+        ({"target": "builder", "text": "hi", "as": "builder"}, "TEAM_INVALID_ARGUMENT"),
+    ):
+        result = client.post("/api/messages", json=body, headers=POST).json()
+        assert result["ok"] is False and result["error"]["reason"] == reason
+    assert len(team.lead.session.events) == before
+
+
+def test_an_unconfirmed_message_says_so_and_is_never_a_rejection(api: tuple[TestClient, Team]) -> None:
+    client, team = api
+    faulty_log(team.lead.session, fail_at=(1,))  # the queued record's flush fails; it stays visible
+    result = client.post("/api/messages", json={"target": "builder", "text": "finish now"}, headers=POST).json()
+    assert result["ok"] is True and result["unconfirmed"]["code"] == "team-persistence-unconfirmed"
+    assert result["value"]["status"] == "queued" and result["value"]["message_id"].startswith("team-message-")

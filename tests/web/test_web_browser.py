@@ -344,3 +344,28 @@ def test_the_user_rejects_then_approves_a_plan_and_the_checks_show_a_failure_the
         thread.stop()
     plan = team.service.controls.state(team.lead.session).plan("planner")
     assert (plan.status, plan.by, plan.rounds) == ("approved", "user", 2)
+
+
+def test_the_message_box_sends_as_the_user_and_the_member_acts_on_it(live: tuple[LoopThread, Team], page: Any) -> None:
+    """A message typed in the builder's row reaches it once, framed as the user's, and it finishes task-1."""
+    thread, team = live
+    _open(page, team)
+    page.click('[data-send="builder"]')  # nothing written yet: refused in the page, nothing sent
+    assert "Write a message for builder first" in page.inner_text("#send-result")
+    page.fill('[data-send-text="builder"]', "finish now")
+    page.click('[data-send="builder"]')
+    _until(page, "() => document.querySelector('#send-result').textContent.includes('Sent to builder as the user')")
+    page.wait_for_selector('[data-task="task-1"][data-status="completed"]', timeout=WAIT_MS)
+    assert page.input_value('[data-send-text="builder"]') == ""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "team-panel-message-box.png"))
+    thread.call(team.host.quiesce())
+    session = team.host.sessions.get(team.agent_id("builder"))
+    events = session.events if session is not None else thread.call(team.host.sessions.inspect(team.agent_id("builder"))).own_events()
+    mine = [e.value() for e in events if e.type == "user/message" and "finish now" in bytes(e.data).decode()]
+    assert len(mine) == 1 and mine[0]["source"]["kind"] == "user" and mine[0]["source"]["sender_id"] == "user"
+    assert mine[0]["content"][0]["text"].endswith("from the user:")
+    page.fill('[data-send-text="builder"]', "again")
+    with page.expect_response("**/api/messages**") as sent:
+        page.press('[data-send-text="builder"]', "Enter")
+    assert sent.value.json()["ok"] is True

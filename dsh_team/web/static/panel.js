@@ -206,7 +206,8 @@ function renderRoster(doc) {
   body.replaceChildren(...doc.members.map((m) => el("tr", { "data-member": m.name },
     el("td", {}, el("strong", {}, m.name), m.role === "lead" ? el("span", { class: "role" }, "(Lead)") : null,
       m.description ? el("div", { class: "role" }, m.description) : null,
-      m.error ? el("div", { class: "error" }, m.error) : null),
+      m.error ? el("div", { class: "error" }, m.error) : null,
+      messageBox(doc, m)),
     el("td", {}, el("span", { class: `status st-${m.status}` }, m.status)),
     el("td", { class: "mono" }, String(m.pending_mail)),
     el("td", { class: "mono unread" }, String(m.unread_mail ?? 0)),
@@ -219,6 +220,44 @@ function renderRoster(doc) {
   const keep = select.value;
   select.replaceChildren(...doc.members.map((m) => el("option", { value: m.name }, m.name)));
   if (doc.members.some((m) => m.name === keep)) select.value = keep;
+}
+
+// One message box per member: the text survives a re-render (the roster is rebuilt on every change).
+const drafts = {};
+
+function messageBox(doc, member) {
+  const input = el("input", { class: "send-text", "data-send-text": member.name, placeholder: `message ${member.name}` });
+  input.value = drafts[member.name] || "";
+  input.addEventListener("input", () => { drafts[member.name] = input.value; });
+  input.addEventListener("keydown", (event) => { if (event.key === "Enter") send(member.name); });
+  const button = el("button", { type: "button", class: "small", "data-send": member.name }, "Send");
+  button.addEventListener("click", () => send(member.name));
+  const steerable = doc.live && !doc.read_only && panel.at === null;
+  input.disabled = button.disabled = !steerable;
+  return el("div", { class: "send-box steer", title: "sent as the user; delivered exactly once (a sleeping member is woken to read it)" }, input, button);
+}
+
+async function send(name) {
+  const box = $("send-result");
+  const text = (drafts[name] || "").trim();
+  if (!text) { show(box, "rejected", `Write a message for ${name} first.`); return; }
+  try {
+    const result = await api("/api/messages", { target: name, text });
+    if (result.ok) {
+      drafts[name] = "";
+      const input = document.querySelector(`[data-send-text="${CSS.escape(name)}"]`);
+      if (input) input.value = "";
+      const how = result.value.status === "accepted" ? `${name} holds it` : "queued, delivered when it can be";
+      show(box, result.unconfirmed ? "unconfirmed" : "ok", result.unconfirmed ?
+        `Message ${result.value.message_id} is queued but not confirmed durable: do not resend it.` :
+        `Sent to ${name} as the user (${result.value.message_id}): ${how}.`);
+    } else {
+      show(box, "rejected", `Not sent (${result.error.reason || result.error.code}): ${result.error.message}`);
+    }
+  } catch (error) {
+    // Never retried: it may be queued already; the pending mail and the timeline show the truth.
+    show(box, "transport", `Transport failure (${error.code}): the message may or may not be queued; check the pending mail before sending it again.`);
+  }
 }
 
 function tokens(member) {

@@ -10,7 +10,7 @@ touching anyone else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -97,6 +97,8 @@ class ToolRegistry:
 
     _layers: Layers[_Entry] = attrs.field(factory=lambda: Layers("tool", "tool"), init=False)
     pre_call: Callable[[Agent | None, str], None] | None = None
+    #: Scope -> the only tool names its agent may use (a role's allowlist).
+    _allowed: dict[Scope, frozenset[str]] = attrs.field(factory=dict, init=False)
 
     def register(self, spec: ToolSpec, *, scope: Scope | None = None) -> Handle:
         """Register ``spec`` globally or into ``scope`` (the handle is also added to the scope).
@@ -111,7 +113,22 @@ class ToolRegistry:
         """How many agent scopes hold registrations here; a disposed scope leaves none behind."""
         return self._layers.scoped_count()
 
+    def restrict(self, scope: Scope, allowed: Collection[str]) -> Handle:
+        """Only tools named in ``allowed`` for the agent of ``scope`` until disposed (see the protocol)."""
+        names = frozenset(allowed)
+        self._allowed[scope] = names
+
+        def remove() -> None:
+            if self._allowed.get(scope) is names:
+                del self._allowed[scope]
+
+        handle = Handle(remove, label="tool-allowlist")
+        scope.add(handle)
+        return handle
+
     def _lookup(self, agent: Agent | None, name: str) -> _Entry | None:
+        if agent is not None and self._allowed and name not in self._allowed.get(agent.scope, (name,)):
+            return None  # not on the agent's allowlist
         # A hidden scoped tool shadows nothing: the global tool of that name stays usable.
         return self._layers.lookup(None if agent is None else agent.scope, name, lambda e: _available(e.spec, agent))
 
@@ -123,7 +140,8 @@ class ToolRegistry:
     def visible(self, agent: Agent | None) -> Sequence[ToolSpec]:
         """Tools ``agent`` can use now, sorted by name (scope layer over global)."""
         merged = self._layers.merged(None if agent is None else agent.scope, lambda e: _available(e.spec, agent))
-        return [merged[name].spec for name in sorted(merged)]
+        allowed = self._allowed.get(agent.scope) if agent is not None and self._allowed else None
+        return [merged[name].spec for name in sorted(merged) if allowed is None or name in allowed]
 
     async def execute(
         self,

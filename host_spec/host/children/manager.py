@@ -103,8 +103,12 @@ class ContinuationManager(Lineage):
         signal: AbortSignal | None = None,
         name: str | None = None,
         notify: bool = True,
+        model: str | None = None,
     ) -> tuple[str, str]:
         """Create a child and durably admit its first prompt.
+
+        ``model``: the child's model spec (kept in its descriptor, so a cold resume uses
+        it again); ``None``: the profile's ``[models]`` pattern, else the parent's.
 
         Order: descriptor (``subagent/descriptor`` v2) -> agent -> the prompt enters the
         next-turn inbox (source ``{"kind": "user"}``) -> flush of the child session ->
@@ -138,7 +142,7 @@ class ContinuationManager(Lineage):
             async with self._lock(child_id):
                 self._check_live(parent, code="PARENT_UNAVAILABLE")
                 self._check_admission(parent)
-                return await self._materialize(child_id, chosen, label, name, blocks, parent, signal, notify)
+                return await self._materialize(child_id, chosen, label, name, blocks, parent, signal, notify, model)
         finally:
             self._reserved.discard(child_id)
             self._busy -= 1
@@ -154,6 +158,7 @@ class ContinuationManager(Lineage):
         parent: Agent,
         signal: AbortSignal | None,
         notify: bool,
+        model: str | None = None,
     ) -> tuple[str, str]:
         header = parent.session.header
         seed = provider.prepare(parent)
@@ -170,7 +175,7 @@ class ContinuationManager(Lineage):
             raise SubagentError(f"child id {child_id} is already in use", code="DUPLICATE_CHILD") from exc
         agent = None
         accepted = False
-        model = self._host.member_model(name or label, parent)
+        model = model or self._host.member_model(name or label, parent)
         try:
             descriptor = SubagentDescriptor(
                 version=DESCRIPTOR_VERSION,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -23,15 +24,14 @@ import attrs
 
 from host_spec.cli import CLI_ENTRY_POINT_GROUP, StoredLog
 from host_spec.errors import SessionCorruptError, SessionNotFoundError
-from host_spec.events import SessionHeader
+from host_spec.events import Event, SessionHeader, encode_data
+from host_spec.storage import SessionLog
 
 from host_spec.host.store.jsonl_format import parse_header, parse_log
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.host.store.selection import STORE_ENV, chosen_store, open_backend
-from host_spec.host.store.session import NullObserver
-from host_spec.host.store.sessions import SessionStore
 
-__all__ = ["StoreReader", "CliEnvironment", "discover_extensions", "register_extensions"]
+__all__ = ["StoreReader", "StoreAppender", "CliEnvironment", "discover_extensions", "register_extensions"]
 
 #: ``(name, callable)`` pairs: a CLI extension's ``register(subparsers, env)``, a trace contributor.
 Extension = tuple[str, Callable[..., Any]]
@@ -108,6 +108,36 @@ class StoreReader:
 
 
 @attrs.define(eq=False)
+class StoreAppender:
+    """One stored session open for appending (implements ``host_spec.cli.SessionAppender``).
+
+    Each ``append`` or ``extend`` batch is written and fsynced before it returns:
+    a command appends one or two events, and each must be durable before it
+    reports success.
+    """
+
+    log: SessionLog
+    events: list[Event]
+
+    def append(self, event_type: str, payload: object) -> Event:
+        return self.extend([(event_type, payload)])[0]
+
+    def extend(self, events: Sequence[tuple[str, object]]) -> list[Event]:
+        last, now = len(self.events), int(time.time() * 1000)
+        batch = [
+            Event(seq=last + i, time=now, type=event_type, data=encode_data(payload))
+            for i, (event_type, payload) in enumerate(events, start=1)
+        ]
+        self.log.append(batch, expected_seq=last)
+        self.log.sync()
+        self.events.extend(batch)
+        return batch
+
+    def close(self) -> None:
+        self.log.close()
+
+
+@attrs.define(eq=False)
 class CliEnvironment:
     """What an extension's ``register`` gets (implements ``host_spec.cli.CliEnv``).
 
@@ -145,16 +175,19 @@ class CliEnvironment:
             return BackendReader(open_backend(url))
         return StoreReader(JsonlStore(self.check_data_dir(Path(data_dir), create=False)))
 
-    async def append_events(self, data_dir: Path, session_id: str, events: Sequence[tuple[str, Any]]) -> int:
-        sessions = SessionStore(JsonlStore(self.check_data_dir(Path(data_dir), create=False)), NullObserver())
-        session = sessions.resume(session_id)
-        try:
-            for event_type, payload in events:
-                session.append(event_type, payload)
-            await session.flush()
-            return int(session.last_seq)
-        finally:
-            await sessions.dispose(session)
+    def open_appender(self, data_dir: Path, session_id: str) -> StoreAppender:
+        """The chosen store's session ``session_id`` opened for writing, as a resume opens it."""
+        url = chosen_store(self.store_flag)
+        if url is not None:
+            backend = open_backend(url)
+            where = "the shared store"
+        else:
+            backend = JsonlStore(self.check_data_dir(Path(data_dir), create=False))
+            where = str(backend.root)
+        if not backend.exists(session_id):
+            raise SessionNotFoundError(f"session {session_id} not found in {where}", session=session_id)
+        log_, events = backend.resume(session_id)
+        return StoreAppender(log_, list(events))
 
 
 def discover_extensions(group: str = CLI_ENTRY_POINT_GROUP, *, what: str = "CLI extension") -> list[Extension]:
