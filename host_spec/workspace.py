@@ -109,7 +109,7 @@ class WriteAuditor(Protocol):
 
 
 class WorkspaceCode:
-    """Stable codes of :class:`WorkspaceError` (the README lists what each means)."""
+    """Stable codes of :class:`WorkspaceError` (docs/error-codes.md lists what each means)."""
 
     PATH_OUTSIDE_WORKSPACE: Final = "PATH_OUTSIDE_WORKSPACE"
     NO_WORKSPACE: Final = "NO_WORKSPACE"
