@@ -9,7 +9,7 @@ re-exported here.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -78,6 +78,15 @@ class ToolSpec:
             call is refused (``ARGUMENTS_TOO_LARGE``) before its arguments are stored,
             and the log keeps only a short preview with the size. ``None``: the
             host's default bound.
+        choices: Optional ``(agent) -> {field: values}`` evaluated when a step is
+            prepared: the closed sets of top-level argument fields right now (member
+            names for a ``target``, task ids, the actions this caller may take; for a
+            list field, its items). An adapter that constrains the model's output to
+            a schema (``openai:...?tools=constrained``) narrows those fields to them
+            (``enum``), so a model decoding under a grammar cannot name anything
+            else; the published schema, and so every other adapter, is unchanged. A
+            hint about the present only: the tool still validates every call, since
+            the sets can change before it runs. An empty set leaves its field open.
     """
 
     name: str
@@ -88,6 +97,7 @@ class ToolSpec:
     available: Callable[[Agent], bool] | None = None
     concurrency_safe: bool = False
     max_argument_bytes: int | None = None
+    choices: Callable[[Agent], Mapping[str, Sequence[str]]] | None = None
 
 
 @attrs.frozen
