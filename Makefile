@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo mcp-demo real-demo check test bench reliability install clean
+.PHONY: demo mcp-demo real-demo check test system-deps bench reliability install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -32,7 +32,12 @@ check: $(STAMP)
 real-demo: $(STAMP)
 	$(BIN)/python examples/run_real_demo.py
 
-test: check
+# The suite's system packages (Debian's chromium and PostgreSQL): found, installed when root with
+# apt-get, or one line saying what to run; checked first, so a missing one stops `make test` at once.
+system-deps:
+	.ci/system-deps
+
+test: system-deps check
 	$(BIN)/python -m pytest -q -p no:cacheprovider --cov --cov-report=term --cov-config=pyproject.toml tests
 
 # The full reliability sweep (minutes); its bounded sample runs inside `make test`.

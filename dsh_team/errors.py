@@ -7,7 +7,7 @@ the request rejections, some codes name states rather than bad requests:
 is visible but its flush failed), ``TEAM_MODE_DISABLED`` (a task mutation while Team
 mode is off), ``TEAM_STREAM_FAILED`` (the durable Team stream is corrupt, so no
 authoritative operation can run) and ``TEAM_STORAGE_NOT_DURABLE`` (the host keeps
-sessions in memory only). ``README.md`` lists every code.
+sessions in memory only). ``docs/error-codes.md`` lists every code.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from dsh_team.core import check_content
 
 from dsh_team_tools import schemas as s
 from dsh_team_tools.catalog import CATALOG
+from dsh_team_tools.choices import closed_sets
 from dsh_team_tools.reminder import reminder_block
 
 if TYPE_CHECKING:
@@ -254,6 +255,7 @@ def build_tools(
         available: Optional per-step availability predicate (e.g. Team mode) shared by all nine.
     """
     adapters = _adapters(team, config)
+    choices = closed_sets(team)
     service = team()  # the limits in force when the tools are built
     return [
         ToolSpec(
@@ -265,6 +267,7 @@ def build_tools(
             available=available,
             concurrency_safe=entry.concurrency_safe,
             max_argument_bytes=_argument_bound(service, entry.name),
+            choices=choices.get(entry.name),
         )
         for entry in CATALOG
     ]

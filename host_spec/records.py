@@ -9,7 +9,7 @@ re-exported here.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -83,6 +83,15 @@ class ToolSpec:
             keeps the schema its author wrote. The host sends it as is and decodes the
             call with ``args_type`` (``dict[str, Any]``: any JSON object); the tool's
             owner validates the rest. ``None``: the schema is generated from ``args_type``.
+        choices: Optional ``(agent) -> {field: values}`` evaluated when a step is
+            prepared: the closed sets of top-level argument fields right now (member
+            names for a ``target``, task ids, the actions this caller may take; for a
+            list field, its items). An adapter that constrains the model's output to
+            a schema (``openai:...?tools=constrained``) narrows those fields to them
+            (``enum``), so a model decoding under a grammar cannot name anything
+            else; the published schema, and so every other adapter, is unchanged. A
+            hint about the present only: the tool still validates every call, since
+            the sets can change before it runs. An empty set leaves its field open.
     """
 
     name: str
@@ -95,6 +104,7 @@ class ToolSpec:
     max_argument_bytes: int | None = None
     # Left out of equality and hashing: a dict is unhashable, and a spec must stay hashable.
     input_schema: Mapping[str, Any] | None = attrs.field(default=None, eq=False)
+    choices: Callable[[Agent], Mapping[str, Sequence[str]]] | None = None
 
 
 @attrs.frozen

@@ -163,7 +163,7 @@ class CommandRunner(Protocol):
 
 
 class WorkspaceCode:
-    """Stable codes of :class:`WorkspaceError` (the README lists what each means)."""
+    """Stable codes of :class:`WorkspaceError` (docs/error-codes.md lists what each means)."""
 
     PATH_OUTSIDE_WORKSPACE: Final = "PATH_OUTSIDE_WORKSPACE"
     NO_WORKSPACE: Final = "NO_WORKSPACE"

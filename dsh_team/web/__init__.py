@@ -7,7 +7,7 @@ directory); :mod:`.stream` publishes changes as server-sent events;
 :mod:`.steering` turns page requests into Team service calls; :mod:`.app` is the
 Starlette application with its security checks; :mod:`.plugin` runs it on the
 host's event loop (``dsh run --web``) and :mod:`.serve` from stored logs
-(``dsh team serve``). The JSON API is documented in ``README.md``.
+(``dsh team serve``). The JSON API is documented in ``docs/web-panel.md``.
 
 Starlette, sse-starlette and uvicorn come with the ``web`` extra; nothing here is
 imported by the rest of the package.

@@ -22,6 +22,7 @@ import asyncio
 import fnmatch
 from typing import TYPE_CHECKING, Any
 
+from host_spec.events import EventType
 from host_spec.messages import UserMessage, user_message
 
 from host_spec.host.children.activation import fold_descriptor
@@ -122,7 +123,8 @@ class HostRuns(SessionActivation):
 
         The agent closes a turn a crash left open and works off its pending inbox;
         :func:`~host_spec.host.cli.resume.continue_run` then restarts an interrupted turn
-        and cold-resumes direct children that still have work.
+        (or retries one that ended with an error) and cold-resumes direct children that
+        still have work.
 
         Raises:
             SessionNotFoundError: unknown session id.
@@ -134,7 +136,8 @@ class HostRuns(SessionActivation):
         except BaseException:
             await self.release_session(session)
             raise
-        await continue_run(self, agent, interrupted=bool(agent.repaired))  # see host_spec.host.cli.resume
+        failed = _last_turn_failed(agent.session.events)
+        await continue_run(self, agent, interrupted=bool(agent.repaired), failed=failed)  # see host_spec.host.cli.resume
         await self.quiesce()
         return agent
 
@@ -155,6 +158,14 @@ class HostRuns(SessionActivation):
             break
         for session in list(self.sessions.list()):
             await session.flush()
+
+
+def _last_turn_failed(events: Any) -> bool:
+    """Whether the last ``turn/end`` of ``events`` has the reason kind ``error``."""
+    for event in reversed(events):
+        if event.type == EventType.TURN_END:
+            return (event.value().get("reason") or {}).get("kind") == "error"
+    return False
 
 
 def agent_name(session: Any) -> str:

@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium (apt-get install -y chromium)")
+        pytest.fail(f"{CHROMIUM} is missing: make test installs it (.ci/system-deps), or: sudo apt-get install -y chromium")
     with playwright_api.sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         yield launched

@@ -1,6 +1,6 @@
 // The dsh Team panel: one ES module, no build step, nothing fetched but this panel's own API.
 // The document it renders is `dsh team show --json` plus live status, DAG layers and a timeline
-// (see README "Team panel JSON API"). Every request carries the per-run token.
+// (see docs/web-panel.md, "The panel's JSON API"). Every request carries the per-run token.
 
 const TOKEN = new URL(import.meta.url).searchParams.get("token") || "";
 const $ = (id) => document.getElementById(id);

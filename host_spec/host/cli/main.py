@@ -11,6 +11,7 @@
     dsh chat --model llm:MODEL         # talk with the Lead in the terminal; dsh chat --resume continues
     dsh team show [SESSION_ID]         # from an installed CLI extension (entry points "dsh.cli")
     dsh worker --store URL             # take over Teams of a shared store whose process died
+    dsh --version                      # dsh <version of the installed dsh-team distribution>
 
 Every subcommand takes ``--data-dir`` (default ``$DSH_DATA_DIR`` or ``./.dsh-data``).
 Errors print ``dsh: <code>: <message>`` on stderr and exit 2, without a traceback.
@@ -31,6 +32,7 @@ import argparse
 import asyncio
 import inspect
 import logging
+from importlib import metadata
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -44,7 +46,18 @@ from host_spec.host.cli import chat, plugins_list, run_commands, session_log, tr
 from host_spec.host.cli.extensions import CliEnvironment, Extension, discover_extensions, register_extensions
 from host_spec.host.cli.usage import check_data_dir, default_data_dir
 
-__all__ = ["main", "build_parser"]
+__all__ = ["DISTRIBUTION", "main", "build_parser", "version"]
+
+#: The distribution whose installed metadata ``dsh --version`` reports.
+DISTRIBUTION = "dsh-team"
+
+
+def version() -> str:
+    """The installed ``dsh-team`` version (from package metadata, the one place it is kept)."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def build_parser(
@@ -56,6 +69,7 @@ def build_parser(
     """
     parser = argparse.ArgumentParser(prog="dsh", description="Reference host for dsh plugins (Agent Teams).")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="log more to stderr (-v info, -vv debug)")
+    parser.add_argument("--version", action="version", version=f"dsh {version()}", help="print the version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     env = CliEnvironment(default_data_dir=default_data_dir, check_data_dir=check_data_dir)
     run_commands.add_parsers(commands, env)

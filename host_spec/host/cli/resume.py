@@ -8,7 +8,10 @@ run. So after the root is reloaded, :func:`continue_run`:
 
 * gives an **interrupted root with an empty inbox** a ``resume`` notice, which
   starts a turn in which the model sees the closers (``TOOL_OUTCOME_UNKNOWN``:
-  verify before repeating) and carries on;
+  verify before repeating) and carries on; a root whose last turn **failed** (an
+  unreachable model server, a budget that has since been raised) gets
+  :data:`RETRY_NOTICE` the same way, so the ``dsh resume`` a failed run's last
+  line names really retries;
 * **cold-resumes every direct continuable child with work** -- durable pending
   inbox items (for instance a teammate's initial prompt accepted just before the
   crash), or a turn the crash left open. A child with pending items is only
@@ -38,7 +41,7 @@ if TYPE_CHECKING:
 
     from host_spec.host.agents.agent import Agent
 
-__all__ = ["RESUME_NOTICE", "RESUME_SOURCE", "StoredWork", "stored_work", "continue_run"]
+__all__ = ["RESUME_NOTICE", "RESUME_SOURCE", "RETRY_NOTICE", "StoredWork", "stored_work", "continue_run"]
 
 log = structlog.get_logger(__name__)
 
@@ -48,7 +51,11 @@ RESUME_NOTICE: Final = (
     "A tool result TOOL_OUTCOME_UNKNOWN means that call may or may not have taken effect: "
     "check before repeating it."
 )
-#: Source of :data:`RESUME_NOTICE` (it grants nothing; it says where the message came from).
+#: The user message that retries a root whose last turn ended with an error.
+RETRY_NOTICE: Final = (
+    "Your last turn stopped with an error and the run has been resumed. Continue where you left off."
+)
+#: Source of :data:`RESUME_NOTICE` and :data:`RETRY_NOTICE` (it grants nothing; it says where the message came from).
 RESUME_SOURCE: Final = {"kind": "resume"}
 
 
@@ -80,19 +87,23 @@ def stored_work(own_events: Sequence[Event]) -> StoredWork:
     return StoredWork(interrupted=fold_tail(own_events).open_turn is not None, pending=len(pending))
 
 
-async def continue_run(host: Any, root: Agent, *, interrupted: bool) -> list[str]:
+async def continue_run(host: Any, root: Agent, *, interrupted: bool, failed: bool = False) -> list[str]:
     """Restart what a crash stopped under a freshly reloaded ``root``; returns the child ids woken.
 
     Args:
         host: The app host (``continuations``, ``sessions``).
         root: The reloaded root agent (its closers, if any, are already appended).
         interrupted: Whether reloading ``root`` closed an interrupted turn.
+        failed: Whether ``root``'s last turn ended with an error (it is retried when
+            nothing else is pending).
 
     A child that cannot be resumed (unreadable log, refused by the continuation
     manager) is logged and skipped: the rest of the run still continues.
     """
     if interrupted and not root.inbox.has_pending():
         root.followup(user_message(RESUME_NOTICE, source=dict(RESUME_SOURCE)))
+    elif failed and not root.inbox.has_pending():
+        root.followup(user_message(RETRY_NOTICE, source=dict(RESUME_SOURCE)))
     continuations = getattr(host, "continuations", None)
     if continuations is None:
         return []

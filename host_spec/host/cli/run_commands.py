@@ -3,7 +3,10 @@
 Both open a host on the data directory with the CLI's transcript printer loaded
 first (so it unloads last and prints to the end), optionally the Team panel
 (``--web``) and watch mode (``--watch``), and exit 0 when the root's last turn
-completed, else 1.
+completed, else 1. The last line on stderr is ``dsh: session ID``; when the root's
+last turn did not complete, one more line follows it, so a run never ends on a bare
+id: how the turn ended (an error's code and message) and the ``dsh resume`` command
+that continues it.
 
 A new run claims a fresh root id under that session's lock and records its profile
 and model (:mod:`host_spec.host.cli.run_settings`) before the root does anything,
@@ -17,6 +20,7 @@ the key itself never is recorded, only the name of its variable.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -112,11 +116,37 @@ def _port(text: str) -> int:
     return value
 
 
-def _exit_code(agent: Any) -> int:
+def _last_end(agent: Any) -> dict[str, Any] | None:
+    """The reason the root's last turn ended with (``None``: no turn ended)."""
     for event in reversed(agent.session.events):
         if event.type == EventType.TURN_END:
-            return 0 if (event.value().get("reason") or {}).get("kind") == "completed" else 1
-    return 0
+            return event.value().get("reason") or {}
+    return None
+
+
+#: Characters of an error message the closing line keeps (the log holds it all).
+_ENDING_MESSAGE_CHARS = 300
+
+
+def ending(reason: dict[str, Any] | None, session_id: str, data_dir: Path) -> str | None:
+    """The closing line of a run whose root's last turn did not complete (``None`` when it did).
+
+    It names how the turn ended (an error's code and a one-line message) and the exact
+    ``dsh resume`` command that continues the run, so a failed run never ends silently.
+    """
+    if reason is None or reason.get("kind") == "completed":
+        return None
+    kind = str(reason.get("kind") or "unknown")
+    error = reason.get("error") if kind == "error" else None
+    if isinstance(error, dict):
+        message = " ".join(str(error.get("message") or "").split())
+        if len(message) > _ENDING_MESSAGE_CHARS:
+            message = message[: _ENDING_MESSAGE_CHARS - 3] + "..."
+        what = f"{error.get('code') or 'UNKNOWN'}: {message}" if message else str(error.get("code") or "UNKNOWN")
+    else:
+        what = f"the turn was {kind}"
+    command = shlex.join(["dsh", "resume", "--data-dir", str(data_dir), session_id])
+    return f"dsh: the run failed ({what}); resume it with: {command}"
 
 
 async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -> int:
@@ -135,8 +165,12 @@ async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -
                 await wait_for_stop()
         else:
             agent = await _start(host, args, model, session_id)
-        code = _exit_code(agent)
+        reason = _last_end(agent)
+        code = 0 if reason is None or reason.get("kind") == "completed" else 1
         print(f"dsh: session {agent.id}", file=sys.stderr)
+        closing = ending(reason, agent.id, args.data_dir)
+        if closing is not None:
+            print(closing, file=sys.stderr)
     finally:
         await host.close()
     sys.stdout.flush()

@@ -103,6 +103,12 @@ def classify(exc: BaseException, *, where: str, key: str) -> tuple[bool, float |
                                   code="MODEL_UNAVAILABLE")
 
 
+def _choices(tool: Any, agent: Any) -> Mapping[str, Any]:
+    """The tool's closed argument sets for this step (``ToolSpec.choices``); none when it has none."""
+    choices = getattr(tool, "choices", None)
+    return choices(agent) if choices is not None else {}
+
+
 def _calls_tools(message: Mapping[str, Any]) -> bool:
     return any(block.get("type") == "tool-call" for block in message.get("content") or ())
 
@@ -141,7 +147,9 @@ class OpenAIModel:
     def request_body(self, request: ModelRequest) -> dict[str, Any]:
         """The chat-completions arguments of one step (no transport options)."""
         s = self.settings
-        tools = [WireTool(t.name, t.description, schema(t)) for t in request.tools]
+        closed = s.tools == "constrained"  # only a schema-constrained reply uses the closed sets
+        tools = [WireTool(t.name, t.description, schema(t), _choices(t, request.agent) if closed else {})
+                 for t in request.tools]
         body: dict[str, Any] = {"model": s.model, "messages": to_wire_messages(request.system, request.messages,
                                                                              mode=s.tools, tools=tools)}
         steps = [m for m in request.messages if m.get("role") == "assistant"]

@@ -13,7 +13,11 @@ Two tool modes:
   object matching a schema that is the union of "call tool X with X's arguments"
   and "answer with text" (JSON-schema ``response_format``). Past tool calls are
   replayed as the JSON the model wrote and tool results as user text, because
-  such a template has no ``tool`` role.
+  such a template has no ``tool`` role. Fields with a closed set right now (a
+  tool's ``choices``: member names for a ``target``, task ids, the caller's
+  actions) are narrowed to an ``enum`` in that schema and in the description, so
+  a small model decoding under the server's grammar cannot, say, name a tool
+  where a member belongs.
 
 Streaming: :class:`StreamAccumulator` folds chunks; tool-call deltas are keyed by
 their ``index`` (the id and name arrive on the first delta, the arguments in
@@ -30,9 +34,12 @@ import msgspec
 
 from host_spec.errors import ModelError
 
+from host_spec.host.models.openai_tools import WireTool, narrowed
+
 __all__ = [
     "ToolMode",
     "WireTool",
+    "narrowed",
     "to_wire_messages",
     "native_tools",
     "constrained_format",
@@ -49,15 +56,6 @@ ToolMode = Literal["native", "constrained"]
 CONSTRAINED_NAME: Final = "assistant_step"
 _json = msgspec.json.Encoder()
 _decode = msgspec.json.Decoder()
-
-
-@attrs.frozen
-class WireTool:
-    """A tool as the wire sees it: name, description and JSON Schema of its arguments."""
-
-    name: str
-    description: str
-    parameters: Mapping[str, Any]
 
 
 def _compact(value: Any) -> str:
@@ -174,7 +172,7 @@ def constrained_format(
     defs: dict[str, Any] = {}
     variants = []
     for tool in tools:
-        parameters = dict(tool.parameters)
+        parameters = dict(narrowed(tool))
         defs.update(parameters.pop("$defs", None) or {})
         variants.append(
             {"type": "object", "properties": {"tool": {"type": "string", "enum": [tool.name]}, "arguments": parameters},
@@ -195,7 +193,7 @@ def constrained_instructions(tools: Sequence[WireTool]) -> str:
         'To call a tool: {"tool": "<name>", "arguments": {...}}. To answer without a tool: {"answer": "<text>"}.',
         "Tools:",
     ]
-    lines += [f"- {t.name}: {t.description} Arguments schema: {_compact(t.parameters)}" for t in tools]
+    lines += [f"- {t.name}: {t.description} Arguments schema: {_compact(narrowed(t))}" for t in tools]
     return "\n".join(lines)
 
 
