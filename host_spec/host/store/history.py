@@ -195,11 +195,13 @@ class History(Sequence[Event]):
             reader = self._reader = _Reader(log.path)
         reader.limit = log.size
         recent = self.recent
-        del recent[:drop]
-        self.base += drop
-        for offset in range(min(keep, len(recent))):
+        # Copies first, while the forgotten events still fill their memory: the copies
+        # land in fresh memory, and the memory the forgotten ones leave is freed whole.
+        for offset in range(drop, min(drop + keep, len(recent))):
             event = recent[offset]
             copied = event.data.copy()
             if copied is not event.data:
                 recent[offset] = msgspec.structs.replace(event, data=copied)
+        del recent[:drop]
+        self.base += drop
         return True
