@@ -192,3 +192,21 @@ class TestResumeBuffers:
         assert JsonlStore(tmp_path).path("big").stat().st_size > 2 * (4 << 20)
         _, read = JsonlStore(tmp_path).read("big")
         assert read == events
+
+    async def test_a_forgotten_line_longer_than_a_read_chunk_reads_back(self, tmp_path: Path) -> None:
+        """An event of 600 KB (longer than the 256 KiB read chunk) is read back whole."""
+        store = JsonlStore(tmp_path)
+        session = Session(header("long"), backend=store.create(header("long")), kept_events=1)
+        appended = [session.append("a/b", {"big": "z" * 600_000})]
+        for index in range(5):
+            appended.append(session.append("a/b", {"i": index}))
+            await session.flush()
+        assert session.held_events < 6
+        assert session.events[0] == appended[0] and list(session.events) == appended
+        session.close()
+
+    async def test_a_sequential_read_continues_chunk_after_chunk(self, tmp_path: Path) -> None:
+        """Forgotten events spanning several read chunks iterate in order, each chunk after the last."""
+        session, appended = await _filled(tmp_path, 3000, kept=4, batch=500)
+        assert list(session.events) == appended
+        session.close()
