@@ -52,6 +52,7 @@ from dsh_team.core.state import TeamState, mode_enabled
 from dsh_team.core.actor import Actor
 from dsh_team.core.board import decide_create, decide_update, require_task
 from dsh_team.core.task_view import TaskView, list_views, task_view
+from dsh_team.core.tombstones import restore
 
 if TYPE_CHECKING:
     from host_spec.protocols import Agent, Host, Session
@@ -132,7 +133,7 @@ class TeamService(MemberOperations, ControlOperations, HostFeed):
         """
         membership = self.membership(caller)
         journal = self._lead(membership)
-        decided: list[str] = []
+        decided: list[TeamTaskSnapshot] = []
 
         def check(state: TeamState) -> None:
             self.lifecycle.admit()
@@ -140,11 +141,13 @@ class TeamService(MemberOperations, ControlOperations, HostFeed):
 
         def record(state: TeamState) -> Append:
             snapshot = decide(state, membership)
-            decided.append(snapshot.id)
+            decided.append(snapshot)
             return Append(TEAM_TASK, TaskRecord(version=VERSION, team_id=membership.team_id, task=snapshot))
 
         def render(state: TeamState) -> TaskView:
-            return task_view(state, state.tasks.tasks[decided[0]], state.position)
+            # The board keeps a deleted task as a tombstone; the decided snapshot is its whole value.
+            task = state.tasks.tasks[decided[0].id]
+            return task_view(state, decided[0] if task.status == "deleted" else task, state.position)
 
         return journal.transact(record, render, what=what, check=check, guard=self.lifecycle.operation())
 
@@ -187,8 +190,9 @@ class TeamService(MemberOperations, ControlOperations, HostFeed):
             TeamError: ``TEAM_NOT_MEMBER``, ``TEAM_TASK_NOT_FOUND``, ``TEAM_INVALID_ARGUMENT``,
                 ``TEAM_STREAM_FAILED``.
         """
-        state = self._lead(self.membership(caller)).authoritative()
-        return task_view(state, require_task(state, task_id))
+        journal = self._lead(self.membership(caller))
+        state = journal.authoritative()
+        return task_view(state, restore(state, require_task(state, task_id), journal.session.events))
 
     async def create_task(
         self,

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Final, Generic, TypeVar
 
 import attrs
+import msgspec
 
 from host_spec.events import Event, SessionHeader
 
@@ -50,8 +51,17 @@ class LogMark:
 
     @classmethod
     def of(cls, header: SessionHeader, events: Sequence[Event], position: int) -> LogMark:
-        """The mark of a fold covering the first ``position`` of ``events``."""
-        return cls(header, position, events[position - 1] if position else None)
+        """The mark of a fold covering the first ``position`` of ``events``.
+
+        The last event's payload is copied out of the buffer it may share with
+        every event read with it (a resumed log's), so a carried mark never keeps
+        that buffer alive (a live session lets go of its older events).
+        """
+        if not position:
+            return cls(header, position, None)
+        last = events[position - 1]
+        data = last.data.copy()
+        return cls(header, position, last if data is last.data else msgspec.structs.replace(last, data=data))
 
     def continues(self, header: SessionHeader, events: Sequence[Event]) -> bool:
         """Whether ``events`` (with ``header``) extend the prefix this mark was taken on."""

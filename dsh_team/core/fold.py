@@ -43,6 +43,7 @@ from dsh_team.core.rules import RULES, TransitionRule
 from dsh_team.core.fold_failure import FoldFailure, FoldRule
 from dsh_team.core.persistent import Memo
 from dsh_team.core.state import Board, TeamState, initial_state
+from dsh_team.core.tombstones import tombstone
 from dsh_team.core.upcast import UnsupportedVersion, decode_older
 
 __all__ = ["evolve", "replay"]
@@ -159,7 +160,7 @@ def replay(events: Iterable[Event], team_id: str, state: TeamState | None = None
                         and (task.status == _DELETED or task.blocked_by == previous.blocked_by)
                     )
                 ):
-                    latest[task_id] = task
+                    latest[task_id] = tombstone(task) if task.status == _DELETED else task
                     changed[task_id] = position = event.seq
                     continue
         if latest:

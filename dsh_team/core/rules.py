@@ -41,6 +41,7 @@ from dsh_team.core.fold_failure import FoldFailure, FoldRule
 from dsh_team.core.mailbox import Mailbox
 from dsh_team.core.persistent import EMPTY, Memo
 from dsh_team.core.state import Board, Quiescence, Roster, TeamState
+from dsh_team.core.tombstones import DELETED, tombstone
 
 __all__ = ["RULES", "TransitionRule"]
 
@@ -107,11 +108,11 @@ def _apply_task(board: Board, task: TeamTaskSnapshot, previous: TeamTaskSnapshot
         allocated = numeric_task_number(task_id)
         if allocated is not None and allocated >= number:
             number = allocated if allocated == MAX_SAFE_INTEGER else allocated + 1
-    was_live = previous is not None and previous.status != "deleted"
-    if was_live != (task.status != "deleted"):
+    was_live = previous is not None and previous.status != DELETED
+    if was_live != (task.status != DELETED):
         live = live.delete(task_id) if was_live else live.set(task_id, order[task_id])
     return Board(
-        board.tasks.set(task_id, task),
+        board.tasks.set(task_id, tombstone(task) if task.status == DELETED else task),
         order,
         live,
         relink(board.dependents, task, previous),

@@ -73,7 +73,8 @@ class Board(msgspec.Struct, frozen=True, gc=False):
     """The task board.
 
     Attributes:
-        tasks: id -> latest :class:`TeamTaskSnapshot` (deleted tombstones included).
+        tasks: id -> latest :class:`TeamTaskSnapshot`; a deleted task's is its tombstone
+            (:mod:`dsh_team.core.tombstones`: id, revision, status and owner only).
         order: id -> creation index (board position, kept through deletion).
         live: non-deleted id -> creation index; its size is the ``max_tasks`` count.
         dependents: blocker id -> {non-deleted dependent id}; the reverse edges that

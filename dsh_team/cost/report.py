@@ -10,12 +10,15 @@ was durable; it is charged when the member starts again).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import msgspec
 
+from host_spec.events import Event
+
 from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import LEAD_NAME
+from dsh_team.core.tombstones import restore
 from dsh_team.cost.ledger import NOTHING, CostLedger
 from dsh_team.cost.records import LimitKind, Spend
 
@@ -87,8 +90,16 @@ def _less(total: Spend, part: Spend) -> Spend:
     )
 
 
-def build_report(state: TeamState, ledger: CostLedger, uncharged: Mapping[str, Spend] | None = None) -> CostReport:
-    """The cost section of ``state``'s Team from its ``ledger`` (``uncharged`` by member id, when read)."""
+def build_report(
+    state: TeamState, ledger: CostLedger, uncharged: Mapping[str, Spend] | None = None,
+    events: Sequence[Event] | None = None,
+) -> CostReport:
+    """The cost section of ``state``'s Team from its ``ledger`` (``uncharged`` by member id, when read).
+
+    ``events`` is the Lead log ``state`` was folded from: a deleted task's subject
+    is read from its deleting record there (the board keeps a tombstone, whose
+    subject is empty: without ``events`` that is what the report shows).
+    """
     names = {state.team_id: LEAD_NAME, **{m.id: m.name for m in state.members.listed()}}
     members = []
     for member_id, name in names.items():
@@ -100,6 +111,8 @@ def build_report(state: TeamState, ledger: CostLedger, uncharged: Mapping[str, S
     tasks = []
     for task_id in sorted(ledger.tasks.keys(), key=lambda key: (order.get(key, len(order)), key)):
         task = state.tasks.tasks.get(task_id)
+        if task is not None and events is not None:
+            task = restore(state, task, events)
         subject, status = (task.subject, task.status) if task is not None else (None, None)
         tasks.append(TaskSpend(task_id, subject, status, ledger.task(task_id)))
     reached = tuple(

@@ -121,6 +121,8 @@ class PanelFold:
         self.queued_at: dict[str, int] = {}  # pending message id -> time of its queued record
         self.ledger = CostLedger(team_id)
         self.controls = ControlsState(team_id)
+        #: The log last folded from (a view, never a copy): a deleted task's whole snapshot is read there.
+        self.events: Sequence[Event] = ()
 
     def advance(self, events: Sequence[Event], upto: int) -> Change:
         """Fold ``events[seq:upto]``; says whether the roster/board/mode changed, only the mailbox, or nothing.
@@ -130,6 +132,7 @@ class PanelFold:
         another reader folded, whose collections are equal but not the same objects.
         """
         change: Change = "none"
+        self.events = events
         state = self.state
         ledger = self.ledger
         controls = self.controls
@@ -217,7 +220,7 @@ def document(
         usage: Token usage by member id (``members[].usage``).
     """
     show = build_show(fold.state, session_id=fold.team_id, log_length=log_length, at=fold.seq, damage=damage,
-                      writes=writes, usage=usage, costs=build_report(fold.state, fold.ledger),
+                      writes=writes, usage=usage, costs=build_report(fold.state, fold.ledger, events=fold.events),
                       controls=build_controls(fold.controls))
     doc: dict[str, Any] = _to_builtins(show)
     if live is not None:

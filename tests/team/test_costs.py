@@ -34,7 +34,7 @@ from host_spec import hookimpl
 from host_spec.records import Violation
 from roster_kit import faulty_log, history_ids, lead, of_type, open_team, pending_ids, resume_lead, spawn, stored
 from structlog.testing import capture_logs
-from team_builders import TEAM, event
+from team_builders import TEAM, Log, event
 from team_host import open_host, service, team
 
 USAGE_STEP = {"turn": 1, "step": 1, "content": [{"type": "text", "text": "x"}]}
@@ -477,6 +477,18 @@ class TestLiveEdges:
 
 def notices_held(events: list[Any]) -> list[str]:
     return [i for i in history_ids(events) + pending_ids(events) if i.startswith("budget-")]
+
+
+class TestDeletedTaskSubjects:
+    def test_a_deleted_tasks_subject_is_read_from_its_deleting_record(self) -> None:
+        """The board keeps a tombstone; with the Lead log the report names the subject the task had."""
+        log = Log()
+        log.task("task-1", subject="parse the input")
+        log.task("task-1", 2, status="deleted", subject="parse the input")
+        log.add(TEAM_COST, charge(TEAM, 1, tokens=(7, 1), task_id="task-1"))
+        state, ledger = log.fold(), replay_costs(log.events, TEAM)
+        assert build_report(state, ledger, events=log.events).tasks[0].subject == "parse the input"
+        assert build_report(state, ledger).tasks[0].subject == ""  # the tombstone alone
 
 
 class TestShowText:

@@ -6,7 +6,9 @@ import immutables
 import pytest
 
 from dsh_team.core.fold import evolve, replay
+from dsh_team.core.records import decode_payload
 from dsh_team.core.state import initial_state, mode_enabled
+from dsh_team.core.tombstones import restore
 
 from team_builders import TEAM, Log, event, member, raw_event, task
 
@@ -243,17 +245,33 @@ class TestTasks:
         assert state.tasks.live_dependents("task-4") == ("task-5",)
 
     def test_deleted_tasks_stay_as_tombstones(self) -> None:
-        """A deleted task leaves the listing but keeps its snapshot and id."""
+        """A deleted task leaves the listing and the board keeps only its tombstone; the log keeps its snapshot."""
         log = Log()
-        log.task("task-1")
+        log.task("task-1", owner_id="member-1")
         log.task("task-2")
-        log.task("task-1", 2, status="deleted")
-        log.task("task-1", 3, status="deleted", subject="still a tombstone")
+        log.task("task-1", 2, status="deleted", owner_id="member-1")
+        last = log.task("task-1", 3, status="deleted", subject="still a tombstone", owner_id="member-1")
         state = log.fold()
         assert [t.id for t in state.tasks.listed()] == ["task-2"]
-        assert state.tasks.tasks["task-1"].subject == "still a tombstone"
+        kept = state.tasks.tasks["task-1"]
+        assert (kept.id, kept.revision, kept.status, kept.owner_id) == ("task-1", 3, "deleted", "member-1")
+        assert (kept.subject, kept.description, kept.blocked_by, kept.write_scopes) == ("", "", (), ())
+        assert state.changes.tasks["task-1"] == last.seq
+        restored = restore(state, kept, log.events)
+        assert restored.subject == "still a tombstone" and restored == decode_payload("team/task", last.data).task
+        assert restore(state, state.tasks.tasks["task-2"], log.events) is state.tasks.tasks["task-2"]
         assert state.tasks.next_task_number == 3
         assert len(state.tasks.live) == 1
+
+    def test_a_tombstone_of_an_older_record_restores_upcast(self) -> None:
+        """A task deleted by a version-1 record restores as the fold read it (upcast)."""
+        log = Log()
+        log.task("task-1", version=1)
+        log.task("task-1", 2, status="deleted", subject="old", version=1)
+        state = log.fold()
+        assert state.failure is None
+        restored = restore(state, state.tasks.tasks["task-1"], log.events)
+        assert (restored.subject, restored.status, restored.revision) == ("old", "deleted", 2)
 
     def test_a_new_task_may_be_born_deleted(self) -> None:
         """Replay does not re-validate transitions: a revision-1 tombstone is accepted unlisted."""

@@ -190,6 +190,27 @@ class TestDurability:
         assert service(again).journals.get(resumed.session).position == before.position
         await again.close()
 
+    async def test_a_deleted_task_reads_whole_from_the_log_while_the_board_keeps_a_tombstone(
+        self, tmp_path: Path
+    ) -> None:
+        """Delete's result and get_task (live and after a restart) are the whole snapshot; the fold keeps id and revision."""
+        host = await open_host(tmp_path)
+        root = await lead(host)
+        teams = service(host)
+        await teams.create_task(root, subject="ship it", description="the release", write_scopes=["src/**"])
+        before = teams.get_task(root, "task-1")
+        deleted = await teams.update_task(root, task_id="task-1", expected_revision=1, action="delete")
+        expected = msgspec.structs.replace(before, revision=2, status="deleted", ready=False, position=None)
+        assert msgspec.structs.replace(deleted, position=None) == expected
+        assert teams.get_task(root, "task-1") == expected
+        kept = teams.journals.get(root.session).state.tasks.tasks["task-1"]
+        assert (kept.subject, kept.description, kept.write_scopes) == ("", "", ())
+        await host.close()
+        again = await open_host(tmp_path)
+        resumed = await resume_lead(again)
+        assert service(again).get_task(resumed, "task-1") == expected
+        await again.close()
+
     async def test_failed_flush_is_unconfirmed_but_visible_and_retried(self, tmp_path: Path) -> None:
         """A failed flush raises TEAM_TASK_PERSISTENCE_UNCONFIRMED; the task is visible; the next flush stores it."""
         host = await open_host(tmp_path)

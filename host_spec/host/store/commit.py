@@ -43,7 +43,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import structlog
 
@@ -79,7 +79,7 @@ class GroupCommit:
     def __init__(
         self,
         name: str,
-        events: list[Event],
+        events: Sequence[Event],
         backend: SessionLog | None,
         durable_seq: int,
         on_flushed: Callable[[int], None],

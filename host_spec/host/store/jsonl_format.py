@@ -197,21 +197,34 @@ def parse_log(path: Path, data: bytes) -> Scan:
     return Scan(header, events, size, total)
 
 
-def _decode_complete(data: bytes, start: int, size: int) -> list[Event]:
-    """Every complete line of ``data[start:size]`` decoded in one call, or ``[]`` to scan line by line.
+#: Bytes of whole lines decoded at a time by the fast path of :func:`parse_log`.
+_DECODE_CHUNK = 4 << 20
 
-    The fast path of a clean log: one C-level ``decode_lines`` instead of a
+
+def _decode_complete(data: bytes, start: int, size: int) -> list[Event]:
+    """Every complete line of ``data[start:size]`` decoded in a few C-level calls, or ``[]`` to scan line by line.
+
+    The fast path of a clean log: ``decode_lines`` per chunk of lines instead of a
     Python step per line. Anything unusual (a bad or blank line, a seq gap) falls
     back to the line scan, which names the damage exactly.
     """
     end = data.rfind(b"\n", start, size) + 1
     if end <= start:
         return []
+    events: list[Event] = []
+    view, first = memoryview(data), start
     try:
-        events: list[Event] = _lines_decoder.decode_lines(memoryview(data)[start:end])
+        while start < end:
+            # Whole lines, about _DECODE_CHUNK bytes at a time, each decoded from its own
+            # copy: an event's payload is a view of the bytes it was decoded from, so a
+            # kept event pins one chunk, never the whole file (a long-lived session
+            # keeps only its newest events; see ``history.py``).
+            stop = data.rfind(b"\n", start, min(start + _DECODE_CHUNK, end)) + 1 or end
+            events += _lines_decoder.decode_lines(bytes(view[start:stop]))
+            start = stop
     except (msgspec.DecodeError, msgspec.ValidationError):
         return []
-    if len(events) != data.count(b"\n", start, end):  # blank lines are skipped by decode_lines
+    if len(events) != data.count(b"\n", first, end):  # blank lines are skipped by decode_lines
         return []
     seq = 0
     for event in events:

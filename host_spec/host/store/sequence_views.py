@@ -16,6 +16,8 @@ from typing import TypeVar, overload
 
 from host_spec.events import Event
 
+from host_spec.host.store.history import History
+
 __all__ = ["EventsView", "Extended", "Prefix"]
 
 T = TypeVar("T")
@@ -45,6 +47,10 @@ class EventsView(Sequence[Event]):
 
     def __getitem__(self, index: int | slice) -> Event | tuple[Event, ...]:
         if isinstance(index, slice):
+            first, stop, step = index.indices(len(self))
+            if step == 1:  # only the range asked for: a session's history may have to be read back
+                start = self._start
+                return tuple(self._items[start + first : start + max(first, stop)])
             return tuple(self._items[self._start :][index] if self._start else self._items[index])
         if not self._start:
             return self._items[index]
@@ -56,6 +62,8 @@ class EventsView(Sequence[Event]):
 
     def __iter__(self) -> Iterator[Event]:
         # A list iterator sees events appended while it runs, like the list itself.
+        if isinstance(self._items, History):
+            return self._items.iter_from(self._start)
         items = iter(self._items)
         return itertools.islice(items, self._start, None) if self._start else items
 

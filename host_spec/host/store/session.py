@@ -23,6 +23,7 @@ from host_spec.storage import SessionLog
 
 from host_spec.host.store.commit import GroupCommit
 from host_spec.host.store.context import current_cause
+from host_spec.host.store.history import KEPT_EVENTS, History, LogFile
 from host_spec.host.store.sequence_views import EventsView
 
 __all__ = ["NullObserver", "Session", "SessionObserver", "time_ms"]
@@ -76,6 +77,9 @@ class Session:
             disposed session's list is) and a ``list`` is handed over (the session
             appends to it; nobody else may). Only the count is confirmed and
             nothing is copied, so waking a long-lived session costs O(1) here.
+        kept_events: Durable events kept decoded in memory when the backend is a
+            log file (:class:`~.history.LogFile`); older ones are read back from
+            it (:mod:`.history`). Other backends keep every event.
     """
 
     def __init__(
@@ -88,6 +92,7 @@ class Session:
         clock: Callable[[], int] = time_ms,
         durable_seq: int = 0,
         checked: bool = False,
+        kept_events: int = KEPT_EVENTS,
     ) -> None:
         items = events if checked and type(events) is list else list(events)
         for index, event in enumerate(items[-1:] if checked else items, len(items) if checked else 1):
@@ -100,14 +105,16 @@ class Session:
         self._header = header
         #: The session id: a plain attribute, read on every append and Team call (a property costs a call).
         self.id: str = header.id
-        self._events = items
-        self._view = EventsView(items)
-        self._own = EventsView(items, header.seed_length)
+        self._events = history = History(items)
+        self._view = EventsView(history)
+        self._own = EventsView(history, header.seed_length)
+        self._log_file = backend if isinstance(backend, LogFile) else None
+        self._kept = kept_events
         self._observer: SessionObserver = observer if observer is not None else NullObserver()
         self._clock = clock
         self._live = True
         self._publishing = False
-        self._commit = GroupCommit(header.id, items, backend, durable_seq, self._notify_flushed)
+        self._commit = GroupCommit(header.id, history, backend, durable_seq, self._notify_flushed)
 
     def __repr__(self) -> str:
         return f"<Session {self._header.id} seq={len(self._events)} durable={self._commit.durable_seq}>"
@@ -120,6 +127,11 @@ class Session:
     def events(self) -> Sequence[Event]:
         """Every event in order (``events[i].seq == i + 1``); a live read-only view."""
         return self._view
+
+    @property
+    def held_events(self) -> int:
+        """How many events are held decoded in memory (the rest are read back from the log file)."""
+        return len(self._events.recent)
 
     @property
     def last_seq(self) -> int:
@@ -201,6 +213,8 @@ class Session:
             self._observer.flushed(self, durable_seq)
         except Exception:
             log.exception("session.observer_failed", session=self._header.id, durable_seq=durable_seq)
+        if self._log_file is not None:  # after the observers: they read the newest events
+            self._events.forget(durable_seq, self._log_file, self._kept)
 
     def closed_events(self) -> list[Event]:
         """The event list of a closed session, for the store to snapshot and resume without a copy.
@@ -210,7 +224,8 @@ class Session:
         """
         if self._live:
             raise SessionNotLiveError(f"session {self._header.id} is still live", session=self._header.id)
-        return self._events
+        history = self._events
+        return history.recent if not history.base else list(history)
 
     def close(self) -> None:
         """Stop accepting appends and release the backend (its lock) once no write runs. Idempotent.

@@ -25,6 +25,7 @@ from host_spec.events import Event, SessionHeader
 from host_spec.storage import StorageBackend
 
 from host_spec.host.store.sequence_views import EventsView, Prefix
+from host_spec.host.store.history import KEPT_EVENTS
 from host_spec.host.store.session import Session, SessionObserver, time_ms
 
 __all__ = ["PersistedSession", "SessionStore"]
@@ -58,6 +59,11 @@ class SessionStore:
         observer: Receives every session's veto, commit and flush callbacks
             (``None``: a no-op observer).
         clock: Epoch-milliseconds source for headers and events.
+
+    Attributes:
+        kept_events: Durable events each session created or resumed from now on
+            keeps decoded in memory when its log is a file; older ones are read
+            back from it (:mod:`.history`). Lower it to exercise that path.
     """
 
     def __init__(
@@ -69,6 +75,7 @@ class SessionStore:
         self._live: dict[str, Session] = {}
         self._memory: dict[str, PersistedSession] = {}  # disposed sessions when store is None
         self._counter = itertools.count(1)
+        self.kept_events = KEPT_EVENTS
 
     def __repr__(self) -> str:
         return f"<SessionStore live={len(self._live)} store={self.store!r}>"
@@ -114,7 +121,10 @@ class SessionStore:
         )
         events = [msgspec.structs.replace(event, seq=seq) for seq, event in enumerate(seed, 1)]
         backend = self.store.create(header) if self.store is not None else None
-        session = Session(header, events=events, backend=backend, observer=self._observer, clock=self._clock)
+        session = Session(
+            header, events=events, backend=backend, observer=self._observer, clock=self._clock,
+            kept_events=self.kept_events,
+        )
         self._live[session_id] = session
         return session
 
@@ -156,6 +166,7 @@ class SessionStore:
             clock=self._clock,
             durable_seq=len(events),
             checked=True,
+            kept_events=self.kept_events,
         )
         self._live[session_id] = session
         return session
