@@ -26,9 +26,9 @@ The adapter resolves the model's key once, only to remove it from every error te
 from __future__ import annotations
 
 import asyncio
-import random
 import threading
 from collections.abc import Mapping
+from functools import partial
 from contextlib import aclosing, closing
 from typing import Any, Final
 
@@ -47,6 +47,7 @@ from host_spec.host.models.llm_wire import (
     usage_from_llm,
 )
 from host_spec.host.models.openai_adapter import MAX_RETRY_AFTER, redact
+from host_spec.host.models.retries import with_retries
 
 __all__ = ["LlmModel", "from_spec", "build", "classify", "in_thread"]
 
@@ -148,22 +149,8 @@ class LlmModel:
             raise ModelError(f"{self.where} does not support tools (supports_tools is false) and this step offers "
                              f"{len(request.tools)}: pick a model from `llm models list --tools`",
                              code="MODEL_TOOLS_UNSUPPORTED")
-        attempt = 0
-        while True:
-            try:
-                return await self._step(request)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                retryable, hint, error = classify(exc, where=self.where, key=self._key)
-                if not retryable or attempt >= self.settings.retries:
-                    if attempt:
-                        error.message = f"{error.message} (after {attempt + 1} attempts)"
-                        error.args = (error.message,)
-                    raise error from None
-            delay = hint if hint is not None else self.settings.backoff * (2**attempt) * random.uniform(0.5, 1.0)
-            attempt += 1
-            await asyncio.sleep(delay)
+        return await with_retries(partial(self._step, request), partial(classify, where=self.where, key=self._key),
+                                  retries=self.settings.retries, backoff=self.settings.backoff)
 
     async def _step(self, request: ModelRequest) -> dict[str, Any]:
         tools = to_llm_tools(request.tools)

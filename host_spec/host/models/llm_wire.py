@@ -30,10 +30,11 @@ import msgspec
 from llm import Tool
 from llm.parts import Message, TextPart, ToolCallPart, ToolResultPart
 
-from host_spec.errors import ModelError
 from host_spec.records import ToolSpec
 
 from host_spec.host.agents.tools import schema
+from host_spec.host.models.openai_wire import joined_text
+from host_spec.host.models.retries import spec_error, spec_number
 
 __all__ = ["LlmSettings", "parse_settings", "to_llm_messages", "to_llm_tools", "usage_from_llm", "call_arguments",
            "encode_arguments"]
@@ -57,20 +58,6 @@ class LlmSettings:
     options: Mapping[str, str] = attrs.field(factory=dict)
 
 
-def _bad(message: str) -> ModelError:
-    return ModelError(message, code="MODEL_SPEC_INVALID")
-
-
-def _number(key: str, text: str, kind: type[int] | type[float], low: float, high: float) -> int | float:
-    try:
-        value = kind(text)
-    except ValueError:
-        raise _bad(f"llm spec option {key}={text!r} is not a number") from None
-    if not low <= value <= high:
-        raise _bad(f"llm spec option {key}={text!r} is out of range [{low}, {high}]")
-    return value
-
-
 def parse_settings(argument: str) -> LlmSettings:
     """Parse the part after ``llm:``.
 
@@ -80,43 +67,27 @@ def parse_settings(argument: str) -> LlmSettings:
     """
     model, _, query = argument.partition("?")
     if not model:
-        raise _bad("llm spec needs a model id or alias: llm:MODEL (run `llm models` to list them)")
+        raise spec_error("llm spec needs a model id or alias: llm:MODEL (run `llm models` to list them)")
     values: dict[str, Any] = {}
     options: dict[str, str] = {}
     for key, text in parse_qsl(query, keep_blank_values=True):
         if key in _SECRET_KEYS:
-            raise _bad(f"llm spec option {key!r} is refused: keys live in `llm keys set NAME` or the environment")
+            raise spec_error(f"llm spec option {key!r} is refused: keys live in `llm keys set NAME` or the environment")
         if key.startswith(OPTION_PREFIX) and len(key) > len(OPTION_PREFIX):
             options[key[len(OPTION_PREFIX):]] = text
         elif key == "stream":
             if text.lower() not in _BOOLS:
-                raise _bad(f"llm spec option stream={text!r} must be true or false")
+                raise spec_error(f"llm spec option stream={text!r} must be true or false")
             values[key] = _BOOLS[text.lower()]
         elif key == "retries":
-            values[key] = int(_number(key, text, int, 0, 10))
+            values[key] = int(spec_number("llm", key, text, int, 0, 10))
         elif key == "backoff":
-            values[key] = float(_number(key, text, float, 0.0, 60.0))
+            values[key] = float(spec_number("llm", key, text, float, 0.0, 60.0))
         elif key == "context":
-            values[key] = int(_number(key, text, int, 1, 100_000_000))
+            values[key] = int(spec_number("llm", key, text, int, 1, 100_000_000))
         else:
-            raise _bad(f"unknown llm spec option {key!r} (known: stream, retries, backoff, context, o.NAME)")
+            raise spec_error(f"unknown llm spec option {key!r} (known: stream, retries, backoff, context, o.NAME)")
     return LlmSettings(model=model, options=options, **values)
-
-
-def _joined_text(content: Sequence[Mapping[str, Any]]) -> str:
-    """Text blocks joined by a newline where one does not already end in whitespace.
-
-    A delivered Team message is a framing block followed by the sender's blocks;
-    the model must read them as separate lines.
-    """
-    text = ""
-    for block in content:
-        if block.get("type") == "text" and isinstance(block.get("text"), str):
-            part = block["text"]
-            if text and part and not text[-1].isspace():
-                text += "\n"
-            text += part
-    return text
 
 
 def call_arguments(raw: str) -> dict[str, Any]:
@@ -135,7 +106,7 @@ def call_arguments(raw: str) -> dict[str, Any]:
 def _assistant(message: Mapping[str, Any]) -> Message | None:
     parts: list[Any] = []
     content = message.get("content") or []
-    text = _joined_text(content)
+    text = joined_text(content)
     if text:
         parts.append(TextPart(text=text))
     for block in content:
@@ -159,14 +130,14 @@ def to_llm_messages(system: str, messages: Sequence[Mapping[str, Any]]) -> list[
             if item is not None:
                 out.append(item)
         elif role == "tool":
-            part = ToolResultPart(name=message.get("name", ""), output=_joined_text(message.get("content") or []),
+            part = ToolResultPart(name=message.get("name", ""), output=joined_text(message.get("content") or []),
                                   tool_call_id=message.get("call_id") or None)
             if out and out[-1].role == "tool":
                 out[-1].parts.append(part)
             else:
                 out.append(Message(role="tool", parts=[part]))
         else:
-            out.append(Message(role="user", parts=[TextPart(text=_joined_text(message.get("content") or []))]))
+            out.append(Message(role="user", parts=[TextPart(text=joined_text(message.get("content") or []))]))
     return out
 
 

@@ -24,11 +24,10 @@ Translation to and from the wire is in :mod:`host_spec.host.models.openai_wire`.
 
 from __future__ import annotations
 
-import asyncio
 import os
-import random
 import uuid
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, Final
 
 import attrs
@@ -39,6 +38,7 @@ from host_spec.protocols import ModelRequest
 
 from host_spec.host.agents.tools import schema
 from host_spec.host.models.openai_settings import OpenAISettings, parse_settings
+from host_spec.host.models.retries import with_retries
 from host_spec.host.models.openai_wire import (
     StreamAccumulator,
     WireTool,
@@ -180,23 +180,13 @@ class OpenAIModel:
         """
         body = self.request_body(request)
         constrained = self.settings.tools == "constrained" and bool(request.tools)
-        attempt = 0
-        while True:
-            try:
-                reply = await (self._streamed(body) if self.settings.stream else self._single(body))
-                return self._finish(reply, constrained)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                retryable, hint, error = classify(exc, where=self.where, key=self._key)
-                if not retryable or attempt >= self.settings.retries:
-                    if attempt:
-                        error.message = f"{error.message} (after {attempt + 1} attempts)"
-                        error.args = (error.message,)
-                    raise error from None
-            delay = hint if hint is not None else self.settings.backoff * (2**attempt) * random.uniform(0.5, 1.0)
-            attempt += 1
-            await asyncio.sleep(delay)
+
+        async def attempt() -> dict[str, Any]:
+            reply = await (self._streamed(body) if self.settings.stream else self._single(body))
+            return self._finish(reply, constrained)
+
+        return await with_retries(attempt, partial(classify, where=self.where, key=self._key),
+                                  retries=self.settings.retries, backoff=self.settings.backoff)
 
     def _finish(self, reply: dict[str, Any], constrained: bool) -> dict[str, Any]:
         if not constrained:

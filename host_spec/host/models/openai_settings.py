@@ -33,9 +33,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 import attrs
 
-from host_spec.errors import ModelError
 
 from host_spec.host.models.openai_wire import ToolMode
+from host_spec.host.models.retries import spec_error, spec_number
 
 __all__ = ["OpenAISettings", "parse_settings", "DEFAULT_KEY_ENV", "BASE_URL_ENV"]
 
@@ -65,26 +65,12 @@ class OpenAISettings:
     context: int | None = None
 
 
-def _bad(message: str) -> ModelError:
-    return ModelError(message, code="MODEL_SPEC_INVALID")
-
-
-def _number(key: str, text: str, kind: type[int] | type[float], low: float, high: float) -> int | float:
-    try:
-        value = kind(text)
-    except ValueError:
-        raise _bad(f"openai spec option {key}={text!r} is not a number") from None
-    if not low <= value <= high:
-        raise _bad(f"openai spec option {key}={text!r} is out of range [{low}, {high}]")
-    return value
-
-
 def _check_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise _bad(f"base URL {url!r} must be an http:// or https:// URL")
+        raise spec_error(f"base URL {url!r} must be an http:// or https:// URL")
     if parts.username or parts.password:
-        raise _bad("base URL must not carry credentials; put the key in the variable named by api_key_env")
+        raise spec_error("base URL must not carry credentials; put the key in the variable named by api_key_env")
     return url
 
 
@@ -98,36 +84,36 @@ def parse_settings(argument: str, *, environ: Mapping[str, str] | None = None) -
     env = os.environ if environ is None else environ
     model, _, query = argument.partition("?")
     if not model:
-        raise _bad("openai spec needs a model name: openai:MODEL")
+        raise spec_error("openai spec needs a model name: openai:MODEL")
     values: dict[str, object] = {}
     for key, text in parse_qsl(query, keep_blank_values=True, strict_parsing=False):
         if key in _SECRET_KEYS:
-            raise _bad(f"openai spec option {key!r} is refused: keys are read from an environment variable (api_key_env=NAME)")
+            raise spec_error(f"openai spec option {key!r} is refused: keys are read from an environment variable (api_key_env=NAME)")
         if key == "tools":
             if text not in ("native", "constrained"):
-                raise _bad(f"openai spec option tools={text!r} must be native or constrained")
+                raise spec_error(f"openai spec option tools={text!r} must be native or constrained")
             values[key] = text
         elif key == "base_url":
             values[key] = _check_url(text)
         elif key in ("api_key_env", "first_tool"):
             values[key] = text
         elif key in ("max_answer_chars", "context"):
-            values[key] = int(_number(key, text, int, 1, 100_000_000))
+            values[key] = int(spec_number("openai", key, text, int, 1, 100_000_000))
         elif key == "max_tool_steps":
-            values[key] = int(_number(key, text, int, 0, 1_000_000))
+            values[key] = int(spec_number("openai", key, text, int, 0, 1_000_000))
         elif key == "stream":
             if text.lower() not in _BOOLS:
-                raise _bad(f"openai spec option stream={text!r} must be true or false")
+                raise spec_error(f"openai spec option stream={text!r} must be true or false")
             values[key] = _BOOLS[text.lower()]
         elif key == "retries":
-            values[key] = int(_number(key, text, int, 0, 10))
+            values[key] = int(spec_number("openai", key, text, int, 0, 10))
         elif key == "max_tokens":
-            values[key] = int(_number(key, text, int, 1, 10_000_000))
+            values[key] = int(spec_number("openai", key, text, int, 1, 10_000_000))
         elif key in ("backoff", "timeout", "temperature"):
             high = {"backoff": 60.0, "timeout": 86_400.0, "temperature": 2.0}[key]
-            values[key] = float(_number(key, text, float, 0.0, high))
+            values[key] = float(spec_number("openai", key, text, float, 0.0, high))
         else:
-            raise _bad(f"unknown openai spec option {key!r} (known: tools, base_url, api_key_env, stream, "
+            raise spec_error(f"unknown openai spec option {key!r} (known: tools, base_url, api_key_env, stream, "
                        "retries, backoff, timeout, max_tokens, temperature, first_tool, max_tool_steps, max_answer_chars, "
                        "context)")
     if "base_url" not in values and env.get(BASE_URL_ENV):

@@ -46,6 +46,7 @@ __all__ = [
     "constrained_instructions",
     "parse_constrained",
     "usage_from_wire",
+    "joined_text",
     "reply_from_completion",
     "StreamAccumulator",
 ]
@@ -62,7 +63,7 @@ def _compact(value: Any) -> str:
     return _json.encode(value).decode()
 
 
-def _joined_text(content: Sequence[Mapping[str, Any]]) -> str:
+def joined_text(content: Sequence[Mapping[str, Any]]) -> str:
     """Text blocks joined by a newline where one does not already end in whitespace.
 
     A delivered Team message is a framing block (``Team message <id> from bob:``)
@@ -94,7 +95,7 @@ def _constrained_call_text(call: Mapping[str, Any]) -> str:
 
 def _assistant(message: Mapping[str, Any], mode: ToolMode) -> dict[str, Any] | None:
     content = message.get("content") or []
-    text = _joined_text(content)
+    text = joined_text(content)
     calls = _calls(content)
     if mode == "constrained":
         parts = [_constrained_call_text(c) for c in calls] or ([_compact({"answer": text})] if text else [])
@@ -112,7 +113,7 @@ def _assistant(message: Mapping[str, Any], mode: ToolMode) -> dict[str, Any] | N
 
 
 def _tool_result(message: Mapping[str, Any], mode: ToolMode) -> dict[str, Any]:
-    text = _joined_text(message.get("content") or [])
+    text = joined_text(message.get("content") or [])
     if mode == "constrained":
         return {"role": "user", "content": f"Result of tool {message.get('name', '')}:\n{text}"}
     return {"role": "tool", "tool_call_id": message.get("call_id", ""), "content": text}
@@ -141,7 +142,7 @@ def to_wire_messages(
         elif role == "tool":
             wire.append(_tool_result(message, mode))
         else:
-            wire.append({"role": "user", "content": _joined_text(message.get("content") or [])})
+            wire.append({"role": "user", "content": joined_text(message.get("content") or [])})
     return wire
 
 
