@@ -91,6 +91,10 @@ class TeamServiceAPI(Protocol):
         """The gate runs and plan approvals of the caller's Team."""
         ...
 
+    def control_choices(self, caller: Agent) -> dict[str, list[str]]:
+        """The ``role``, ``plan`` and ``shutdown`` values the caller could send right now (a hint)."""
+        ...
+
     def tool_allowlist(self, agent: Agent) -> frozenset[str] | None:
         """The non-Team tools a member's role allows, or ``None`` (no restriction)."""
         ...

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from host_spec.messages import text_block
 
 from dsh_team.errors import TeamCode, TeamError
-from dsh_team.roster.roles import check_tools, find_role, with_instructions
+from dsh_team.roster.roles import check_tools, find_role, role_names, with_instructions
 from dsh_team.roster.roster import validate_name
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from host_spec.records import AbortSignal
 
     from dsh_team.config import TeamConfig
+    from dsh_team.controls.ledger import ControlsState
     from dsh_team.controls.plans import Plans
     from dsh_team.coordination import Coordination
     from dsh_team.cost.costs import TeamCosts
@@ -61,6 +62,7 @@ class MemberOperations:
         def membership(self, agent: Agent) -> Membership: ...
         def try_membership(self, agent: Agent) -> Membership | None: ...
         def _lead(self, membership: Membership) -> Journal: ...
+        def controls_state(self, caller: Agent) -> ControlsState: ...
 
     def list_members(self, caller: Agent) -> list[MemberView]:
         """The Lead row, then every teammate ever provisioned in creation order.
@@ -113,6 +115,34 @@ class MemberOperations:
             caller, name=name, description=description, prompt=prompt, context=context, provider=provider,
             signal=signal, role=chosen,
         )  # fmt: skip
+
+    def control_choices(self, caller: Agent) -> dict[str, list[str]]:
+        """The values of the control fields ``caller`` could send right now (``role``, ``plan``, ``shutdown``).
+
+        A hint for a step's closed sets, never a check (the operations still decide):
+        the Lead may name a configured role, decide a submitted plan and ask an active
+        teammate to shut down; a teammate may submit a plan its approval waits for and
+        answer an open shutdown request. An empty list: nothing valid to send now.
+
+        Raises:
+            TeamError: ``TEAM_NOT_MEMBER``.
+        """
+        membership = self.membership(caller)
+        plans = self.controls_state(caller).plans
+        if membership.is_lead:
+            teammates = [m for m in self.list_members(caller) if m.role == "teammate" and m.status != "failed"]
+            return {
+                "role": role_names(cwd=membership.root.session.header.cwd, table=self.config.roles),
+                "plan": ["approve", "reject"] if any(p.status == "submitted" for p in plans.values()) else [],
+                "shutdown": ["request"] if teammates else [],
+            }
+        own = plans.get(membership.name)
+        shutdown = self.coordination.shutdowns.book.latest(membership.root.session).get(membership.member_id)
+        return {
+            "role": [],
+            "plan": ["submit"] if own is not None and own.status in ("required", "rejected") else [],
+            "shutdown": ["approve", "decline"] if shutdown is not None and shutdown.phase == "requested" else [],
+        }
 
     def tool_allowlist(self, agent: Agent) -> frozenset[str] | None:
         """The non-Team tools ``agent``'s role allows (``None``: no role, or a role without an allowlist)."""

@@ -63,9 +63,23 @@ def closed_sets(team: Callable[[], TeamServiceAPI]) -> dict[str, Choices]:
         teammates = [m.name for m in members if m.role == "teammate"]
         return _Team(membership.name, membership.is_lead, names, teammates, tasks)
 
+    def controls(agent: Agent) -> Mapping[str, Sequence[str]]:
+        try:
+            return team().control_choices(agent)
+        except DshError:
+            return {}
+
+    def spawn_teammate(agent: Agent) -> Mapping[str, Sequence[str]]:
+        sets = controls(agent)
+        return {"role": sets["role"]} if "role" in sets else {}
+
     def send_message(agent: Agent) -> Mapping[str, Sequence[str]]:
         state = read(agent)
-        return {} if state is None else {"target": [name for name in state.names if name != state.own]}
+        if state is None:
+            return {}
+        sets = controls(agent)
+        return {"target": [name for name in state.names if name != state.own],
+                "plan": sets.get("plan", ()), "shutdown": sets.get("shutdown", ())}
 
     def interrupt_agent(agent: Agent) -> Mapping[str, Sequence[str]]:
         state = read(agent)
@@ -91,6 +105,7 @@ def closed_sets(team: Callable[[], TeamServiceAPI]) -> dict[str, Choices]:
         return {"task_id": state.tasks, "blocked_by": state.tasks, "owner": state.names, "action": actions}
 
     return {
+        "spawn_teammate": spawn_teammate,
         "send_message": send_message,
         "interrupt_agent": interrupt_agent,
         "team_task_get": task_get,

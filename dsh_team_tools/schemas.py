@@ -79,8 +79,8 @@ class SpawnTeammateArgs(_Args, frozen=True):
     """``spawn_teammate``: the Lead creates one named teammate with a first task."""
 
     name: Annotated[str, Meta(description="Unique lower-kebab-case name")]
+    description: Annotated[str, Meta(description="Short role label")]
     prompt: Annotated[str, Meta(description="First task for the teammate")]
-    description: Annotated[str, Meta(description="Short role label")] = ""
     context: Annotated[Literal["fresh", "fork"], Meta(description="fork copies your conversation")] = "fresh"
     plan_approval: Annotated[bool, Meta(description="Writes need your plan approval")] | UnsetType = UNSET
     role: Annotated[str, Meta(description="Role preset name")] | UnsetType = UNSET

@@ -125,6 +125,17 @@ def find_role(name: Any, *, cwd: str | None, table: Mapping[str, Any], files: bo
     raise TeamError(f'no role "{name}" (looked in {path} and the profile\'s roles)', TeamCode.ROLE_NOT_FOUND)
 
 
+def role_names(*, cwd: str | None, table: Mapping[str, Any]) -> list[str]:
+    """Every role name ``spawn_teammate`` could take now: ``<cwd>/.dsh/roles/*.toml`` and the profile's table.
+
+    A file whose stem is not a role name is left out (``find_role`` would refuse it).
+    Used as a hint (the closed set of ``role`` in a constrained step), never as a check.
+    """
+    folder = Path(cwd or ".") / ".dsh" / "roles"
+    files = [path.stem for path in folder.glob("*.toml")] if folder.is_dir() else []
+    return sorted({name for name in (*files, *table) if _NAME.match(name)})
+
+
 def check_roles(table: Mapping[str, Any]) -> None:
     """Every role of the profile's ``roles`` table well formed (checked when the service is built).
 

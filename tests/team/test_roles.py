@@ -63,7 +63,7 @@ def spawn_step(**arguments: Any) -> dict[str, Any]:
 
 class TestRoleAtSpawn:
     async def test_a_file_role_gives_instructions_allowlist_and_model(self, tmp_path: Path) -> None:
-        host, workspace = await team_host(tmp_path, [spawn_step(name="worker", prompt="review a.py", role="reviewer"),
+        host, workspace = await team_host(tmp_path, [spawn_step(name="worker", description="", prompt="review a.py", role="reviewer"),
                                                      {"text": "spawned"}])
         role_file(workspace, "reviewer", f'description = "Reviews code"\ninstructions = "Never run commands."\n'
                                          f'tools = ["list_dir", "read_file"]\nmodel = "scripted:{tmp_path / "worker.json"}"\n')

@@ -108,12 +108,13 @@ class GatedModel:
 
 @asynccontextmanager
 async def open_team(
-    data_dir: Path, model: Any, *, tools_config: Mapping[str, Any] | None = None
+    data_dir: Path, model: Any, *, tools_config: Mapping[str, Any] | None = None,
+    team_config: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[Host]:
     """An agent-teams host (dsh-team, dsh-team-tools, dsh-team-invariant) on ``model``."""
     host = await Host.open(data_dir, None, model)
     try:
-        host.plugins.load("dsh-team", {})
+        host.plugins.load("dsh-team", dict(team_config or {}))
         host.plugins.load("dsh-team-tools", dict(tools_config or {}))
         host.plugins.load("dsh-team-invariant", {})
         yield host

@@ -49,7 +49,8 @@ class TestClosedSets:
             everyone = ["lead", "writer"]
             all_actions = ["claim", "release", "edit", "set_dependencies", "complete", "reopen", "reassign", "delete"]
             assert sets(host, lead) == {
-                "send_message": {"target": ["writer"]},
+                "spawn_teammate": {"role": []},
+                "send_message": {"target": ["writer"], "plan": [], "shutdown": ["request"]},
                 "interrupt_agent": {"target": ["writer"]},
                 "team_task_create": {"blocked_by": tasks},
                 "team_task_list": {"owner": [*everyone, "unowned"]},
@@ -57,10 +58,10 @@ class TestClosedSets:
                 "team_task_update": {"task_id": tasks, "blocked_by": tasks, "owner": everyone, "action": all_actions},
             }
             mine = sets(host, writer)
-            assert mine["send_message"] == {"target": ["lead"]}
+            assert mine["send_message"] == {"target": ["lead"], "plan": [], "shutdown": []}
             assert mine["team_task_update"]["action"] == [a for a in all_actions if a != "reassign"]
             assert {name for name, spec in specs(host, lead).items() if spec.choices is None} == {
-                "spawn_teammate", "list_agents", "wait_agent"}
+                "list_agents", "wait_agent"}
             model.gates["writer"].set()
             await host.quiesce()
 
@@ -73,7 +74,7 @@ class TestClosedSets:
             await host.quiesce()  # the writer's turn ends and it is released: the old agent is stale
             assert writer not in host.agents.list()
             assert {name: dict(spec.choices(writer)) for name, spec in team_specs.items() if spec.choices} == {
-                name: {} for name in ("send_message", "interrupt_agent", "team_task_create", "team_task_list",
+                name: {} for name in ("spawn_teammate", "send_message", "interrupt_agent", "team_task_create", "team_task_list",
                                       "team_task_get", "team_task_update")}
 
 
@@ -97,3 +98,52 @@ class TestConstrainedRequest:
             assert "enum" not in native_send["function"]["parameters"]["properties"]["target"]  # closed sets: constrained only
             model.gates["writer"].set()
             await host.quiesce()
+
+
+class TestControlSets:
+    """``role``, ``plan`` and ``shutdown`` offer only what the caller could send now; nothing valid: left out."""
+
+    async def test_roles_plans_and_shutdowns_follow_the_team(self, tmp_path: Path) -> None:
+        model = GatedModel({"writer": [{"text": "done"}]}, gated=["writer"])
+        async with open_team(tmp_path, model, team_config={"roles": {"reviewer": {"description": "Reviews"}}}) as host:
+            lead = await start_root(host)
+            assert sets(host, lead)["spawn_teammate"] == {"role": ["reviewer"]}
+            assert sets(host, lead)["send_message"]["shutdown"] == []  # no teammate to ask yet
+            _, error = await call(host, lead, "spawn_teammate",
+                                  {"name": "writer", "description": "Writes", "prompt": "go", "plan_approval": True})
+            assert error is None
+            await model.entered["writer"].wait()
+            writer = agent_named(host, "writer")
+            assert sets(host, writer)["send_message"] == {"target": ["lead"], "plan": ["submit"], "shutdown": []}
+            assert sets(host, writer)["spawn_teammate"] == {"role": []}
+            assert sets(host, lead)["send_message"]["plan"] == []  # nothing submitted yet
+            _, error = await call(host, writer, "send_message", {"target": "lead", "plan": "submit", "message": "p"})
+            assert error is None
+            assert sets(host, lead)["send_message"] == {"target": ["writer"], "plan": ["approve", "reject"],
+                                                        "shutdown": ["request"]}
+            assert sets(host, writer)["send_message"]["plan"] == []  # submitted: nothing to send until decided
+            _, error = await call(host, lead, "send_message", {"target": "writer", "shutdown": "request", "message": "s"})
+            assert error is None
+            assert sets(host, writer)["send_message"]["shutdown"] == ["approve", "decline"]
+            model.gates["writer"].set()
+            await host.quiesce()
+
+    def test_role_names_are_the_files_and_the_table(self, tmp_path: Path) -> None:
+        from dsh_team.roster.roles import role_names
+
+        assert role_names(cwd=str(tmp_path), table={"b": {}}) == ["b"]  # no .dsh/roles folder
+        folder = tmp_path / ".dsh" / "roles"
+        folder.mkdir(parents=True)
+        for stem in ("a", "Not A Role", "b"):
+            (folder / f"{stem}.toml").write_text('description = "x"\n', encoding="utf-8")
+        assert role_names(cwd=str(tmp_path), table={"b": {}, "c": {}, "UPPER": {}}) == ["a", "b", "c"]
+
+    def test_an_optional_field_with_nothing_valid_is_left_out_of_the_wire_schema(self) -> None:
+        from host_spec.host.models.openai_tools import WireTool, narrowed
+
+        parameters = {"type": "object", "required": ["target"],
+                      "properties": {"target": {"type": "string"}, "role": {"type": "string"},
+                                     "plan": {"enum": ["approve", "reject", "submit"]}}}
+        schema = narrowed(WireTool("t", "d", parameters, {"target": [], "role": [], "plan": ["submit"], "x": []}))
+        assert schema["properties"] == {"target": {"type": "string"}, "plan": {"enum": ["submit"]}}
+        assert parameters["properties"]["role"] == {"type": "string"}  # the shared input is never changed

@@ -36,16 +36,24 @@ def narrowed(tool: WireTool) -> Mapping[str, Any]:
     """``tool.parameters`` with each field of ``tool.choices`` restricted to an ``enum`` (a copy; the input is shared).
 
     A string field gets ``enum``; a list field gets it on its items; a field that is
-    already an ``enum`` keeps only the values in both. A field the schema does not
-    have, or an empty set, leaves the schema as it is.
+    already an ``enum`` keeps only the values in both. An optional field with an
+    empty set is left out: nothing valid can be sent in it now, and a model decoding
+    under the grammar would otherwise fill it with something (a made-up role, a plan
+    step nobody asked for). A required field with an empty set, or a field the
+    schema does not have, leaves the schema as it is.
     """
     properties = tool.parameters.get("properties")
     if not tool.choices or not isinstance(properties, Mapping):
         return tool.parameters
+    required = tool.parameters.get("required") or ()
     changed = dict(properties)
     for field, values in tool.choices.items():
         prop = properties.get(field)
-        if not values or not isinstance(prop, Mapping):
+        if not isinstance(prop, Mapping):
+            continue
+        if not values:
+            if field not in required:
+                del changed[field]
             continue
         allowed = list(dict.fromkeys(values))
         if prop.get("type") == "array" and isinstance(prop.get("items"), Mapping):
