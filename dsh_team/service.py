@@ -10,13 +10,13 @@ hooks of :class:`~dsh_team.host_feed.HostFeed` (session events, flushes, status
 changes, teardown). The roster and mailbox operations (``list_members``,
 ``spawn_teammate``, ``send_message``, ``interrupt``) are
 :class:`~dsh_team.member_operations.MemberOperations`, carried out by
-:mod:`dsh_team.coordination` and its rooms; they share the journal, membership,
-activity and lifecycle built here.
+:mod:`dsh_team.coordination` and its rooms; the task board's reads and
+compare-and-set mutations are :class:`~dsh_team.board_operations.BoardOperations`;
+they share the journal, membership, activity and lifecycle built here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -29,15 +29,14 @@ from dsh_team.controls.ledger import LiveControls
 from dsh_team.controls.operations import ControlOperations
 from dsh_team.controls.plans import Plans
 from dsh_team.host_feed import HostFeed
+from dsh_team.board_operations import BoardOperations
 from dsh_team.member_operations import MemberOperations
 from dsh_team.log.quiescence import QuiescenceWatch, quiet_result
 from dsh_team.log.waits import Activity, Timer, WaitResult, check_since, check_timeout
 from dsh_team.config import TeamConfig
 from dsh_team.coordination import Coordination
 from dsh_team.cost.costs import TeamCosts
-from dsh_team.core.records import TEAM_TASK, VERSION, TaskRecord
-from dsh_team.core.snapshots import TeamTaskSnapshot
-from dsh_team.log.journal import Append, Journal
+from dsh_team.log.journal import Journal
 from dsh_team.log.journals import Journals
 from dsh_team.log.lead_fold import TeamFolds
 from dsh_team.mail.holdings import asleep_with_work
@@ -49,10 +48,6 @@ from dsh_team.views.projection import Publisher, TeamView, ViewListener
 from dsh_team.views.cursor import CursorDeltas
 from dsh_team.views.remote import RemoteTeam
 from dsh_team.core.state import TeamState, mode_enabled
-from dsh_team.core.actor import Actor
-from dsh_team.core.board import decide_create, decide_update, require_task
-from dsh_team.core.task_view import TaskView, list_views, task_view
-from dsh_team.core.tombstones import restore
 
 if TYPE_CHECKING:
     from host_spec.protocols import Agent, Host, Session
@@ -60,7 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["TeamService"]
 
 
-class TeamService(MemberOperations, ControlOperations, HostFeed):
+class TeamService(MemberOperations, BoardOperations, ControlOperations, HostFeed):
     """The Team domain service.
 
     Args:
@@ -117,40 +112,6 @@ class TeamService(MemberOperations, ControlOperations, HostFeed):
     def _lead(self, membership: Membership) -> Journal:
         return self.journals.get(membership.root.session)
 
-    def _mutate(
-        self,
-        caller: Agent,
-        decide: Callable[[TeamState, Membership], TeamTaskSnapshot],
-        what: str,
-    ) -> Awaitable[TaskView]:
-        """One task mutation in the Lead's journal, admitted and tracked for disposal when it runs.
-
-        A plain function returning the journal's transaction, which its caller
-        awaits: one coroutine fewer on every mutation.
-
-        Raises:
-            TeamError: ``TEAM_NOT_MEMBER`` (at once, before anything is admitted).
-        """
-        membership = self.membership(caller)
-        journal = self._lead(membership)
-        decided: list[TeamTaskSnapshot] = []
-
-        def check(state: TeamState) -> None:
-            self.lifecycle.admit()
-            self.mode.require_enabled(caller, (membership.root, state))  # the Lead's state, just folded
-
-        def record(state: TeamState) -> Append:
-            snapshot = decide(state, membership)
-            decided.append(snapshot)
-            return Append(TEAM_TASK, TaskRecord(version=VERSION, team_id=membership.team_id, task=snapshot))
-
-        def render(state: TeamState) -> TaskView:
-            # The board keeps a deleted task as a tombstone; the decided snapshot is its whole value.
-            task = state.tasks.tasks[decided[0].id]
-            return task_view(state, decided[0] if task.status == "deleted" else task, state.position)
-
-        return journal.transact(record, render, what=what, check=check, guard=self.lifecycle.operation())
-
     # ------------------------------------------------------------ membership
 
     def membership(self, agent: Agent) -> Membership:
@@ -172,106 +133,6 @@ class TeamService(MemberOperations, ControlOperations, HostFeed):
             TeamError: ``TEAM_NOT_MEMBER``.
         """
         return self._lead(self.membership(caller)).position
-
-    # ------------------------------------------------------------ tasks
-
-    def list_tasks(self, caller: Agent) -> list[TaskView]:
-        """Non-deleted tasks in board (creation) order.
-
-        Raises:
-            TeamError: ``TEAM_NOT_MEMBER``, ``TEAM_STREAM_FAILED``.
-        """
-        return list_views(self._lead(self.membership(caller)).authoritative())
-
-    def get_task(self, caller: Agent, task_id: Any) -> TaskView:
-        """One task, deleted tombstones included.
-
-        Raises:
-            TeamError: ``TEAM_NOT_MEMBER``, ``TEAM_TASK_NOT_FOUND``, ``TEAM_INVALID_ARGUMENT``,
-                ``TEAM_STREAM_FAILED``.
-        """
-        journal = self._lead(self.membership(caller))
-        state = journal.authoritative()
-        return task_view(state, restore(state, require_task(state, task_id), journal.session.events))
-
-    async def create_task(
-        self,
-        caller: Agent,
-        *,
-        subject: Any,
-        description: Any,
-        blocked_by: Any = None,
-        write_scopes: Any = None,
-        checks: Any = None,
-    ) -> TaskView:
-        """Create an unowned pending task (any member); returns its revision-1 view once durable.
-
-        ``checks`` are the quality checks completing it must pass (see :mod:`dsh_team.controls.gates`).
-
-        Raises:
-            TeamError: the creation codes of :func:`~dsh_team.core.board.decide_create`, ``TEAM_NOT_MEMBER``, ``TEAM_DISPOSED``, ``TEAM_MODE_DISABLED``,
-                ``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` (visible; read before retrying).
-        """
-
-        def decide(state: TeamState, membership: Membership) -> TeamTaskSnapshot:
-            return decide_create(
-                state,
-                Actor(membership.member_id, membership.role),
-                subject=subject,
-                description=description,
-                blocked_by=blocked_by,
-                write_scopes=write_scopes,
-                checks=checks,
-                max_tasks=self.config.max_tasks,
-            )
-
-        return await self._mutate(caller, decide, "the new team task")
-
-    async def update_task(
-        self,
-        caller: Agent,
-        *,
-        task_id: Any,
-        expected_revision: Any,
-        action: Any,
-        subject: Any = None,
-        description: Any = None,
-        blocked_by: Any = None,
-        write_scopes: Any = None,
-        owner: Any = None,
-        signal: AbortSignal | None = None,
-        gated: bool = True,
-    ) -> TaskView:
-        """Compare-and-set one authorized transition; returns the next revision once durable.
-
-        ``complete`` of a task with quality gates runs them first and completes only
-        when all pass (:mod:`dsh_team.controls.gates`; ``signal`` interrupts them;
-        ``gated=False`` is recovery's completion of a run that passed).
-
-        Raises:
-            TeamError: the update codes of :func:`~dsh_team.core.board.decide_update`, ``TEAM_NOT_MEMBER``, ``TEAM_DISPOSED``, ``TEAM_MODE_DISABLED``,
-                ``TEAM_TASK_PERSISTENCE_UNCONFIRMED`` (visible; read before retrying).
-        """
-
-        def decide(state: TeamState, membership: Membership) -> TeamTaskSnapshot:
-            return decide_update(
-                state,
-                Actor(membership.member_id, membership.role),
-                task_id=task_id,
-                expected_revision=expected_revision,
-                action=action,
-                subject=subject,
-                description=description,
-                blocked_by=blocked_by,
-                write_scopes=write_scopes,
-                owner=owner,
-            )
-
-        if gated and action == "complete":
-            gated_run = self._gated_complete(caller, task_id, decide, signal)
-            if gated_run is not None:
-                return await gated_run
-        return await self._mutate(caller, decide, f"team task {task_id}")
 
     # ------------------------------------------------------------ waiting
 
