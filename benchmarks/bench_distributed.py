@@ -38,7 +38,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import Rounds, atimed, timed  # noqa: E402
-from benchmarks.team_setup import add_member, teams_of  # noqa: E402
+from benchmarks.team_setup import claimed_board  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SEGMENT = 0.4  # seconds per durable-write segment
@@ -104,15 +104,7 @@ async def _board(url: str) -> dict[str, float]:
     from host_spec.host.models.scripted import ScriptedModel
 
     host = await Host.open(url, None, ScriptedModel.from_mapping({}))
-    host.plugins.load("dsh-team", {})
-    teams = teams_of(host)
-    session = await host.create_session("lead")
-    root = host.start_agent(session, name="lead")
-    members = [await add_member(host, root, i) for i in range(MEMBERS)]
-    views: dict[str, Any] = {}
-    for member in [root, *members]:
-        view = await teams.create_task(member, subject="bench task", description="a task for the benchmark")
-        views[member.id] = await teams.update_task(member, task_id=view.id, expected_revision=1, action="claim")
+    teams, session, root, members, views = await claimed_board(host, MEMBERS)
     peer = PgBoard(url, (encode_event(session.events[-1]) + b"\n").decode())
     labels = ("bench task", "bench task, edited")
 

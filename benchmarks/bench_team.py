@@ -50,7 +50,7 @@ if __package__ in (None, ""):
 
 from benchmarks._common import Rounds, Totals, report, timed, atimed  # noqa: E402
 from benchmarks.peers import RawAppend, RawPreallocated, SqliteBoard  # noqa: E402
-from benchmarks.team_setup import BIG, LIVE_TASKS, SMALL, TypedLine, add_member, lead_events, teams_of, write_log  # noqa: E402
+from benchmarks.team_setup import BIG, LIVE_TASKS, SMALL, TypedLine, claimed_board, lead_events, teams_of, write_log  # noqa: E402
 from dsh_team.core.fold import replay  # noqa: E402
 from host_spec.events import encode_event  # noqa: E402
 from host_spec.host.app import Host  # noqa: E402
@@ -70,15 +70,7 @@ MEMBERS = 16
 
 async def _durable(directory: Path) -> dict[str, float]:
     host = await Host.open(directory, None, ScriptedModel.from_mapping({}))
-    host.plugins.load("dsh-team", {})
-    teams = teams_of(host)
-    session = await host.create_session("lead")
-    root = host.start_agent(session, name="lead")
-    members = [await add_member(host, root, i) for i in range(MEMBERS)]
-    views: dict[str, Any] = {}
-    for member in [root, *members]:
-        view = await teams.create_task(member, subject="bench task", description="a task for the benchmark")
-        views[member.id] = await teams.update_task(member, task_id=view.id, expected_revision=1, action="claim")
+    teams, session, root, members, views = await claimed_board(host, MEMBERS)
     line = encode_event(session.events[-1]) + b"\n"
     raw, preallocated = RawAppend(directory / "raw.jsonl", line), RawPreallocated(directory / "raw.pre", line)
     sqlite = SqliteBoard(directory / "peer.sqlite", MEMBERS, line.decode())

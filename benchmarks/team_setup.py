@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -23,7 +23,10 @@ from host_spec.events import Event, SessionHeader, json_encode
 from host_spec.host.app import Host
 from host_spec.host.store.jsonl import JsonlStore
 
-__all__ = ["BIG", "LIVE_TASKS", "SMALL", "TypedLine", "add_member", "lead_events", "teams_of", "write_log"]
+__all__ = [
+    "BIG", "LIVE_TASKS", "SMALL", "ClaimedBoard", "TypedLine", "add_member", "claimed_board", "lead_events", "teams_of",
+    "write_log",
+]
 
 LIVE_TASKS = 200
 #: The two log lengths the read benchmarks compare (events).
@@ -49,6 +52,33 @@ async def add_member(host: Host, root: Any, index: int) -> Any:
         record = MemberRecord(version=VERSION, team_id=root.id, member=snapshot)
         await journal.transact(lambda state, r=record: Append(TEAM_MEMBER, r), lambda state: None, what="member")
     return agent
+
+
+class ClaimedBoard(NamedTuple):
+    """A Lead and its teammates, each owning one claimed task (what the update benches edit)."""
+
+    teams: TeamService
+    session: Any
+    root: Any
+    members: list[Any]
+    views: dict[str, Any]
+
+
+async def claimed_board(host: Host, members: int) -> ClaimedBoard:
+    """A Lead session with ``members`` teammates, each member and the Lead owning one in-progress task.
+
+    The Team plugin is loaded here; ``views`` maps each agent id to its task's latest view.
+    """
+    host.plugins.load("dsh-team", {})
+    teams = teams_of(host)
+    session = await host.create_session("lead")
+    root = host.start_agent(session, name="lead")
+    agents = [await add_member(host, root, i) for i in range(members)]
+    views: dict[str, Any] = {}
+    for member in [root, *agents]:
+        view = await teams.create_task(member, subject="bench task", description="a task for the benchmark")
+        views[member.id] = await teams.update_task(member, task_id=view.id, expected_revision=1, action="claim")
+    return ClaimedBoard(teams, session, root, agents, views)
 
 
 def lead_events(count: int, team_id: str, live: int = LIVE_TASKS) -> Iterator[Event]:
