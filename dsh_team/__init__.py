@@ -64,12 +64,14 @@ from dsh_team.core import (
 from dsh_team.errors import TeamCode, TeamConfigError, TeamError, UnconfirmedError
 from dsh_team.log import WAIT_MAX_MS, WAIT_MIN_MS, TeamFolds, WaitResult, check_since
 from dsh_team.mail import SendResult
-from dsh_team.roster import InterruptResult, Membership, MemberView
+from dsh_team.roster import SIDE_RECORD_TYPES, InterruptResult, Membership, MemberView, side_record_failure
 from dsh_team.service import TeamService
 from dsh_team.views import TeamView
 
 __all__ = [
     "CONTROL_EVENT_TYPES",
+    "SIDE_RECORD_TYPES",
+    "side_record_failure",
     "ControlsState",
     "LiveControls",
     "fold_controls",

@@ -33,6 +33,8 @@ The controls records (gate runs, plan approval: :mod:`dsh_team.controls`) are he
 to their own fold the same way: a candidate the controls fold would fail is
 refused (rule ``controls``). They are rare (a few per task), so their committed
 fold is read from the log's tail on each check instead of staged.
+The roster's side records (``team/role``, ``team/shutdown``) get the strict decode
+their books apply (rule ``side-record``), so a book never meets a record it must skip.
 """
 
 from __future__ import annotations
@@ -42,7 +44,17 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from dsh_team import CONTROL_EVENT_TYPES, TEAM_EVENT_TYPES, LiveControls, TeamState, evolve, fold_controls, replay
+from dsh_team import (
+    CONTROL_EVENT_TYPES,
+    SIDE_RECORD_TYPES,
+    TEAM_EVENT_TYPES,
+    LiveControls,
+    TeamState,
+    evolve,
+    fold_controls,
+    replay,
+    side_record_failure,
+)
 from host_spec import hookimpl
 from host_spec.carry import CarriedFolds
 from host_spec.records import Violation
@@ -57,6 +69,8 @@ __all__ = ["TeamStreamInvariant"]
 _STREAM_FAILED: Final = "stream-already-failed"
 #: The rule of a controls record the controls fold refuses.
 _CONTROLS: Final = "controls"
+#: The rule of a role or shutdown record its book could not read.
+_SIDE: Final = "side-record"
 
 
 class _Fold:
@@ -186,7 +200,9 @@ class TeamStreamInvariant:
         """
         kind = event.type
         if kind not in TEAM_EVENT_TYPES:
-            return None if kind not in CONTROL_EVENT_TYPES else self._control(session, event)
+            if kind in CONTROL_EVENT_TYPES:
+                return self._control(session, event)
+            return None if kind not in SIDE_RECORD_TYPES else self._side(session, event)
         fold = self._folds.get(session.id)
         if fold is None or fold.session is not session:
             fold = self._seeded(session)
@@ -202,6 +218,13 @@ class TeamStreamInvariant:
             )
         fold.staged = (event, candidate)
         return None
+
+    def _side(self, session: Session, event: Event) -> Violation | None:
+        """Veto a role or shutdown record its book could not read."""
+        failure = side_record_failure(session.id, event)
+        if failure is None:
+            return None
+        return Violation(reason=f"session event {event.seq} violates the Agent Teams stream: {failure}", rule=_SIDE)
 
     def _control(self, session: Session, event: Event) -> Violation | None:
         """Veto a controls record the controls fold would fail."""

@@ -3,13 +3,15 @@
 Modules: :mod:`.membership` (who may call, as Lead or teammate), :mod:`.roster`
 (roster rows with live status, name rules, interrupt, teardown drain),
 :mod:`.provisioning` (``spawn_teammate``'s state machine), :mod:`.reconcile`
-(settling provisioning records a crash left open).
+(settling provisioning records a crash left open), :mod:`.vetting` (the pre-append check of
+the ``team/role`` and ``team/shutdown`` side records).
 """
 
 from dsh_team.roster.membership import Membership, MembershipResolver, TeammateResolver, roster_teammate
 from dsh_team.roster.provisioning import Provisioner
 from dsh_team.roster.reconcile import reconcile
 from dsh_team.roster.roster import NAME_MAX, InterruptResult, MemberStatus, MemberView, RosterService, validate_name
+from dsh_team.roster.vetting import SIDE_RECORD_TYPES, side_record_failure
 
 __all__ = [
     "Membership",
@@ -24,4 +26,6 @@ __all__ = [
     "MemberView",
     "RosterService",
     "validate_name",
+    "SIDE_RECORD_TYPES",
+    "side_record_failure",
 ]

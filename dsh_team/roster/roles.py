@@ -186,7 +186,8 @@ class RoleBook:
                 except msgspec.DecodeError as exc:  # written by something else: named, never guessed at
                     log.error("team.record_unreadable", type=event.type, seq=event.seq, error=str(exc))
                     continue
-                roles[record.member_id] = record
+                if record.team_id == session.id:  # a fork's inherited prefix is another Team's
+                    roles[record.member_id] = record
             self._by_id[session.id] = (session, count, roles)
         return roles
 

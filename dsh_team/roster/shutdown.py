@@ -97,7 +97,8 @@ class ShutdownBook:
                 except msgspec.DecodeError as exc:  # written by something else: named, never guessed at
                     log.error("team.record_unreadable", type=event.type, seq=event.seq, error=str(exc))
                     continue
-                latest[record.member_id] = record
+                if record.team_id == session.id:  # a fork's inherited prefix is another Team's
+                    latest[record.member_id] = record
             self._by_id[session.id] = (session, count, latest)
         return latest
 

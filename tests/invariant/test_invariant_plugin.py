@@ -203,3 +203,56 @@ class TestOneFoldOwner:
             session.append("team/task", task(session.id, "task-2", revision=2))
             assert journal.state is invariant_of(host).state(session)
             assert journal.state == replay(session.events, session.id)
+
+
+def role(team: str, member_id: str, version: int = 1) -> dict[str, Any]:
+    return {"version": version, "team_id": team, "member_id": member_id, "role": "reviewer",
+            "spec": {"description": "reviews", "tools": ["read_file"]}}
+
+
+def shutdown(team: str, member_id: str, phase: str = "requested", version: int = 1) -> dict[str, Any]:
+    return {"version": version, "team_id": team, "member_id": member_id, "phase": phase}
+
+
+class TestSideRecords:
+    """``team/role`` and ``team/shutdown`` get the strict decode their books apply, before they are written."""
+
+    @pytest.mark.parametrize(
+        ("kind", "payload", "why"),
+        [
+            ("team/role", {"version": 1, "member_id": "m"}, "unreadable team/role record: Object missing required field `team_id`"),
+            ("team/shutdown", {"version": 1, "team_id": "T", "member_id": "m", "phase": "paused"},
+             "unreadable team/shutdown record: Invalid enum value 'paused' - at `$.phase`"),
+            ("team/role", "VERSION2", "team/role record version 2 is not the supported version 1"),
+        ],
+    )
+    async def test_unreadable_or_unsupported_is_vetoed(self, tmp_path: Path, kind: str, payload: Any, why: str) -> None:
+        async with open_host(tmp_path) as host:
+            session = await host.create_session()
+            session.append("team/role", role(session.id, "first"))
+            if payload == "VERSION2":
+                payload = role(session.id, "m", version=2)
+            elif payload.get("team_id") == "T":
+                payload = {**payload, "team_id": session.id}
+            with pytest.raises(InvariantError) as info:
+                session.append(kind, payload)
+            assert str(info.value).endswith(f"session event 2 violates the Agent Teams stream: {why}")
+            assert info.value.plugin == NAME
+            assert session.last_seq == 1
+        assert [event.type for event in JsonlStore(tmp_path).read(session.id)[1]] == ["team/role"]
+
+    async def test_readable_and_foreign_records_pass(self, tmp_path: Path) -> None:
+        """A current record of this Team passes; another Team's (a fork's inherited prefix) is not this log's business."""
+        async with open_host(tmp_path) as host:
+            session = await host.create_session()
+            session.append("team/role", role(session.id, "m"))
+            session.append("team/shutdown", shutdown(session.id, "m", "approved"))
+            session.append("team/shutdown", shutdown("another-team", "m", version=9))
+            assert [event.type for event in session.events] == ["team/role", "team/shutdown", "team/shutdown"]
+
+    async def test_without_the_invariant_an_unreadable_record_is_written(self, tmp_path: Path) -> None:
+        """The veto is the invariant's: a host without it writes what it is given (the books then skip it)."""
+        async with open_host(tmp_path, invariant=False) as host:
+            session = await host.create_session()
+            session.append("team/role", {"version": 1})
+            assert session.last_seq == 1

@@ -191,3 +191,19 @@ class TestRoleRules:
             assert dict(service.coordination.shutdowns.book.latest(root.session)) == {}
         assert [entry["type"] for entry in logs if entry["event"] == "team.record_unreadable"] == [TEAM_ROLE, TEAM_SHUTDOWN]
         await host.close()
+
+    async def test_another_teams_records_are_not_this_teams(self, tmp_path: Path) -> None:
+        """A fork's inherited prefix carries its parent's role and shutdown records: the books skip them."""
+        from roster_kit import lead, open_team
+        from dsh_team.roster.shutdown import TEAM_SHUTDOWN
+
+        host = await open_team(tmp_path)
+        root = await lead(host)
+        spec = {"description": "reviews"}
+        root.session.append(TEAM_ROLE, {"version": 1, "team_id": "parent", "member_id": "m", "role": "r", "spec": spec})
+        root.session.append(TEAM_SHUTDOWN, {"version": 1, "team_id": "parent", "member_id": "m", "phase": "released"})
+        root.session.append(TEAM_ROLE, {"version": 1, "team_id": root.id, "member_id": "n", "role": "r", "spec": spec})
+        service = teams_of(host)
+        assert list(service.coordination.roles.roles(root.session)) == ["n"]
+        assert dict(service.coordination.shutdowns.book.latest(root.session)) == {}
+        await host.close()
