@@ -44,8 +44,9 @@ test: system-deps check
 reliability: $(STAMP)
 	$(BIN)/python tests/reliability/driver.py
 
+# `make bench ONLY="memory scale team"` runs a subset (the goals that must hold in consecutive runs).
 bench: $(STAMP)
-	$(BIN)/python benchmarks/run_all.py
+	$(BIN)/python benchmarks/run_all.py $(ONLY)
 
 clean:
 	rm -rf $(VENV) build dist .coverage* .pytest_cache .mypy_cache
