@@ -123,8 +123,8 @@ class SessionFollower(Protocol):
         """Follow ``session_id`` from seq ``after`` (the events a caller already has); idempotent."""
         ...
 
-    def start(self, deliver: Callable[[str, Sequence[Event]], None]) -> None:
-        """Begin: ``deliver(session_id, events)`` gets each new batch (events after the last one handed on)."""
+    def start(self, deliver: Callable[[SessionHeader, Sequence[Event]], None]) -> None:
+        """Begin: ``deliver(header, events)`` gets each session's new batch (the events after the last one handed on)."""
         ...
 
     def close(self) -> None:

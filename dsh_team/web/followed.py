@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from host_spec.cli import FollowingReader, StoredLog
 from host_spec.errors import SessionError
-from host_spec.events import Event
+from host_spec.events import Event, SessionHeader
 
 from dsh_team.core.fold import replay
 from dsh_team.core.state import TeamState
@@ -56,14 +56,13 @@ class FollowedRun:
         self._team_id = stored.header.id
         self._events: list[Event] = list(stored.events)
         self._names: dict[str, str] = {}  # followed session id -> Team name
-        self._seeds: dict[str, int] = {self._team_id: stored.header.seed_length}
         self._usage: dict[str, MemberUsage] = {}
         self._writes: list[ShowWrite] = []
         self.follower = reader.follower()
         self.on_change: Callable[[], None] = lambda: None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._names[self._team_id] = LEAD_NAME
-        self._own(self._team_id, self._events)
+        self._own(stored.header, self._events)
         self.follower.watch(self._team_id, len(self._events))
         for member_id, name in _members(replay(self._events, self._team_id)):
             self._names[member_id] = name
@@ -72,8 +71,7 @@ class FollowedRun:
             except SessionError:  # not created yet (or unreadable): followed from its first event
                 self.follower.watch(member_id, 0)
                 continue
-            self._seeds[member_id] = member.header.seed_length
-            self._own(member_id, member.events)
+            self._own(member.header, member.events)
             self.follower.watch(member_id, len(member.events))
 
     def start(self, on_change: Callable[[], None]) -> None:
@@ -83,36 +81,26 @@ class FollowedRun:
         self.follower.start(self._deliver)
 
     def close(self) -> None:
-        """Stop following (nothing arrives after it returns)."""
+        """Stop following: the follower thread has ended when it returns."""
         self.follower.close()
 
-    def _deliver(self, session_id: str, events: Sequence[Event]) -> None:
-        """The follower thread's hand-over: the batch is taken on the loop (dropped once the loop is gone)."""
+    def _deliver(self, header: SessionHeader, events: Sequence[Event]) -> None:
+        """The follower thread's hand-over: the batch is taken on the loop (closed before the loop is)."""
         assert self._loop is not None
-        try:
-            self._loop.call_soon_threadsafe(self.arrive, session_id, list(events))
-        except RuntimeError:  # the loop closed while stopping: nothing is shown any more
-            pass
+        self._loop.call_soon_threadsafe(self.arrive, header, events)
 
-    def arrive(self, session_id: str, events: Sequence[Event]) -> None:
+    def arrive(self, header: SessionHeader, events: Sequence[Event]) -> None:
         """Take a followed log's new events (each exactly once, in seq order) and tell the panel."""
-        if session_id == self._team_id:
-            fresh = [event for event in events if event.seq > len(self._events)]
-            self._events.extend(fresh)
-        else:
-            if session_id not in self._seeds:
-                try:
-                    self._seeds[session_id] = self._reader.header(session_id).seed_length
-                except SessionError:
-                    self._seeds[session_id] = 0
-            fresh = list(events)
-        self._own(session_id, fresh)
+        if header.id == self._team_id:
+            events = [event for event in events if event.seq > len(self._events)]
+            self._events.extend(events)
+        self._own(header, events)
         self.on_change()
 
-    def _own(self, session_id: str, events: Sequence[Event]) -> None:
+    def _own(self, header: SessionHeader, events: Sequence[Event]) -> None:
         """Add the writes and usage of ``events``, skipping a fork's inherited prefix (someone else's work)."""
-        seed = self._seeds.get(session_id, 0)
-        own = [event for event in events if event.seq > seed]
+        session_id = header.id
+        own = [event for event in events if event.seq > header.seed_length]
         self._usage[session_id] = added(self._usage.get(session_id, MemberUsage()), fold_usage(own))
         name = self._names.get(session_id, session_id)
         for event in own:

@@ -51,9 +51,9 @@ class Seen:
         self.batches = 0
         self._lock = threading.Lock()
 
-    def __call__(self, session_id: str, events: Sequence[Event]) -> None:
+    def __call__(self, header: SessionHeader, events: Sequence[Event]) -> None:
         with self._lock:
-            self.seqs.setdefault(session_id, []).extend(event.seq for event in events)
+            self.seqs.setdefault(header.id, []).extend(event.seq for event in events)
             self.batches += 1
 
     def until(self, session_id: str, last: int) -> list[int]:

@@ -10,6 +10,14 @@ duplicate -- across a dropped LISTEN connection and a server restart.
 
 from __future__ import annotations
 
+import asyncio
+import io
+import json
+import os
+import signal
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,9 +26,15 @@ import msgspec
 import psycopg
 import pytest
 from kit_postgres import PostgresServer
+from sse_starlette.sse import AppStatus
 
 from dsh_team.views.usage import fold_usage
 from follow_kit import EventLog, Serve, StoreTeam
+from dsh_team.web.followed import FollowedRun
+from dsh_team.web.stream import Feed
+from host_spec.events import Event, SessionHeader
+from host_spec.host.cli.backend_reader import BackendReader
+from host_spec.host.cli.main import main
 from host_spec.host.store.postgres import PostgresStore
 from host_spec.host.store.postgres.schema import CHANNEL
 
@@ -106,3 +120,145 @@ def test_changes_of_another_process_are_pushed_once_in_order_across_a_dropped_li
         assert refused.status_code == 405 and refused.json()["error"]["code"] == "WEB_READ_ONLY"
     finally:
         serve.close()
+
+
+# ------------------------------------------------------------------ in this process, from a recorded run
+
+
+class Recorded:
+    """A finished run of the kit's Team on the store (task-3 created, task-1 completed by the builder)."""
+
+    def __init__(self, url: str) -> None:
+        team = StoreTeam(url)
+        team.command("task Recorded elsewhere")
+        team.command("send finish now")
+        team.close()
+        store = PostgresStore(url)
+        self.lead = store.read(team.lead_id)
+        builder_id = next(sid for sid in store.list_ids() if sid != team.lead_id)
+        self.builder = store.read(builder_id)
+        store.close()
+        #: The Lead log up to just before the builder joins the roster.
+        self.before_spawn = next(e.seq for e in self.lead[1] if e.type == "team/member") - 1
+
+
+@pytest.fixture(scope="module")
+def recorded(server: PostgresServer) -> Recorded:
+    if not server.running:
+        server.start()
+    return Recorded(server.new_database())
+
+
+def _copy(store: PostgresStore, log: tuple[SessionHeader, list[Event]], upto: int | None = None) -> Any:
+    """A new session in ``store`` holding ``log``'s events up to ``upto``; returned open (its lease held)."""
+    header, events = log
+    writer = store.create(header)
+    writer.append(events[:upto], expected_seq=0)
+    writer.sync()
+    return writer
+
+
+def _extend(writer: Any, log: tuple[SessionHeader, list[Event]]) -> None:
+    events = log[1]
+    writer.append(events[writer.tail_seq:], expected_seq=writer.tail_seq)
+    writer.sync()
+
+
+def test_team_serve_follows_a_run_committed_by_another_connection_until_interrupted(
+    url: str, recorded: Recorded, monkeypatch: Any
+) -> None:
+    """In this process: the roster's builder has no log yet at the start; it is followed from its first event."""
+    store = PostgresStore(url, holder="machine-b:7:abc")
+    lead = _copy(store, recorded.lead, upto=recorded.before_spawn + 2)  # the builder is listed, its log not written
+    stderr = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    monkeypatch.setattr(AppStatus, "should_exit", False)  # sse-starlette's process-wide flag (see test_web_panel)
+    seen: dict[str, Any] = {}
+
+    def browse() -> None:
+        try:
+            while "token=" not in stderr.getvalue():
+                threading.Event().wait(0.02)
+            page = stderr.getvalue().split("following the store): ")[1].split()[0]
+            base, token = page.split("/?token=")
+
+            def get(query: str = "") -> dict[str, Any]:
+                return dict(httpx2.get(f"{base}/api/team?token={token}{query}", timeout=30).json())
+
+            def post() -> httpx2.Response:
+                return httpx2.post(f"{base}/api/tasks?token={token}", json={"subject": "s", "description": "d"},
+                                   headers={"Origin": base}, timeout=30)  # fmt: skip
+
+            seen["start"] = get()
+            seen["live"] = post()
+            builder = store.create(recorded.builder[0])
+            _extend(builder, recorded.builder)
+            _extend(lead, recorded.lead)
+            deadline = time.monotonic() + 30
+            while (doc := get())["at"] < len(recorded.lead[1]) or not doc["writes"]:
+                assert time.monotonic() < deadline, doc["at"]
+                threading.Event().wait(0.05)
+            seen["end"] = doc
+            seen["past"] = get(f"&at={recorded.before_spawn + 2}")
+            builder.close()
+            lead.close()
+            seen["free"] = post()
+        finally:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    browser = threading.Thread(target=browse)
+    browser.start()
+    try:
+        status = main(["team", "serve", "--store", url])
+    finally:
+        browser.join(30)
+        store.close()
+    assert status == 130
+    start, end, past = seen["start"], seen["end"], seen["past"]
+    assert start["following"] is True and start["at"] == recorded.before_spawn + 2
+    assert [m["usage"] for m in start["members"] if m["name"] == "builder"] == [None]  # no log to read yet
+    assert seen["live"].status_code == 409 and "machine-b:7:abc" in seen["live"].json()["error"]["message"]
+    assert seen["free"].status_code == 405 and seen["free"].json()["error"]["code"] == "WEB_READ_ONLY"
+    assert end["at"] == len(recorded.lead[1]) and [w["path"] for w in end["writes"]] == ["src/a.py"]
+    builder_usage = next(m["usage"] for m in end["members"] if m["name"] == "builder")
+    assert builder_usage == msgspec.to_builtins(fold_usage(recorded.builder[1]))
+    assert past["at"] == recorded.before_spawn + 2 and past["writes"] == []
+
+
+def test_a_member_spawned_after_the_start_is_followed_once_a_document_names_it(url: str, recorded: Recorded) -> None:
+    store = PostgresStore(url)
+    lead = _copy(store, recorded.lead, upto=recorded.before_spawn)
+    reader = BackendReader(PostgresStore(url))
+
+    async def follow() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        run = FollowedRun(reader.read(recorded.lead[0].id), reader)
+        feed = Feed(run)
+        run.start(feed.poke)
+        queue = feed.open(None)
+        messages = [await queue.get()]
+        try:
+            await asyncio.to_thread(_extend, lead, recorded.lead)
+            builder = await asyncio.to_thread(store.create, recorded.builder[0])
+            await asyncio.to_thread(_extend, builder, recorded.builder)
+            while (message := await asyncio.wait_for(queue.get(), 30)) is not None:
+                messages.append(message)
+                if int(message["id"]) == len(recorded.lead[1]):
+                    break
+            while not run.writes(feed.fold().state, None):  # type: ignore[union-attr]
+                await asyncio.sleep(0.02)  # the builder's log arrives on its own
+            await asyncio.to_thread(builder.close)
+            return [json.loads(m["data"]) | {"kind": m["event"]} for m in messages], feed.document() or {}
+        finally:
+            feed.close_all()
+            await asyncio.to_thread(run.close)
+
+    try:
+        messages, doc = asyncio.run(follow())
+    finally:
+        lead.close()
+        store.close()
+        reader.store.close()
+    assert messages[0]["kind"] == "snapshot" and [m["name"] for m in messages[0]["members"]] == ["lead"]
+    assert [w["member"] for w in doc["writes"]] == ["builder"]
+    assert next(m["usage"] for m in doc["members"] if m["name"] == "builder") == msgspec.to_builtins(
+        fold_usage(recorded.builder[1]))

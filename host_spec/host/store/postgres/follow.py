@@ -14,8 +14,9 @@ and a bounded re-check of every cursor runs every ``recheck_seconds`` anyway.
 Because the cursor only moves past events already handed on, each event is handed
 on exactly once and in seq order, whichever way it was found.
 
-The follower runs on a daemon thread of its own; ``deliver`` is called on that
-thread, one session's batch at a time.
+The follower runs on a daemon thread of its own; ``deliver(header, events)`` is
+called on that thread, one session's batch at a time, with the session's header
+(so a receiver knows, say, a fork's inherited prefix without another read).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 import structlog
 
 from host_spec.errors import SessionNotFoundError
-from host_spec.events import Event
+from host_spec.events import Event, SessionHeader
 
 from host_spec.host.store.postgres.link import redact
 from host_spec.host.store.postgres.notify import Listener
@@ -47,7 +48,7 @@ SELECT l.holder FROM dsh_sessions s JOIN dsh_leases l ON l.key = s.lease
 WHERE s.id = %s AND l.holder IS NOT NULL AND l.expires_at > now()
 """
 
-Deliver = Callable[[str, Sequence[Event]], None]
+Deliver = Callable[[SessionHeader, Sequence[Event]], None]
 
 
 def lease_holder(store: Any, session_id: str) -> str | None:
@@ -92,7 +93,7 @@ class StoreFollower:
             return self._cursors.get(session_id)
 
     def start(self, deliver: Deliver) -> None:
-        """Start the follower thread; ``deliver(session_id, events)`` gets each new batch on it."""
+        """Start the follower thread; ``deliver(header, events)`` gets each new batch on it."""
         self._thread = threading.Thread(target=self._run, args=(deliver,), name="dsh-store-follower", daemon=True)
         self._thread.start()
 
@@ -117,7 +118,7 @@ class StoreFollower:
         """Read ``session_id`` after its cursor and hand the batch on; a failure is retried on the next re-check."""
         cursor = self.cursor(session_id) or 0
         try:
-            _, events = self.store.read_since(session_id, cursor)
+            header, events = self.store.read_since(session_id, cursor)
         except SessionNotFoundError:
             return  # not written yet: its first commit notifies (or the next re-check finds it)
         except Exception as exc:  # the store is down or a row is unreadable: the next turn retries
@@ -128,7 +129,7 @@ class StoreFollower:
             return
         if not events:
             return
-        deliver(session_id, events)
+        deliver(header, events)
         with self._lock:
             self._cursors[session_id] = events[-1].seq
 
