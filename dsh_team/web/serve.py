@@ -64,9 +64,9 @@ async def serve_followed(stored: StoredLog, reader: FollowingReader, *, host: st
     run.start(feed.poke)
     try:
         return await _serve(app, f"{stored.header.id} (read-only, following the store)", token, host, port)
-    finally:
+    finally:  # not awaited: uvicorn re-raises the Ctrl-C it caught, and an await here could be cut short
         feed.close_all()
-        await asyncio.to_thread(run.close)
+        run.close()
 
 
 async def _serve(app: Starlette, title: str, token: str, host: str, port: int) -> int:

@@ -214,6 +214,7 @@ def test_team_serve_follows_a_run_committed_by_another_connection_until_interrup
         browser.join(30)
         store.close()
     assert status == 130
+    assert [t.name for t in threading.enumerate() if t.name == "dsh-store-follower"] == []  # the follower stopped
     start, end, past = seen["start"], seen["end"], seen["past"]
     assert start["following"] is True and start["at"] == recorded.before_spawn + 2
     assert [m["usage"] for m in start["members"] if m["name"] == "builder"] == [None]  # no log to read yet
