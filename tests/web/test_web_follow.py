@@ -255,10 +255,14 @@ def test_a_member_spawned_after_the_start_is_followed_once_a_document_names_it(u
 
     try:
         messages, doc = asyncio.run(follow())
+        again = FollowedRun(reader.read(recorded.lead[0].id), reader)  # a panel started now reads the logs once
+        fresh = Feed(again).document() or {}
+        again.close()
     finally:
         lead.close()
         store.close()
         reader.store.close()
+    assert fresh["writes"] == doc["writes"] and fresh["members"] == doc["members"]
     assert messages[0]["kind"] == "snapshot" and [m["name"] for m in messages[0]["members"]] == ["lead"]
     assert [w["member"] for w in doc["writes"]] == ["builder"]
     assert next(m["usage"] for m in doc["members"] if m["name"] == "builder") == msgspec.to_builtins(
