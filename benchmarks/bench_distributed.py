@@ -12,7 +12,10 @@ X3: cross-process wake-up latency: a batch committed by one process (the
     ``dsh worker`` is not built yet.
 
 Printed without a goal: 16 members of one Lead process updating their own tasks
-at once on PostgreSQL (group commit) against the serial rate. X2 (16 members
+at once on PostgreSQL (group commit) against the serial rate; and the followed
+panel's push latency (``dsh team serve --store``): from before a Team record's
+commit by another connection until the panel's feed has folded it and queued the
+server-sent event for an open page (NOTIFY, cursor read, fold, encode). X2 (16 members
 across 4 worker processes) needs ``dsh worker`` and is not measured.
 
 The server is started by ``tests/kit_postgres.py`` in a temporary directory; when
@@ -46,6 +49,7 @@ ROUNDS = 6
 MEMBERS = 16
 WAKEUPS = 200  # cross-process wake-ups measured for X3
 WAKEUP_GAP = 0.01  # seconds between two of them
+PUSHES = 100  # followed-panel pushes measured
 
 _LISTEN = textwrap.dedent(
     """
@@ -176,6 +180,50 @@ def _wakeups(url: str) -> list[float]:
     return [(seen[str(seq)] - sent[seq]) / 1e6 for seq in sent]
 
 
+async def _panel_pushes(url: str) -> list[float]:
+    """Milliseconds from before each Team record's commit to the followed panel's queued event for it."""
+    from dsh_team.web.followed import FollowedRun
+    from dsh_team.web.stream import Feed
+    from host_spec.events import SessionHeader
+    from host_spec.host.cli.backend_reader import BackendReader
+    from host_spec.host.store.postgres import PostgresStore
+
+    from benchmarks.team_setup import lead_events
+
+    records = list(lead_events(PUSHES + 1, "lead"))
+    store = PostgresStore(url)
+    log = store.create(SessionHeader(id="lead", created_at=1))
+    log.append(records[:1], expected_seq=0)
+    log.sync()
+    reader = BackendReader(PostgresStore(url))
+    run = FollowedRun(reader.read("lead"), reader)
+    feed = Feed(run)
+    run.start(feed.poke)
+    queue = feed.open(None)
+    await queue.get()  # the first snapshot
+
+    def commit(event: Any) -> None:
+        log.append([event], expected_seq=event.seq - 1)
+        log.sync()
+
+    latencies: list[float] = []
+    try:
+        for event in records[1:]:
+            await asyncio.sleep(WAKEUP_GAP)
+            start = time.perf_counter()
+            await asyncio.to_thread(commit, event)
+            message = await asyncio.wait_for(queue.get(), 30)
+            latencies.append((time.perf_counter() - start) * 1000)
+            assert message is not None and message["id"] == str(event.seq)
+    finally:
+        feed.close_all()
+        run.close()
+        log.close()
+        store.close()
+        reader.store.close()
+    return latencies
+
+
 def run() -> list[tuple[str, float, float]]:
     sys.path.insert(0, str(REPO / "tests"))
     try:
@@ -193,6 +241,7 @@ def run() -> list[tuple[str, float, float]]:
     try:
         board = asyncio.run(_board(server.new_database()))
         latencies = sorted(_wakeups(server.new_database()))
+        pushes = sorted(asyncio.run(_panel_pushes(server.new_database())))
     finally:
         server.destroy()
     p50 = statistics.median(latencies)
@@ -203,6 +252,10 @@ def run() -> list[tuple[str, float, float]]:
           f"({board['group_x']:.1f}x serial; X2, across 4 worker processes, needs dsh worker: not measured)")
     print(f"distributed: cross-process wake-up (commit -> NOTIFY -> cursor read), {len(latencies)} samples: "
           f"p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+    push50 = statistics.median(pushes)
+    push99 = pushes[min(len(pushes) - 1, round(0.99 * (len(pushes) - 1)))]
+    print(f"distributed: followed panel (commit -> NOTIFY -> cursor read -> fold -> SSE event queued), "
+          f"{len(pushes)} samples: p50 {push50:.2f} ms, p99 {push99:.2f} ms")
     return [("X1", board["X1"], 0.8), ("X3p50", p50, 50.0), ("X3p99", p99, 50.0)]
 
 

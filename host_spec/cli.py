@@ -26,16 +26,19 @@ Handlers raise :class:`~host_spec.errors.DshError` for bad input; the host print
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
 
 from host_spec.errors import SessionCorruptError
 from host_spec.events import Event, SessionHeader
 
-__all__ = ["CLI_ENTRY_POINT_GROUP", "HANDLER_KEY", "StoredLog", "SessionReader", "SessionAppender", "CliEnv"]
+__all__ = [
+    "CLI_ENTRY_POINT_GROUP", "HANDLER_KEY", "StoredLog", "SessionReader", "SessionFollower", "FollowingReader",
+    "SessionAppender", "CliEnv",
+]
 
 #: Entry-point group of CLI extensions.
 CLI_ENTRY_POINT_GROUP: Final = "dsh.cli"
@@ -106,6 +109,39 @@ class SessionReader(Protocol):
                 a damaged *header* raises even then).
             SessionFormatError: the log was written in a foreign format version.
         """
+        ...
+
+
+class SessionFollower(Protocol):
+    """The new events of sessions another process appends to, each handed on once, in seq order.
+
+    A shared store's reader offers it (:class:`FollowingReader`); a data directory's
+    does not. Events arrive on the follower's own thread.
+    """
+
+    def watch(self, session_id: str, after: int) -> None:
+        """Follow ``session_id`` from seq ``after`` (the events a caller already has); idempotent."""
+        ...
+
+    def start(self, deliver: Callable[[SessionHeader, Sequence[Event]], None]) -> None:
+        """Begin: ``deliver(header, events)`` gets each session's new batch (the events after the last one handed on)."""
+        ...
+
+    def close(self) -> None:
+        """Stop following (bounded); nothing is delivered after it returns."""
+        ...
+
+
+@runtime_checkable
+class FollowingReader(SessionReader, Protocol):
+    """A :class:`SessionReader` of a store several processes share: it can follow and name a run's holder."""
+
+    def follower(self) -> SessionFollower:
+        """A new, not yet started follower of this store."""
+        ...
+
+    def holder(self, session_id: str) -> str | None:
+        """The process holding ``session_id``'s session tree now (``None``: no live holder)."""
         ...
 
 

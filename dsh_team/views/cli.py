@@ -4,6 +4,7 @@
 
     dsh team show [--data-dir D] [SESSION_ID] [--json] [--at SEQ]
     dsh team serve [--data-dir D] [SESSION_ID] [--host H] [--port P]   # the browser panel (dsh-team[web])
+    dsh team serve --store URL [SESSION_ID]     # the same, followed live while another process runs the Team
     dsh team plan approve|reject NAME [--feedback TEXT]   # a plan decision while no run is live (views/plan_cli.py)
     dsh team send [--data-dir D] [--team SESSION_ID] MEMBER TEXT       # the user's message (delivered on resume)
     dsh team transcript [--data-dir D] [--team SESSION_ID] MEMBER      # one member's conversation
@@ -33,7 +34,7 @@ import argparse
 import sys
 from typing import Any, Final
 
-from host_spec.cli import HANDLER_KEY, CliEnv, SessionReader
+from host_spec.cli import HANDLER_KEY, CliEnv, FollowingReader, SessionReader
 from host_spec.errors import DshError, SessionError
 
 from dsh_team.core.fold import replay
@@ -99,7 +100,8 @@ def register(subparsers: Any, env: CliEnv) -> None:
     show.set_defaults(**{HANDLER_KEY: lambda args: show_command(args, env)})
     serve = commands.add_parser(
         "serve", help="open a stored Team in the browser (read-only)",
-        description="Serve the Team panel of a stored run, folded from its Lead log (read-only; needs dsh-team[web]).",
+        description="Serve the Team panel of a stored run, folded from its Lead log (read-only; needs dsh-team[web]). "
+                    "With --store the panel follows the shared store live while another process runs the Team.",
     )
     env.add_data_dir(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)")
@@ -131,14 +133,20 @@ def lead_of(reader: SessionReader, session_id: str) -> str:
 async def serve_command(args: argparse.Namespace, env: CliEnv) -> int:
     """Serve the Team panel of the Lead log ``team show`` would show, until interrupted.
 
+    From a shared store (``--store``) the panel follows the store live, for a Team
+    another process may be running; from a data directory it shows the logs as read.
+
     Raises:
         DshError: nothing can be read (the host reports it and exits 2).
     """
-    from dsh_team.web.serve import serve_stored  # the web extra is needed only here
+    from dsh_team.web.serve import serve_followed, serve_stored  # the web extra is needed only here
 
     reader = env.open_store(args.data_dir)
     team_id = lead_of(reader, args.session_id or reader.latest_root())
-    return await serve_stored(reader.read(team_id, salvage=True), reader, host=args.host, port=args.port)
+    stored = reader.read(team_id, salvage=True)
+    if isinstance(reader, FollowingReader):  # a shared store: another process may be running the Team
+        return await serve_followed(stored, reader, host=args.host, port=args.port)
+    return await serve_stored(stored, reader, host=args.host, port=args.port)
 
 
 def show_command(args: argparse.Namespace, env: CliEnv) -> int:

@@ -8,7 +8,8 @@ Safe by default, because a Team panel can steer agents that write code:
 * a state-changing request is a ``POST`` whose ``Origin`` is the panel's own
   (``403 WEB_BAD_ORIGIN``) and whose body is a JSON object
   (``415 WEB_NOT_JSON``, ``400 WEB_BAD_JSON``); a stored run refuses them
-  (``405 WEB_READ_ONLY``);
+  (``405 WEB_READ_ONLY``), and so does a Team followed from a shared store while
+  another process runs it (``409 TEAM_RUN_LIVE``, naming that process);
 * files are served only from the package's ``static`` directory.
 
 Web-level errors are ``{"error": {"code", "message"}}`` with a 4xx status; Team
@@ -35,7 +36,7 @@ from dsh_team.web.document import PanelFold, document
 from dsh_team.web.steering import Steering
 from dsh_team.web.stream import Feed
 
-__all__ = ["STATIC_DIR", "TOKEN_HEADER", "build_app", "WebError"]
+__all__ = ["STATIC_DIR", "TOKEN_HEADER", "build_app", "read_only", "WebError"]
 
 #: The only directory files are served from.
 STATIC_DIR: Final = Path(__file__).with_name("static")
@@ -64,6 +65,11 @@ class WebError(Exception):
 
     def response(self) -> JSONResponse:
         return JSONResponse({"error": {"code": self.code, "message": self.message}}, status_code=self.status)
+
+
+def read_only() -> WebError:
+    """What a panel of a stored run answers to a change."""
+    return WebError(405, "WEB_READ_ONLY", "this panel shows a stored run; it cannot change it")
 
 
 class _Guard:
@@ -132,8 +138,13 @@ def _errors(handler: Handler) -> Handler:
     return guarded
 
 
-def build_app(feed: Feed, token: str, steering: Steering | None = None) -> Starlette:
-    """The panel application for ``feed`` (read-only without ``steering``; ``app.state.feed`` is ``feed``)."""
+def build_app(feed: Feed, token: str, steering: Steering | None = None, *,
+              refusal: Callable[[], Awaitable[WebError]] | None = None) -> Starlette:
+    """The panel application for ``feed`` (read-only without ``steering``; ``app.state.feed`` is ``feed``).
+
+    ``refusal`` says why a read-only panel refuses a change (default: ``405 WEB_READ_ONLY``,
+    a stored run); a Team followed from a shared store names the process that runs it.
+    """
     source = feed.source
     page = (STATIC_DIR / "index.html").read_text(encoding="utf-8")
 
@@ -167,7 +178,7 @@ def build_app(feed: Feed, token: str, steering: Steering | None = None) -> Starl
     def steer(work: Callable[[Steering, Request, dict[str, Any]], Awaitable[dict[str, Any]]]) -> Handler:
         async def handler(request: Request) -> Response:
             if steering is None:
-                raise WebError(405, "WEB_READ_ONLY", "this panel shows a stored run; it cannot change it")
+                raise await refusal() if refusal is not None else read_only()
             body = await _body(request)
             return JSONResponse(await work(steering, request, body))
 

@@ -1,4 +1,4 @@
-"""Where a panel's Lead log comes from: a live run or a data directory.
+"""Where a panel's Lead log comes from: a live run or a data directory (a followed store: :mod:`.followed`).
 
 Both kinds fold the same events with the same fold; they differ only in what
 else they can say. A live run knows which agents are attached (live status),
@@ -67,6 +67,11 @@ class LogSource(Protocol):
         """Whether statuses are live and the Team can be steered."""
         ...
 
+    @property
+    def following(self) -> bool:
+        """Whether the log is followed from a shared store as another process appends to it."""
+        ...
+
     def enabled(self) -> bool | None:
         """Team mode as the live service sees it; ``None`` for a stored run (the log decides)."""
         ...
@@ -90,6 +95,7 @@ class StoredRun:
     """
 
     live = False
+    following = False
 
     def __init__(self, stored: StoredLog, reader: SessionReader | None = None) -> None:
         self._stored = stored
@@ -137,6 +143,7 @@ class LiveRun:
     """
 
     live = True
+    following = False
     damage = None
 
     def __init__(self, host: Host, service: Callable[[], TeamServiceAPI | None]) -> None:

@@ -86,8 +86,10 @@ class Feed:
         source = self.source
         live = source.status if source.live else None
         until = None if fold.seq >= source.durable else fold.time  # writes and usage as of the fold's position
-        return document(fold, log_length=len(source.events), live=live, enabled=source.enabled(), damage=source.damage,
-                        writes=source.writes(fold.state, until), usage=source.usage(fold.state, until))
+        doc = document(fold, log_length=len(source.events), live=live, enabled=source.enabled(), damage=source.damage,
+                       writes=source.writes(fold.state, until), usage=source.usage(fold.state, until))
+        doc["following"] = source.following
+        return doc
 
     def _current_statuses(self, fold: PanelFold) -> dict[str, str]:
         return member_statuses(fold, self.source.status)

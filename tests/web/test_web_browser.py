@@ -369,3 +369,30 @@ def test_the_message_box_sends_as_the_user_and_the_member_acts_on_it(live: tuple
     with page.expect_response("**/api/messages**") as sent:
         page.press('[data-send-text="builder"]', "Enter")
     assert sent.value.json()["ok"] is True
+
+
+def test_a_team_run_by_another_process_is_followed_live_from_the_store(page: Any) -> None:
+    """``dsh team serve --store``: what the Team's own process commits appears without a reload."""
+    from follow_kit import Serve, StoreTeam
+    from kit_postgres import shared_server
+
+    url = shared_server().new_database()
+    team = StoreTeam(url)
+    serve = Serve(url)
+    try:
+        page.goto(serve.url)
+        page.wait_for_selector('[data-task="task-1"][data-status="in_progress"]', timeout=WAIT_MS)
+        _until(page, "() => window.dshPanel.opens >= 1")
+        assert page.inner_text("#source") == "live from the store · read-only"
+        assert not page.is_visible("#create")
+        page.evaluate("() => { window.sameDocument = true; }")  # gone if the page reloads
+        team.command("task Made by the other process")
+        page.wait_for_selector('[data-task="task-3"]', timeout=WAIT_MS)
+        assert "Made by the other process" in (page.locator('[data-task="task-3"]').text_content() or "")
+        team.command("send finish now")
+        _until(page, "() => [...document.querySelectorAll('#timeline li')].some(li => li.textContent.includes('message lead → builder'))")
+        page.wait_for_selector('[data-task="task-1"][data-status="completed"]', timeout=WAIT_MS)
+        assert page.evaluate("() => window.sameDocument === true && window.dshPanel.opens === 1")
+    finally:
+        team.close()
+        assert "dsh: interrupted" in serve.close()

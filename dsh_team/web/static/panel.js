@@ -81,7 +81,7 @@ function render() {
   document.body.classList.toggle("read-only", !!doc.read_only || !doc.live);
   document.body.classList.toggle("past", panel.at !== null);
   $("team-id").textContent = doc.team_id;
-  $("source").textContent = panel.at !== null ? `history · seq ${doc.at}` : doc.live ? "live run" : "stored run · read-only";
+  $("source").textContent = panel.at !== null ? `history · seq ${doc.at}` : doc.live ? "live run" : doc.following ? "live from the store · read-only" : "stored run · read-only";
   renderFailure(doc);
   renderMode(doc);
   renderTravel(doc);
@@ -342,7 +342,7 @@ function renderDetail(doc) {
 }
 
 function renderMail(doc) {
-  const now = doc.live && panel.at === null ? Date.now() : doc.as_of;
+  const now = updating(doc) && panel.at === null ? Date.now() : doc.as_of;
   $("no-mail").hidden = doc.pending_mail.length > 0;
   $("mail").hidden = doc.pending_mail.length === 0;
   $("mail").tBodies[0].replaceChildren(...doc.pending_mail.map((m) => el("tr", {},
@@ -368,6 +368,9 @@ function messageStatus(doc, entry) {
 }
 
 // ------------------------------------------------------------------ live stream
+
+// A live run, or a Team followed from a shared store while another process runs it: both get updates.
+function updating(doc) { return doc.live || doc.following; }
 
 function apply(kind, data) {
   const current = panel.live;
@@ -484,7 +487,7 @@ function showNotice(text) {
 
 async function travel(seq) {
   const end = (panel.live || panel.doc).log_length;
-  if (seq >= end && panel.live && panel.live.live) { backToNow(); return; }
+  if (seq >= end && panel.live && updating(panel.live)) { backToNow(); return; }
   panel.at = seq;
   try {
     panel.doc = await api(`/api/team?at=${seq}`);
@@ -519,7 +522,7 @@ async function start() {
   }
   if (panel.live) { panel.doc = panel.live; panel.lastId = panel.live.at; }  // the stream resumes after it
   if (at !== null && at !== "") await travel(Number(at)); else render();
-  if (!panel.live || panel.live.live) connect(); else { $("conn").textContent = "stored"; $("conn").className = "conn"; }
+  if (!panel.live || updating(panel.live)) connect(); else { $("conn").textContent = "stored"; $("conn").className = "conn"; }
 }
 
 start();

@@ -3,7 +3,7 @@
 The JSONL :class:`~host_spec.host.cli.extensions.StoreReader` reads headers from
 files and salvages a damaged file up to its first bad line; a database has no
 lines to salvage, so this reader only needs the backend's own reads. It
-implements :class:`host_spec.cli.SessionReader`, so every extension reads a
+implements :class:`host_spec.cli.FollowingReader` (a ``SessionReader``), so every extension reads a
 shared store exactly as it reads a data directory.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from host_spec.cli import StoredLog
+from host_spec.cli import SessionFollower, StoredLog
 from host_spec.errors import SessionNotFoundError
 from host_spec.events import SessionHeader
 
@@ -25,7 +25,7 @@ __all__ = ["BackendReader"]
 
 @attrs.define(eq=False)
 class BackendReader:
-    """Read-only view of a :class:`~host_spec.host.store.postgres.PostgresStore` (implements ``SessionReader``)."""
+    """Read-only view of a :class:`~host_spec.host.store.postgres.PostgresStore` (implements ``FollowingReader``)."""
 
     store: Any
 
@@ -58,3 +58,15 @@ class BackendReader:
     def read(self, session_id: str, *, salvage: bool = False) -> StoredLog:
         header, events = self.store.read(session_id)
         return StoredLog(header, events)
+
+    def follower(self) -> SessionFollower:
+        """A follower of this store's sessions: commit notifications, then reads from each cursor."""
+        from host_spec.host.store.postgres.follow import StoreFollower
+
+        return StoreFollower(self.store)
+
+    def holder(self, session_id: str) -> str | None:
+        """The holder of ``session_id``'s tree lease while it is live (``None``: free or expired)."""
+        from host_spec.host.store.postgres.follow import lease_holder
+
+        return lease_holder(self.store, session_id)
