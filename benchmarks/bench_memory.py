@@ -17,7 +17,12 @@ Soak: a live Lead updates its constant board of tasks (16 concurrent callers)
     machine has it: it measures memory, and the disk's speed would only set how
     long it takes.
 
-Every figure comes from a fresh interpreter
+Mail index: what a member's mail index (:mod:`dsh_team.mail.message_index`)
+    holds after it recorded 100,000 Team messages, each read by its Lead since,
+    and what an index that keeps every id holds (printed only, no goal: bounded
+    by its window and the open mail, not by the messages).
+
+Every memory figure comes from a fresh interpreter
 (:mod:`benchmarks.memory_children`): resident memory is comparable only
 between processes that started alike.
 """
@@ -32,6 +37,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -39,9 +46,13 @@ from benchmarks import memory_children  # noqa: E402
 from benchmarks._common import report  # noqa: E402
 from benchmarks.scale_children import LEAD, LIVE  # noqa: E402
 from benchmarks.team_setup import lead_events, write_log  # noqa: E402
+from dsh_team.mail.message_index import MessageIndex  # noqa: E402
+from host_spec.events import Event, EventType, json_encode  # noqa: E402
 from host_spec.host.store.jsonl import JsonlStore  # noqa: E402
 
 SIZES = (100_000, 1_000_000)
+#: Team messages a member records for the mail-index line.
+MAIL_MESSAGES = 100_000
 SOAK_EVENTS = int(os.environ.get("DSH_BENCH_SOAK_EVENTS", "1000000"))
 
 
@@ -57,7 +68,31 @@ def _soak_dir() -> str | None:
     return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else os.environ.get("DSH_BENCH_DIR")
 
 
+def _mail_events(count: int) -> list[Event]:
+    """A member's log of ``count`` Team messages, each answered by a reply."""
+    events: list[Event] = []
+    reply = msgspec.Raw(json_encode({"turn": 1, "step": 1, "content": []}))
+    for number in range(count):
+        source = {"kind": "team-message", "team_id": LEAD, "message_id": f"team-message-{number}"}
+        body = {"id": f"team-message-{number}", "role": "user", "content": [], "source": source}
+        events.append(Event(seq=2 * number + 1, time=0, type=EventType.USER_MESSAGE, data=msgspec.Raw(json_encode(body))))
+        events.append(Event(seq=2 * number + 2, time=0, type=EventType.ASSISTANT_MESSAGE, data=reply))
+    return events
+
+
+def mail_index_line(count: int = MAIL_MESSAGES) -> str:
+    """The mail-index line: the bounded index (every message read by its Lead) and one that keeps every id."""
+    events = _mail_events(count)
+    bounded = MessageIndex(settled=lambda team_id, message_id: True).fold(events)
+    every = MessageIndex().fold(events)  # no Lead to ask: keeps every Team message
+    return (
+        f"memory: a member's mail index after {count} Team messages (each read by its Lead): "
+        f"{bounded.held} ids and receipts held (an index of every id: {every.held})"
+    )
+
+
 def run() -> list[tuple[str, float, float]]:
+    print(mail_index_line())
     with tempfile.TemporaryDirectory(dir=os.environ.get("DSH_BENCH_DIR")) as tmp:
         for count in SIZES:
             write_log(JsonlStore(Path(tmp) / str(count)), LEAD, lead_events(count, LEAD, LIVE))

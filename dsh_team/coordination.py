@@ -32,7 +32,7 @@ from dsh_team.roster.reconcile import reconcile
 from dsh_team.roster.roles import RoleBook
 from dsh_team.roster.shutdown import Shutdowns
 from dsh_team.roster.roster import RosterService
-from dsh_team.mail.holdings import SessionMessages
+from dsh_team.mail.holdings import SessionMessages, settled_in
 from dsh_team.mail.receipts import ReadReceipts
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class Coordination:
         self.journals = journals
         self.members = members
         self.lifecycle = lifecycle
-        self.messages = SessionMessages()
+        self.messages = SessionMessages(settled_in(journals))
         self.roster = RosterService(host, journals, members)
         self.provisioner = Provisioner(host, config, journals, members, lifecycle, self.messages, self.roster)
         self.dispatcher = Dispatcher(host, journals, members, lifecycle, self.messages)

@@ -5,7 +5,9 @@ Checks run on every delivery and acknowledgement, so each session's
 history or durable pending inbox) is kept and folded incrementally, each event
 once, from where the last query stopped. A session that left the live store
 keeps its index (:mod:`host_spec.carry`): a sleeping teammate's stored log and
-its next activation continue it, so a wake never re-reads the history.
+its next activation continue it, so a wake never re-reads the history. Each
+index asks the Team's journals which of its older messages are settled
+(:func:`settled_in`), so it keeps what its Lead holds open, not every id.
 
 A teammate's creation waits here until its child session holds the initial
 prompt (:func:`await_accepted`), woken by the child's next event or its
@@ -17,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from host_spec.carry import CarriedFolds
@@ -28,6 +31,7 @@ from dsh_team.errors import TeamCode, TeamError, render_reason
 from dsh_team.mail.message_index import MessageIndex, fold_messages
 
 if TYPE_CHECKING:
+    from dsh_team.log.journals import Journals
     from host_spec.protocols import PersistedSession, Session, SessionStore
     from host_spec.records import AbortSignal
 
@@ -36,9 +40,36 @@ __all__ = [
     "await_accepted",
     "creation_aborted",
     "asleep_with_work",
+    "settled_in",
 ]
 
 _TURN_EDGES: Final = frozenset({EventType.TURN_START, EventType.TURN_END})
+
+
+def settled_in(journals: Journals) -> Callable[[str, str, str], bool]:
+    """``(target id, team id, message id) -> bool``: whether the Team's live journal settled the message for good.
+
+    Settled: no longer open (the Lead's log queued it, then read it), in a fold
+    that did not fail, with every mail record of its target durable, so no crash
+    or failed write can take the read back. A Team whose journal is not loaded
+    here, or a target it has no mail record of, says nothing is settled: the
+    index keeps the message.
+    """
+
+    def settled(target_id: str, team_id: str, message_id: str) -> bool:
+        journal = journals.find(team_id)
+        if journal is None:
+            return False
+        state = journal.state
+        last = state.changes.mail.get(target_id)
+        return (
+            state.failure is None
+            and last is not None
+            and last <= journal.session.durable_seq
+            and state.mail.message(message_id) is None
+        )
+
+    return settled
 
 
 def _caught_up(index: MessageIndex, events: Sequence[Event]) -> MessageIndex:
@@ -55,9 +86,15 @@ class SessionMessages:
 
     The service feeds it from the host: :meth:`poke` for every committed event of a
     session someone waits on, :meth:`forget` when a session leaves the live store.
+
+    Args:
+        settled: ``(target id, team id, message id) -> bool``, asked by the index of
+            the target's session which of its older Team messages it may let go
+            (:func:`settled_in`); without it, none.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, settled: Callable[[str, str, str], bool] | None = None) -> None:
+        self._settled = settled
         self._live: dict[str, tuple[Session, MessageIndex]] = {}
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         #: Indexes of sessions that left the live store, continued by their next read.
@@ -83,7 +120,10 @@ class SessionMessages:
 
     def _continued(self, header: SessionHeader, events: Sequence[Event]) -> MessageIndex:
         carried = self._carried.take(header, events)
-        return MessageIndex(header.seed_length) if carried is None else carried[1]
+        if carried is not None:
+            return carried[1]
+        settled = self._settled
+        return MessageIndex(header.seed_length, None if settled is None else functools.partial(settled, header.id))
 
     def holds(self, session: Session, message_id: str) -> bool:
         return self.index(session).holds(message_id)
