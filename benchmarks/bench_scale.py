@@ -18,10 +18,13 @@ R2: the bytes the folded Team state keeps for a log of tasks and mail (one event
     part of the fold still proportional to history, shown so it is tracked).
 R3: ``list_tasks`` at 1,000 live tasks (microseconds per call, printed).
 R4: 32 members exchanging 10,000 messages (queued, delivered into the target's
-    session, acknowledged) on an in-memory host: time per message of the last
-    thousand over the first thousand (goal: at most 1.25, flat in history). One
-    thousand is a few seconds of a busy interpreter, where one full garbage
-    collection or a neighbour's burst moves it by a quarter, so the exchange runs
+    session, acknowledged) on an in-memory host: CPU time per message of the last
+    thousand over the first thousand (goal: at most 1.25, flat in history). What
+    the host keeps per message must not be walked by every full garbage
+    collection (each member's model context holds its messages as JSON, not as
+    objects), or each message costs more than the one before. One thousand is
+    about a second of a busy interpreter, where one full collection or a
+    neighbour's burst moves it by a tenth or more, so the exchange runs
     ``MAIL_ROUNDS`` times on fresh hosts and the median of the runs' ratios is the
     figure (each run's first and last thousand are printed).
 """
