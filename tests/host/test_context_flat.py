@@ -77,6 +77,15 @@ class TestFlatContext:
         assert [entry.size for entry in conversation.entries] == [len(e.data) for e in session.events]
         assert conversation.size == sum(len(e.data) for e in session.events)
 
+    def test_an_assistant_message_without_content_adds_no_entry(self) -> None:
+        """An empty answer (an interrupted step) is not in the context; its reported usage is kept."""
+        session = memory_session("empty")
+        conversation = Conversation(session)
+        append_turn(session, 1)
+        session.append(EventType.ASSISTANT_MESSAGE, AssistantMessage(
+            turn=2, step=1, content=[], interrupted=True, usage={"input_tokens": 7, "output_tokens": 2}))
+        assert len(conversation.messages()) == 3 and conversation.usage_tokens == (9, conversation.size)
+
 
 class TestMessages:
     def test_a_snapshot_never_sees_later_messages(self) -> None:
