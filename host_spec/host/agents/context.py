@@ -135,10 +135,11 @@ class Conversation:
     The entries are kept flat: per entry a seq and a size in integer arrays, a
     kind byte, and the message's JSON (the event's own payload bytes), never a
     decoded object. A context holds thousands of messages for as long as the
-    session lives, and decoded ones (an entry, a dict, a content list each) are
-    exactly what made every full garbage collection of a busy host walk all of
-    them; the model reads the context once per call, and decoding a message is
-    cheaper than the wire encoding every adapter does with it then.
+    session lives; decoded ones (an entry, a dict and a content list each) would
+    be walked by every full garbage collection of a busy host, so each message
+    would cost more than the one before. The model reads the context once per call, and decoding a message
+    there costs about what an adapter's own pass to its wire form does (a few
+    microseconds), next to a model call's hundreds of milliseconds.
 
     Attributes:
         compaction: The newest compaction folded, if any.
