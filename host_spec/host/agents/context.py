@@ -137,9 +137,10 @@ class Conversation:
     decoded object. A context holds thousands of messages for as long as the
     session lives; decoded ones (an entry, a dict and a content list each) would
     be walked by every full garbage collection of a busy host, so each message
-    would cost more than the one before. The model reads the context once per call, and decoding a message
-    there costs about what an adapter's own pass to its wire form does (a few
-    microseconds), next to a model call's hundreds of milliseconds.
+    would cost more than the one before. The model reads the context once per
+    call, and decoding a message there costs about what an adapter's own pass
+    to its wire form does (a few microseconds), next to a model call's hundreds
+    of milliseconds.
 
     Attributes:
         compaction: The newest compaction folded, if any.
