@@ -33,9 +33,11 @@ def tracked() -> int:
 def append_turn(session: Any, index: int) -> None:
     """A user message, an assistant message calling a tool, and the tool's result."""
     session.append(EventType.USER_MESSAGE, user_message(f"message {index}", id=f"u{index}"))
-    session.append(EventType.ASSISTANT_MESSAGE, AssistantMessage(turn=index, step=1, content=[
-        text_block(f"answer {index}"), {"type": "tool-call", "id": f"c{index}", "name": "echo", "arguments": {"n": index}}]))
-    session.append(EventType.TOOL_RESULT, ToolResultMessage(turn=index, step=1, call_id=f"c{index}", name="echo", content=[text_block(f"{index}")]))
+    call = {"type": "tool-call", "id": f"c{index}", "name": "echo", "arguments": {"n": index}}
+    session.append(EventType.ASSISTANT_MESSAGE,
+                   AssistantMessage(turn=index, step=1, content=[text_block(f"answer {index}"), call]))
+    session.append(EventType.TOOL_RESULT,
+                   ToolResultMessage(turn=index, step=1, call_id=f"c{index}", name="echo", content=[text_block(str(index))]))
 
 
 def expected(session: Any) -> list[dict[str, Any]]:
