@@ -18,10 +18,13 @@ R2: the bytes the folded Team state keeps for a log of tasks and mail (one event
     part of the fold still proportional to history, shown so it is tracked).
 R3: ``list_tasks`` at 1,000 live tasks (microseconds per call, printed).
 R4: 32 members exchanging 10,000 messages (queued, delivered into the target's
-    session, acknowledged) on an in-memory host: time per message of the last
-    thousand over the first thousand (goal: at most 1.25, flat in history). One
-    thousand is a few seconds of a busy interpreter, where one full garbage
-    collection or a neighbour's burst moves it by a quarter, so the exchange runs
+    session, acknowledged) on an in-memory host: CPU time per message of the last
+    thousand over the first thousand (goal: at most 1.25, flat in history). What
+    the host keeps per message must not be walked by every full garbage
+    collection (each member's model context holds its messages as JSON, not as
+    objects), or each message costs more than the one before. One thousand is
+    about a second of a busy interpreter, where one full collection or a
+    neighbour's burst moves it by a tenth or more, so the exchange runs
     ``MAIL_ROUNDS`` times on fresh hosts and the median of the runs' ratios is the
     figure (each run's first and last thousand are printed).
 """
@@ -29,6 +32,7 @@ R4: 32 members exchanging 10,000 messages (queued, delivered into the target's
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import statistics
@@ -54,7 +58,7 @@ from host_spec.messages import text_block  # noqa: E402
 ROUNDS = 2
 LIST_TASKS = 1_000
 MESSAGES = 10_000
-MAIL_ROUNDS = 3
+MAIL_ROUNDS = 5  # the median of five: one run in a busy minute moves its own ratio by a fifth
 STATE_SIZES = (100_000, 1_000_000)
 CHURN = 100_000
 
@@ -106,7 +110,12 @@ async def _live_board(host: Host) -> float:
 
 
 async def _mail(host: Host) -> list[float]:
-    """Seconds per thousand messages, 32 members each sending to the next one at once."""
+    """CPU seconds per thousand messages, 32 members each sending to the next one at once.
+
+    The process's CPU time, not the wall clock: the host is in memory (nothing
+    waits on a disk), so the two agree on an idle machine, and on a shared one
+    the wall clock also counts the time a neighbour held the core.
+    """
     teams = teams_of(host)
     root = host.start_agent(await host.create_session("mail"), name="lead")
     for index in range(MEMBERS):
@@ -115,7 +124,8 @@ async def _mail(host: Host) -> list[float]:
         )
     targets = [f"m{index}" for index in range(MEMBERS)]
     content = [{"type": "text", "text": "status: parser done, starting the test suite now"}]
-    per_thousand, sent, start = [], 0, time.perf_counter()
+    gc.collect()  # what an earlier run left is freed now, not inside this run's first thousand
+    per_thousand, sent, start = [], 0, time.process_time()
     while sent < MESSAGES:
         results = await asyncio.gather(
             *(teams.send_message(root, target=target, content=content) for target in targets)
@@ -123,7 +133,7 @@ async def _mail(host: Host) -> list[float]:
         assert all(result.status == "accepted" for result in results), results
         sent += MEMBERS
         if sent // 1000 > len(per_thousand):
-            now = time.perf_counter()
+            now = time.process_time()
             per_thousand.append(now - start)
             start = now
     return per_thousand

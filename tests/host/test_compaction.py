@@ -456,7 +456,8 @@ class TestConversationFold:
         seqs = [e.seq for e in conversation.entries]
         session.append(EventType.CONTEXT_COMPACTED, ContextCompaction(
             version=1, summary="S", first_seq=seqs[0], kept_from_seq=seqs[2], summarised=1, estimated_tokens=9, window=10))
-        entries = conversation.fold()
+        conversation.fold()
+        entries = conversation.entries
         assert [message_text(e.message["content"]) for e in entries] == [
             "first", SUMMARY_HEADER + "S\n</system-reminder>", "recent"]
         assert conversation.size == sum(e.size for e in entries) and entries[1].summary

@@ -190,11 +190,12 @@ def plan_compaction(agent: DrivenAgent, system: str, tools: Sequence[ToolSpec]) 
     if window is None:
         return None
     conversation = agent.conversation
-    entries = conversation.fold()
+    conversation.fold()
     fixed = _fixed_bytes(system, tools)
     estimate = estimate_tokens(conversation, fixed)
     if estimate < settings.threshold * window:
         return None
+    entries = conversation.entries  # decoded only now: a compaction is due
     pinned = pinned_index(entries, agent.session.header.seed_length)
     # Reported usage tells how many bytes a token is for this model; bytes alone assume 4.
     bytes_per_token = (fixed + conversation.size) / estimate
