@@ -26,6 +26,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = ["PostgresServer", "PostgresUnavailable", "postgres_bindir", "shared_server"]
@@ -147,3 +148,21 @@ def shared_server() -> PostgresServer:
     elif not _shared.running:
         _shared.start()
     return _shared
+
+
+def own_server() -> Iterator[PostgresServer]:
+    """A server of one test module's own, for tests that stop and restart it (the shared one stays up).
+
+    Wrap it as that module's fixture: ``server = pytest.fixture(scope="module", name="server")(own_server)``.
+    """
+    server = PostgresServer()
+    server.start()
+    yield server
+    server.destroy()
+
+
+def running_database(server: PostgresServer) -> str:
+    """The URL of a new database on ``server``, started again first if a test left it stopped."""
+    if not server.running:
+        server.start()
+    return server.new_database()

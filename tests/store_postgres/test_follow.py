@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import psycopg
 import pytest
-from kit_postgres import PostgresServer
+from kit_postgres import PostgresServer, own_server, running_database
 
 from host_spec.cli import FollowingReader
 from host_spec.events import Event, SessionHeader, encode_event
@@ -28,19 +28,12 @@ from host_spec.testing import make_events
 WAIT_S = 20.0
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[PostgresServer]:
-    server = PostgresServer()
-    server.start()
-    yield server
-    server.destroy()
+server = pytest.fixture(scope="module", name="server")(own_server)
 
 
 @pytest.fixture
 def url(server: PostgresServer) -> str:
-    if not server.running:
-        server.start()
-    return server.new_database()
+    return running_database(server)
 
 
 class Seen:

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
-from kit_postgres import PostgresServer
+from kit_postgres import PostgresServer, own_server, running_database
 
 from host_spec.errors import StoreUnavailableError
 from host_spec.events import SessionHeader
@@ -21,19 +20,12 @@ from host_spec.host.store.postgres import Listener, PostgresStore
 from host_spec.testing import make_events
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[PostgresServer]:
-    server = PostgresServer()
-    server.start()
-    yield server
-    server.destroy()
+server = pytest.fixture(scope="module", name="server")(own_server)
 
 
 @pytest.fixture
 def url(server: PostgresServer) -> str:
-    if not server.running:
-        server.start()
-    return server.new_database()
+    return running_database(server)
 
 
 def _restart_later(server: PostgresServer, seconds: float) -> threading.Thread:

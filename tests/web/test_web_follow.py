@@ -18,14 +18,13 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx2
 import msgspec
 import psycopg
 import pytest
-from kit_postgres import PostgresServer
+from kit_postgres import PostgresServer, own_server, running_database
 from sse_starlette.sse import AppStatus
 
 from dsh_team.views.usage import fold_usage
@@ -39,19 +38,12 @@ from host_spec.host.store.postgres import PostgresStore
 from host_spec.host.store.postgres.schema import CHANNEL
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[PostgresServer]:
-    server = PostgresServer()
-    server.start()
-    yield server
-    server.destroy()
+server = pytest.fixture(scope="module", name="server")(own_server)
 
 
 @pytest.fixture
 def url(server: PostgresServer) -> str:
-    if not server.running:
-        server.start()
-    return server.new_database()
+    return running_database(server)
 
 
 def _pushed_seqs(messages: list[tuple[str, int, dict[str, Any]]]) -> list[int]:
