@@ -28,11 +28,11 @@ from host_spec.errors import (
     SessionFormatError,
     SessionNotFoundError,
 )
-from host_spec.events import SESSION_FORMAT_VERSION, Event, SessionHeader, decode_event, decode_header
+from host_spec.events import SESSION_FORMAT_VERSION, Event, SessionHeader, decode_header
 
 from host_spec.host.store.postgres.leases import Leases
 from host_spec.host.store.postgres.link import Link, redact
-from host_spec.host.store.postgres.log import PostgresLog
+from host_spec.host.store.postgres.log import PostgresLog, decode_rows
 from host_spec.host.store.postgres.schema import DDL, SCHEMA_LOCK, SCHEMA_VERSION
 
 __all__ = ["PostgresStore"]
@@ -172,19 +172,7 @@ class PostgresStore:
         if not rows:
             raise SessionNotFoundError(f"session {session_id} not found", session=session_id)
         header = self._decode_header(session_id, bytes(rows[0][0]))
-        events: list[Event] = []
-        for expected, (_, stored_seq, body) in enumerate(rows, seq + 1):
-            if stored_seq is None:
-                break
-            try:
-                event = decode_event(bytes(body))
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise SessionCorruptError(f"session {session_id}: event {stored_seq} is unreadable: {exc}",
-                                          session=session_id, seq=stored_seq) from None
-            if stored_seq != expected or event.seq != expected:
-                raise SessionCorruptError(f"session {session_id}: seq {expected} is missing (found {stored_seq})",
-                                          session=session_id, seq=expected)
-            events.append(event)
+        events = decode_rows(session_id, (row[1:] for row in rows), seq + 1)
         return header, events
 
     @staticmethod
