@@ -9,6 +9,7 @@ session that kept every event answers) and the log the store reads back
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -37,6 +38,15 @@ def _payload(index: int) -> dict[str, Any]:
 @pytest.fixture
 def url() -> str:
     return shared_server().new_database()
+
+
+@pytest.fixture(scope="module")
+def examples_url() -> str:
+    """One database for every example of a property test (each example writes its own session)."""
+    return shared_server().new_database()
+
+
+_example_ids = itertools.count(1)
 
 
 async def _filled(store: PostgresStore, count: int, kept: int, batch: int = 7, name: str = "s-1") -> tuple[Session, list[Event]]:
@@ -195,13 +205,12 @@ class TestDamage:
     ops=st.lists(st.tuples(st.integers(1, 9), st.booleans(), st.integers(0, 10_000)), min_size=1, max_size=25),
     kept=st.integers(1, 6),
 )
-def test_random_appends_flushes_and_reads_match_the_list(ops: Any, kept: int) -> None:
+def test_random_appends_flushes_and_reads_match_the_list(examples_url: str, ops: Any, kept: int) -> None:
     """Any interleaving of appends, flushes and reads answers like the list of appended events."""
-    url = shared_server().new_database()
+    name = f"h-{next(_example_ids)}"
 
-    async def scenario() -> None:
-        store = PostgresStore(url)
-        session = Session(header("h"), backend=store.create(header("h")), kept_events=kept)
+    async def scenario(store: PostgresStore) -> None:
+        session = Session(header(name), backend=store.create(header(name)), kept_events=kept)
         appended: list[Event] = []
         for count, flush, probe in ops:
             for _ in range(count):
@@ -216,9 +225,12 @@ def test_random_appends_flushes_and_reads_match_the_list(ops: Any, kept: int) ->
         assert list(session.events) == appended
         await session.flush()
         session.close()
-        store.close()
 
-    asyncio.run(scenario())
+    store = PostgresStore(examples_url)
+    try:
+        asyncio.run(scenario(store))
+    finally:
+        store.close()
 
 
 @settings(max_examples=30, deadline=None)
@@ -228,30 +240,32 @@ def test_random_appends_flushes_and_reads_match_the_list(ops: Any, kept: int) ->
     probes=st.lists(st.one_of(st.integers(-80, 80), st.tuples(st.integers(-80, 80), st.integers(-80, 80),
                                                               st.sampled_from([1, 2, -1, -3]))), max_size=12),
 )
-def test_history_over_the_store_reads_like_a_plain_list(count: int, kept: int, probes: Any) -> None:
+def test_history_over_the_store_reads_like_a_plain_list(examples_url: str, count: int, kept: int, probes: Any) -> None:
     """History forgetting into a stored log answers every index and slice exactly as a list does."""
-    url = shared_server().new_database()
-    store = PostgresStore(url)
-    log = store.create(header("p"))
-    session = Session(header("p"), kept_events=kept)  # only to mint events: no backend
-    events = [session.append("a/b", _payload(index)) for index in range(count)]
-    log.append(events, expected_seq=0)
-    log.sync()
-    history, plain = History(list(events)), list(events)
-    history.forget(count, log, kept)
-    assert len(history.recent) == (count if count <= 2 * kept else kept)
-    for probe in probes:
-        if isinstance(probe, int):
-            if -count <= probe < count:
-                assert history[probe] == plain[probe]
+    name = f"p-{next(_example_ids)}"
+    store = PostgresStore(examples_url)
+    try:
+        log = store.create(header(name))
+        session = Session(header(name), kept_events=kept)  # only to mint events: no backend
+        events = [session.append("a/b", _payload(index)) for index in range(count)]
+        log.append(events, expected_seq=0)
+        log.sync()
+        history, plain = History(list(events)), list(events)
+        history.forget(count, log, kept)
+        assert len(history.recent) == (count if count <= 2 * kept else kept)
+        for probe in probes:
+            if isinstance(probe, int):
+                if -count <= probe < count:
+                    assert history[probe] == plain[probe]
+                else:
+                    with pytest.raises(IndexError):
+                        history[probe]
             else:
-                with pytest.raises(IndexError):
-                    history[probe]
-        else:
-            assert history[slice(*probe)] == plain[slice(*probe)]
-    assert list(history) == plain
-    log.close()
-    store.close()
+                assert history[slice(*probe)] == plain[slice(*probe)]
+        assert list(history) == plain
+        log.close()
+    finally:
+        store.close()
 
 
 @pytest.fixture(scope="module")
