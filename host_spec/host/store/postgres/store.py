@@ -9,7 +9,9 @@ across machines and with a fencing epoch instead of a lock that dies with its
 process. The compare-and-set on the tail is the database's (:mod:`.schema`).
 
 Reads take no lease and see only committed batches; one statement reads the
-header and the events, so a concurrent commit is either wholly in or out.
+events, so a concurrent commit is either wholly in or out. Its rows are fetched
+and decoded a few thousand at a time (a server-side cursor), so a long log's
+resume never holds every row and every decoded event at once.
 """
 
 from __future__ import annotations
@@ -42,10 +44,10 @@ LEASE_SECONDS = 15.0
 #: Default time an operation keeps retrying a lost connection before it fails.
 RETRY_SECONDS = 30.0
 
-_READ = """
-SELECT s.header, e.seq, e.body FROM dsh_sessions s LEFT JOIN dsh_events e ON e.session = s.id
-WHERE s.id = %s ORDER BY e.seq
-"""
+_HEADER = "SELECT header FROM dsh_sessions WHERE id = %s"
+_EVENTS = "SELECT seq, body FROM dsh_events WHERE session = %s AND seq > %s ORDER BY seq"
+#: Rows fetched (and decoded) at a time by :meth:`PostgresStore.read_since`.
+_FETCH = 4096
 
 
 def _create_schema(conn: psycopg.Connection[Any]) -> None:
@@ -150,7 +152,7 @@ class PostgresStore:
         Raises:
             SessionNotFoundError / SessionCorruptError / SessionFormatError: as for :meth:`read`.
         """
-        row = self.link.run(lambda conn, _: conn.execute("SELECT header FROM dsh_sessions WHERE id = %s", (session_id,)).fetchone())
+        row = self.link.run(lambda conn, _: conn.execute(_HEADER, (session_id,)).fetchone())
         if row is None:
             raise SessionNotFoundError(f"session {session_id} not found", session=session_id)
         return self._decode_header(session_id, bytes(row[0]))
@@ -166,13 +168,22 @@ class PostgresStore:
             SessionCorruptError: a stored event is unreadable or a seq is missing.
             SessionFormatError: the header has a foreign format version.
         """
-        query = _READ if seq == 0 else _READ.replace("WHERE s.id = %s", "AND e.seq > %s WHERE s.id = %s")
-        params = (session_id,) if seq == 0 else (seq, session_id)
-        rows = self.link.run(lambda conn, _: conn.execute(query, params).fetchall())
-        if not rows:
+        def operation(conn: psycopg.Connection[Any], _: int) -> tuple[bytes | None, list[Event]]:
+            events: list[Event] = []
+            with conn.transaction():
+                row = conn.execute(_HEADER, (session_id,)).fetchone()
+                if row is None:
+                    return None, events
+                with conn.cursor(name="dsh_read") as cursor:  # server-side: a chunk of rows at a time
+                    cursor.execute(_EVENTS, (session_id, seq))
+                    while rows := cursor.fetchmany(_FETCH):
+                        events += decode_rows(session_id, rows, seq + 1 + len(events))
+            return bytes(row[0]), events
+
+        data, events = self.link.run(operation)
+        if data is None:
             raise SessionNotFoundError(f"session {session_id} not found", session=session_id)
-        header = self._decode_header(session_id, bytes(rows[0][0]))
-        events = decode_rows(session_id, (row[1:] for row in rows), seq + 1)
+        header = self._decode_header(session_id, data)
         return header, events
 
     @staticmethod
