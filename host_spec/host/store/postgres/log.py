@@ -44,16 +44,14 @@ _OURS = "SELECT body FROM dsh_events WHERE session = %s AND seq > %s AND seq <= 
 _RANGE = "SELECT seq, body FROM dsh_events WHERE session = %s AND seq >= %s AND seq < %s ORDER BY seq"
 
 
-def decode_rows(session_id: str, rows: Iterable[tuple[int | None, Any]], first: int) -> list[Event]:
-    """The events of ``(seq, body)`` rows that must hold seqs ``first, first + 1, ...``; a ``None`` seq ends them.
+def decode_rows(session_id: str, rows: Iterable[tuple[int, Any]], first: int) -> list[Event]:
+    """The events of ``(seq, body)`` rows that must hold seqs ``first, first + 1, ...``.
 
     Raises:
         SessionCorruptError: a body is unreadable, or a row (or the event in it) is not at its seq.
     """
     events: list[Event] = []
     for expected, (stored_seq, body) in enumerate(rows, first):
-        if stored_seq is None:
-            break
         try:
             event = decode_event(bytes(body))
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
