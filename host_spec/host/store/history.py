@@ -9,7 +9,7 @@ old ones are read again only by history readers (``dsh log``, ``team show
 
 So :class:`History` keeps the events from :attr:`History.base` on in a list and
 forgets the older *durable* ones once the list holds more than twice what it
-keeps. A forgotten event is read back from the log file on demand. No index of
+keeps. A forgotten event is read back from the log on demand. No index of
 offsets is needed: a JSONL log is sorted by seq, so the line of seq ``n`` is
 found by bisecting the file's bytes (each probe reads the seq of the first whole
 line after a position), and a sequential reader decodes whole chunks after it.
@@ -81,7 +81,9 @@ class _PageReader:
     """Reads events of seq ``1..limit`` back from a :class:`SeqLog`, a page of seqs at a time.
 
     Pages are aligned (page ``k`` holds indexes ``k * PAGE_EVENTS`` on), so a
-    reader going forwards or backwards decodes each page once.
+    reader going forwards or backwards decodes each page once. A page is one
+    round trip to the store, made by the caller's thread as a JSONL read is:
+    history readers are rare and sequential, and the hot path never gets here.
     """
 
     __slots__ = ("log", "limit", "_page", "_page_start")
