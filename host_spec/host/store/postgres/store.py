@@ -8,10 +8,13 @@ writer process at a time, exactly as today's one-process-per-Team rule, but
 across machines and with a fencing epoch instead of a lock that dies with its
 process. The compare-and-set on the tail is the database's (:mod:`.schema`).
 
-Reads take no lease and see only committed batches; one statement reads the
-events, so a concurrent commit is either wholly in or out. Its rows are fetched
-and decoded a few thousand at a time (a server-side cursor), so a long log's
-resume never holds every row and every decoded event at once.
+Reads take no lease and see only committed batches. A read is one statement
+(the header and up to a few thousand events) unless the log is longer; then the
+rest comes in pages of as many rows by seq, each decoded before the next is
+fetched, so a long log's resume never holds every row and every decoded event at
+once. A batch is committed whole and only ever after the ones before it, so the
+pages end at a batch boundary, as one statement would: a concurrent commit is
+either wholly in or out.
 """
 
 from __future__ import annotations
@@ -45,9 +48,14 @@ LEASE_SECONDS = 15.0
 RETRY_SECONDS = 30.0
 
 _HEADER = "SELECT header FROM dsh_sessions WHERE id = %s"
-_EVENTS = "SELECT seq, body FROM dsh_events WHERE session = %s AND seq > %s ORDER BY seq"
-#: Rows fetched (and decoded) at a time by :meth:`PostgresStore.read_since`.
+#: Rows read (and decoded) at a time by :meth:`PostgresStore.read_since`.
 _FETCH = 4096
+_FIRST = f"""
+SELECT s.header, e.seq, e.body FROM dsh_sessions s LEFT JOIN LATERAL (
+    SELECT seq, body FROM dsh_events WHERE session = s.id AND seq > %s ORDER BY seq LIMIT {_FETCH}
+) e ON true WHERE s.id = %s ORDER BY e.seq
+"""
+_NEXT = f"SELECT seq, body FROM dsh_events WHERE session = %s AND seq > %s ORDER BY seq LIMIT {_FETCH}"
 
 
 def _create_schema(conn: psycopg.Connection[Any]) -> None:
@@ -168,21 +176,19 @@ class PostgresStore:
             SessionCorruptError: a stored event is unreadable or a seq is missing.
             SessionFormatError: the header has a foreign format version.
         """
-        def operation(conn: psycopg.Connection[Any], _: int) -> tuple[bytes | None, list[Event]]:
-            events: list[Event] = []
-            with conn.transaction():
-                row = conn.execute(_HEADER, (session_id,)).fetchone()
-                if row is None:
-                    return None, events
-                with conn.cursor(name="dsh_read") as cursor:  # server-side: a chunk of rows at a time
-                    cursor.execute(_EVENTS, (session_id, seq))
-                    while rows := cursor.fetchmany(_FETCH):
-                        events += decode_rows(session_id, rows, seq + 1 + len(events))
-            return bytes(row[0]), events
-
-        data, events = self.link.run(operation)
-        if data is None:
+        rows = self.link.run(lambda conn, _: conn.execute(_FIRST, (seq, session_id)).fetchall())
+        if not rows:
             raise SessionNotFoundError(f"session {session_id} not found", session=session_id)
+        data = bytes(rows[0][0])
+        page = [] if rows[0][1] is None else [row[1:] for row in rows]
+        del rows  # each of its rows repeats the header
+        events: list[Event] = []
+        while True:
+            events += decode_rows(session_id, page, seq + 1 + len(events))
+            if len(page) < _FETCH:
+                break
+            after = seq + len(events)
+            page = self.link.run(lambda conn, _: conn.execute(_NEXT, (session_id, after)).fetchall())
         header = self._decode_header(session_id, data)
         return header, events
 
