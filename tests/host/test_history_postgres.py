@@ -27,6 +27,7 @@ from host_spec.host.store.history import PAGE_EVENTS, History
 from host_spec.host.store.postgres import PostgresStore
 from host_spec.host.store.session import Session
 from host_spec.host.store.sessions import SessionStore
+from host_spec.testing import FaultyStorage
 
 from _store_kit import header
 
@@ -163,8 +164,6 @@ class TestReads:
 
     async def test_a_fault_injected_store_keeps_every_event(self, url: str) -> None:
         """A wrapper that is not the PostgreSQL writer itself cannot read back: nothing is forgotten."""
-        from host_spec.testing import FaultyStorage
-
         store = SessionStore(FaultyStorage(PostgresStore(url)), None)
         store.kept_events = 1
         session = store.create("w")
