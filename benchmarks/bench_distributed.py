@@ -9,14 +9,18 @@ X3: cross-process wake-up latency: a batch committed by one process (the
     LISTEN, has read the new events from its cursor; p50 and p99 in
     milliseconds, goal p99 <= 50 ms. It measures the wake-up path a worker
     would use (commit, notification, cursor read), not a teammate's turn start:
-    ``dsh worker`` is not built yet.
+    members of one Team spread over several workers are not built yet.
 
 Printed without a goal: 16 members of one Lead process updating their own tasks
-at once on PostgreSQL (group commit) against the serial rate; and the followed
+at once on PostgreSQL (group commit) against the serial rate; the followed
 panel's push latency (``dsh team serve --store``): from before a Team record's
 commit by another connection until the panel's feed has folded it and queued the
-server-sent event for an open page (NOTIFY, cursor read, fold, encode). X2 (16 members
-across 4 worker processes) needs ``dsh worker`` and is not measured.
+server-sent event for an open page (NOTIFY, cursor read, fold, encode); and the
+memory of a live Lead resumed from a PostgreSQL log of 100,000 Team events (as M3
+measures it on JSONL: resident, added by the host, events held decoded), against
+the same Lead keeping every event (what each session on this store did before it
+read its older events back by seq), each in a fresh interpreter. X2 (16 members
+across 4 worker processes) needs those members on several workers and is not measured.
 
 The server is started by ``tests/kit_postgres.py`` in a temporary directory; when
 none can start (no PostgreSQL binaries) the bench prints why and reports nothing.
@@ -41,7 +45,8 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import Rounds, atimed, timed  # noqa: E402
-from benchmarks.team_setup import claimed_board  # noqa: E402
+from benchmarks.scale_children import LEAD, LIVE  # noqa: E402
+from benchmarks.team_setup import claimed_board, lead_events, write_log  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SEGMENT = 0.4  # seconds per durable-write segment
@@ -50,6 +55,7 @@ MEMBERS = 16
 WAKEUPS = 200  # cross-process wake-ups measured for X3
 WAKEUP_GAP = 0.01  # seconds between two of them
 PUSHES = 100  # followed-panel pushes measured
+MEMORY_EVENTS = int(os.environ.get("DSH_BENCH_PG_MEMORY_EVENTS", "100000"))  # the Lead log of the memory line
 
 _LISTEN = textwrap.dedent(
     """
@@ -224,6 +230,24 @@ async def _panel_pushes(url: str) -> list[float]:
     return latencies
 
 
+def _memory(url: str) -> dict[str, dict[str, Any]]:
+    """A live Lead resumed from a PostgreSQL log of :data:`MEMORY_EVENTS` events, windowed and keeping all."""
+    from benchmarks import memory_children
+    from host_spec.host.store.postgres import PostgresStore
+
+    store = PostgresStore(url)
+    try:
+        write_log(store, LEAD, lead_events(MEMORY_EVENTS, LEAD, LIVE))  # type: ignore[arg-type]  # any backend
+    finally:
+        store.close()
+    figures = {}
+    for kind in ("pglive", "pgall"):
+        done = subprocess.run([sys.executable, memory_children.__file__, f"{kind}-{MEMORY_EVENTS}", url],
+                              check=True, capture_output=True, text=True)
+        figures[kind] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
 def run() -> list[tuple[str, float, float]]:
     sys.path.insert(0, str(REPO / "tests"))
     try:
@@ -242,6 +266,7 @@ def run() -> list[tuple[str, float, float]]:
         board = asyncio.run(_board(server.new_database()))
         latencies = sorted(_wakeups(server.new_database()))
         pushes = sorted(asyncio.run(_panel_pushes(server.new_database())))
+        memory = _memory(server.new_database())
     finally:
         server.destroy()
     p50 = statistics.median(latencies)
@@ -249,13 +274,17 @@ def run() -> list[tuple[str, float, float]]:
     print(f"distributed: durable update_task on PostgreSQL (serial) {board['serial']:8.0f} ops/s")
     print(f"distributed: the same CAS board written directly         {board['direct']:8.0f} ops/s  (X1 {board['X1']:.2f})")
     print(f"distributed: {MEMBERS} members of one process at once       {board['group']:8.0f} ops/s  "
-          f"({board['group_x']:.1f}x serial; X2, across 4 worker processes, needs dsh worker: not measured)")
+          f"({board['group_x']:.1f}x serial; X2, across 4 worker processes, needs members on several workers: not measured)")
     print(f"distributed: cross-process wake-up (commit -> NOTIFY -> cursor read), {len(latencies)} samples: "
           f"p50 {p50:.2f} ms, p99 {p99:.2f} ms")
     push50 = statistics.median(pushes)
     push99 = pushes[min(len(pushes) - 1, round(0.99 * (len(pushes) - 1)))]
     print(f"distributed: followed panel (commit -> NOTIFY -> cursor read -> fold -> SSE event queued), "
           f"{len(pushes)} samples: p50 {push50:.2f} ms, p99 {push99:.2f} ms")
+    kept, every = memory["pglive"], memory["pgall"]
+    print(f"distributed: live Lead on PostgreSQL after {kept['events']} Team events: resident {kept['rss'] / 1e6:.1f} MB "
+          f"({kept['added'] / 1e6:.1f} MB added by the host; {kept['held']} events held decoded); keeping every event: "
+          f"{every['rss'] / 1e6:.1f} MB ({every['added'] / 1e6:.1f} MB added; {every['held']} held)")
     return [("X1", board["X1"], 0.8), ("X3p50", p50, 50.0), ("X3p99", p99, 50.0)]
 
 

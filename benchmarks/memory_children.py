@@ -10,6 +10,10 @@ measurement runs in a new interpreter and prints one JSON object;
   of the events it no longer needs). Prints the process's resident bytes and
   what the host added since before it opened, plus the events the Lead session
   still holds decoded.
+* ``pglive-<events>`` / ``pgall-<events>``: the same as ``live-<events>`` for
+  the Lead log in the PostgreSQL database at the URL given instead of a
+  directory; ``pgall`` keeps every event decoded (as every session on that
+  store did before it read its history back by seq), for comparison.
 * ``soak-<events>``: a live Lead on a JSONL store updates its constant board of
   tasks (16 concurrent callers, compare-and-set edits) until its log holds
   ``<events>`` events; prints the resident bytes at 10% of them and at the end.
@@ -36,15 +40,17 @@ from host_spec.host.models.scripted import ScriptedModel  # noqa: E402
 SOAK_CALLERS = 16
 
 
-async def _open(directory: Path) -> Host:
+async def _open(directory: Path | str) -> Host:
     host = await Host.open(directory, None, ScriptedModel.from_mapping({}, record=False))
     host.plugins.load("dsh-team", {"max_tasks": LIVE + 8})
     return host
 
 
-async def _live(directory: Path) -> dict[str, Any]:
+async def _live(directory: Path | str, *, keep_all: bool = False) -> dict[str, Any]:
     before = _rss()
     host = await _open(directory)
+    if keep_all:
+        host.sessions.kept_events = 1 << 62
     lead = host.start_agent(await host.resume_session(LEAD), name="lead", source="resume")
     teams = teams_of(host)
     tasks = teams.list_tasks(lead)
@@ -92,7 +98,7 @@ async def _soak(directory: Path, events: int) -> dict[str, Any]:
     return result
 
 
-def _child(kind: str, directory: Path) -> None:
+def _child(kind: str, where: str) -> None:
     import logging
 
     import structlog
@@ -100,11 +106,13 @@ def _child(kind: str, directory: Path) -> None:
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     name, count = kind.rsplit("-", 1)
     if name == "live":
-        result = asyncio.run(_live(directory / count))
+        result = asyncio.run(_live(Path(where) / count))
+    elif name in ("pglive", "pgall"):
+        result = asyncio.run(_live(where, keep_all=name == "pgall"))
     else:
-        result = asyncio.run(_soak(directory, int(count)))
+        result = asyncio.run(_soak(Path(where), int(count)))
     print(json.dumps(result))
 
 
 if __name__ == "__main__":
-    _child(sys.argv[1], Path(sys.argv[2]))
+    _child(sys.argv[1], sys.argv[2])

@@ -76,6 +76,20 @@ class TestDamage:
         assert header.id == "s" and [event.seq for event in events] == [4, 5]
         assert PostgresStore(url).read_since("s", 5)[1] == []
 
+    def test_a_long_log_reads_whole_across_fetches_and_names_a_bad_row_by_its_seq(self, url: str) -> None:
+        """Rows come a few thousand at a time: a log of several fetches reads whole, from any cursor,
+        and a bad row deep in it is named by its own seq."""
+        _stored(url, count=10_000)
+        events = make_events(1, 10_000)
+        assert PostgresStore(url).read("s")[1] == events
+        assert PostgresStore(url).read_since("s", 5_000)[1] == events[5_000:]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DELETE FROM dsh_events WHERE seq = 9000")
+        with pytest.raises(SessionCorruptError, match="seq 9000 is missing") as caught:
+            PostgresStore(url).read_since("s", 4_000)
+        assert caught.value.details["seq"] == 9000
+        assert PostgresStore(url).read_since("s", 9_000)[1] == events[9_000:]
+
 
 class _CuttingRelay:
     """TCP on 127.0.0.1 relayed to the server's unix socket; ``cut_next`` drops the answer to the next append."""

@@ -9,12 +9,14 @@ old ones are read again only by history readers (``dsh log``, ``team show
 
 So :class:`History` keeps the events from :attr:`History.base` on in a list and
 forgets the older *durable* ones once the list holds more than twice what it
-keeps. A forgotten event is read back from the log file on demand. No index of
+keeps. A forgotten event is read back from the log on demand. No index of
 offsets is needed: a JSONL log is sorted by seq, so the line of seq ``n`` is
 found by bisecting the file's bytes (each probe reads the seq of the first whole
 line after a position), and a sequential reader decodes whole chunks after it.
-Only a backend that says where its file is (:class:`LogFile`: the JSONL writer)
-has its history forgotten; any other backend keeps every event, as before.
+A log in a database needs no bisection: it reads a page of events by seq range
+(:class:`SeqLog`: the PostgreSQL writer). Only a backend that can read its
+durable events back (a :class:`LogFile` or a :class:`SeqLog`) has its history
+forgotten; any other backend (a wrapper, memory) keeps every event, as before.
 
 Reads give what the list gave: the same events (equal values) in the same
 order, a growing length, negative indexes, slices as copies, and an iterator
@@ -32,12 +34,14 @@ import msgspec
 from host_spec.errors import SessionCorruptError
 from host_spec.events import Event, decode_event
 
-__all__ = ["History", "LogFile", "KEPT_EVENTS"]
+__all__ = ["History", "LogFile", "SeqLog", "KEPT_EVENTS", "PAGE_EVENTS", "readable_log"]
 
 #: Events a live session keeps decoded in memory (it forgets down to this many).
 KEPT_EVENTS: Final = 4096
 #: Bytes read at a time by a sequential reader of forgotten events.
 _CHUNK: Final = 256 << 10
+#: Events a store-backed reader decodes per read (its pages start at multiples of this).
+PAGE_EVENTS: Final = 1024
 _LINES: Final = msgspec.json.Decoder(Event)
 
 
@@ -52,6 +56,53 @@ class LogFile(Protocol):
     @property
     def size(self) -> int:
         """Bytes of the file that are synced (complete lines only)."""
+
+
+@runtime_checkable
+class SeqLog(Protocol):
+    """A session log that can read its durable events back by seq (host-internal)."""
+
+    def read_events(self, first: int, stop: int) -> list[Event]:
+        """The stored events of seq ``first`` up to (not including) ``stop``: exactly those, in seq order.
+
+        Raises:
+            SessionCorruptError: a stored event is unreadable, missing, or not at its seq
+                (never a wrong event or a short answer).
+            OSError: the store cannot be reached (after its own retries).
+        """
+
+
+def readable_log(backend: object) -> LogFile | SeqLog | None:
+    """``backend`` if a session may forget its durable events and read them back from it, else ``None``."""
+    return backend if isinstance(backend, (LogFile, SeqLog)) else None
+
+
+class _PageReader:
+    """Reads events of seq ``1..limit`` back from a :class:`SeqLog`, a page of seqs at a time.
+
+    Pages are aligned (page ``k`` holds indexes ``k * PAGE_EVENTS`` on), so a
+    reader going forwards or backwards decodes each page once. A page is one
+    round trip to the store, made by the caller's thread as a JSONL read is:
+    history readers are rare and sequential, and the hot path never gets here.
+    """
+
+    __slots__ = ("log", "limit", "_page", "_page_start")
+
+    def __init__(self, log: SeqLog) -> None:
+        self.log = log
+        self.limit = 0  # durable events known to hold every forgotten one
+        self._page: list[Event] = []
+        self._page_start = 0  # index of _page[0]
+
+    def get(self, index: int) -> Event:
+        """The event at ``index`` (seq ``index + 1``)."""
+        offset = index - self._page_start
+        if not 0 <= offset < len(self._page):
+            start = index - index % PAGE_EVENTS
+            self._page = self.log.read_events(start + 1, min(start + PAGE_EVENTS, self.limit) + 1)
+            self._page_start = start
+            offset = index - start
+        return self._page[offset]
 
 
 class _Reader:
@@ -130,7 +181,7 @@ class History(Sequence[Event]):
         self.recent = events
         #: How many of the oldest events were forgotten (read back from the log).
         self.base = 0
-        self._reader: _Reader | None = None
+        self._reader: _Reader | _PageReader | None = None
 
     def __len__(self) -> int:
         return self.base + len(self.recent)
@@ -178,7 +229,7 @@ class History(Sequence[Event]):
     def __iter__(self) -> Iterator[Event]:
         return self.iter_from(0)
 
-    def forget(self, durable: int, log: LogFile, keep: int = KEPT_EVENTS) -> bool:
+    def forget(self, durable: int, log: LogFile | SeqLog, keep: int = KEPT_EVENTS) -> bool:
         """Forget the oldest durable events past ``keep`` once more than ``2 * keep`` are held.
 
         ``durable`` events are stored in ``log`` (only those may be forgotten).
@@ -191,9 +242,14 @@ class History(Sequence[Event]):
             return False
         drop = held - keep
         reader = self._reader
-        if reader is None:
-            reader = self._reader = _Reader(log.path)
-        reader.limit = log.size
+        if isinstance(log, LogFile):
+            if reader is None:
+                reader = self._reader = _Reader(log.path)
+            reader.limit = log.size
+        else:
+            if reader is None:
+                reader = self._reader = _PageReader(log)
+            reader.limit = durable
         recent = self.recent
         # Copies first, while the forgotten events still fill their memory: the copies
         # land in fresh memory, and the memory the forgotten ones leave is freed whole.

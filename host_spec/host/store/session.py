@@ -23,7 +23,7 @@ from host_spec.storage import SessionLog
 
 from host_spec.host.store.commit import GroupCommit
 from host_spec.host.store.context import current_cause
-from host_spec.host.store.history import KEPT_EVENTS, History, LogFile
+from host_spec.host.store.history import KEPT_EVENTS, History, readable_log
 from host_spec.host.store.sequence_views import EventsView
 
 __all__ = ["NullObserver", "Session", "SessionObserver", "time_ms"]
@@ -77,9 +77,9 @@ class Session:
             disposed session's list is) and a ``list`` is handed over (the session
             appends to it; nobody else may). Only the count is confirmed and
             nothing is copied, so waking a long-lived session costs O(1) here.
-        kept_events: Durable events kept decoded in memory when the backend is a
-            log file (:class:`~.history.LogFile`); older ones are read back from
-            it (:mod:`.history`). Other backends keep every event.
+        kept_events: Durable events kept decoded in memory when the backend can
+            read them back (a :class:`~.history.LogFile` or :class:`~.history.SeqLog`);
+            older ones are read back from it (:mod:`.history`). Other backends keep every event.
     """
 
     def __init__(
@@ -108,7 +108,7 @@ class Session:
         self._events = history = History(items)
         self._view = EventsView(history)
         self._own = EventsView(history, header.seed_length)
-        self._log_file = backend if isinstance(backend, LogFile) else None
+        self._log_file = readable_log(backend)
         self._kept = kept_events
         self._observer: SessionObserver = observer if observer is not None else NullObserver()
         self._clock = clock
@@ -130,7 +130,7 @@ class Session:
 
     @property
     def held_events(self) -> int:
-        """How many events are held decoded in memory (the rest are read back from the log file)."""
+        """How many events are held decoded in memory (the rest are read back from the log)."""
         return len(self._events.recent)
 
     @property

@@ -62,7 +62,7 @@ class SessionStore:
 
     Attributes:
         kept_events: Durable events each session created or resumed from now on
-            keeps decoded in memory when its log is a file; older ones are read
+            keeps decoded in memory when its log can read them back; older ones are read
             back from it (:mod:`.history`). Lower it to exercise that path.
     """
 

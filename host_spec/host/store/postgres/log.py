@@ -10,29 +10,61 @@ A lost connection is retried by the store's :class:`~.link.Link`. A commit
 whose acknowledgement was lost is recognised on the retry: the rows at the
 batch's seqs carry this writer's epoch and the same bytes, and only this writer
 can write under its epoch, so they are its own and the batch counts as stored.
+
+A live session keeps only its newest events decoded and reads older ones back
+through :meth:`PostgresLog.read_events` (a range of seqs, one page at a time):
+each row is decoded as :meth:`~.store.PostgresStore.read` decodes it
+(:func:`decode_rows`), and a row that is not the event of its seq, or a seq
+with no row, is ``SESSION_CORRUPT``, never a wrong or missing event.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import msgspec
 import psycopg
 
 from host_spec.errors import (
     SequenceConflictError,
+    SessionCorruptError,
     SessionExistsError,
     SessionFencedError,
     SessionNotLiveError,
 )
-from host_spec.events import Event, SessionHeader, encode_event, encode_header
+from host_spec.events import Event, SessionHeader, decode_event, encode_event, encode_header
 
 from host_spec.host.store.postgres.link import Link
 
-__all__ = ["PostgresLog"]
+__all__ = ["PostgresLog", "decode_rows"]
 
 _APPEND = "SELECT status, tail, epoch FROM dsh_append(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
 _OURS = "SELECT body FROM dsh_events WHERE session = %s AND seq > %s AND seq <= %s AND epoch = %s ORDER BY seq"
+_RANGE = "SELECT seq, body FROM dsh_events WHERE session = %s AND seq >= %s AND seq < %s ORDER BY seq"
+
+
+def decode_rows(session_id: str, rows: Iterable[tuple[int, Any]], first: int) -> list[Event]:
+    """The events of ``(seq, body)`` rows that must hold seqs ``first, first + 1, ...``.
+
+    Raises:
+        SessionCorruptError: a body is unreadable, or a row (or the event in it) is not at its seq.
+    """
+    events: list[Event] = []
+    for expected, (stored_seq, body) in enumerate(rows, first):
+        try:
+            event = decode_event(bytes(body))
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise SessionCorruptError(f"session {session_id}: event {stored_seq} is unreadable: {exc}",
+                                      session=session_id, seq=stored_seq) from None
+        if stored_seq != expected:
+            raise SessionCorruptError(f"session {session_id}: seq {expected} is missing (found {stored_seq})",
+                                      session=session_id, seq=expected)
+        if event.seq != expected:
+            raise SessionCorruptError(f"session {session_id}: the row of seq {expected} holds event {event.seq}",
+                                      session=session_id, seq=expected)
+        events.append(event)
+    return events
 
 
 class PostgresLog:
@@ -127,6 +159,25 @@ class PostgresLog:
     def _ours(self, conn: psycopg.Connection[Any], bodies: list[bytes]) -> bool:
         rows = conn.execute(_OURS, (self.header.id, self._synced, self._synced + len(bodies), self.epoch)).fetchall()
         return [bytes(row[0]) for row in rows] == bodies
+
+    def read_events(self, first: int, stop: int) -> list[Event]:
+        """The stored events of seq ``first`` up to ``stop`` (one range read; no lease needed).
+
+        Only stored seqs may be asked for: they never change, so a closed or
+        fenced writer still reads them. A lost connection is retried by the link.
+
+        Raises:
+            SessionCorruptError: a row is unreadable, not its seq's event, or missing.
+            StoreUnavailableError: the database stayed unreachable (an ``OSError``).
+        """
+        session = self.header.id
+        rows = self._link.run(lambda conn, _: conn.execute(_RANGE, (session, first, stop)).fetchall())
+        events = decode_rows(session, rows, first)
+        if len(events) != stop - first:
+            missing = first + len(events)
+            raise SessionCorruptError(f"session {session}: seq {missing} is missing from the store",
+                                      session=session, seq=missing)
+        return events
 
     def close(self) -> None:
         if self._open:

@@ -8,8 +8,13 @@ writer process at a time, exactly as today's one-process-per-Team rule, but
 across machines and with a fencing epoch instead of a lock that dies with its
 process. The compare-and-set on the tail is the database's (:mod:`.schema`).
 
-Reads take no lease and see only committed batches; one statement reads the
-header and the events, so a concurrent commit is either wholly in or out.
+Reads take no lease and see only committed batches. A read is one statement
+(the header and up to a few thousand events) unless the log is longer; then the
+rest comes in pages of as many rows by seq, each decoded before the next is
+fetched, so a long log's resume never holds every row and every decoded event at
+once. A batch is committed whole and only ever after the ones before it, so the
+pages end at a batch boundary, as one statement would: a concurrent commit is
+either wholly in or out.
 """
 
 from __future__ import annotations
@@ -28,11 +33,11 @@ from host_spec.errors import (
     SessionFormatError,
     SessionNotFoundError,
 )
-from host_spec.events import SESSION_FORMAT_VERSION, Event, SessionHeader, decode_event, decode_header
+from host_spec.events import SESSION_FORMAT_VERSION, Event, SessionHeader, decode_header
 
 from host_spec.host.store.postgres.leases import Leases
 from host_spec.host.store.postgres.link import Link, redact
-from host_spec.host.store.postgres.log import PostgresLog
+from host_spec.host.store.postgres.log import PostgresLog, decode_rows
 from host_spec.host.store.postgres.schema import DDL, SCHEMA_LOCK, SCHEMA_VERSION
 
 __all__ = ["PostgresStore"]
@@ -42,10 +47,15 @@ LEASE_SECONDS = 15.0
 #: Default time an operation keeps retrying a lost connection before it fails.
 RETRY_SECONDS = 30.0
 
-_READ = """
-SELECT s.header, e.seq, e.body FROM dsh_sessions s LEFT JOIN dsh_events e ON e.session = s.id
-WHERE s.id = %s ORDER BY e.seq
+_HEADER = "SELECT header FROM dsh_sessions WHERE id = %s"
+#: Rows read (and decoded) at a time by :meth:`PostgresStore.read_since`.
+_FETCH = 4096
+_FIRST = f"""
+SELECT s.header, e.seq, e.body FROM dsh_sessions s LEFT JOIN LATERAL (
+    SELECT seq, body FROM dsh_events WHERE session = s.id AND seq > %s ORDER BY seq LIMIT {_FETCH}
+) e ON true WHERE s.id = %s ORDER BY e.seq
 """
+_NEXT = f"SELECT seq, body FROM dsh_events WHERE session = %s AND seq > %s ORDER BY seq LIMIT {_FETCH}"
 
 
 def _create_schema(conn: psycopg.Connection[Any]) -> None:
@@ -150,7 +160,7 @@ class PostgresStore:
         Raises:
             SessionNotFoundError / SessionCorruptError / SessionFormatError: as for :meth:`read`.
         """
-        row = self.link.run(lambda conn, _: conn.execute("SELECT header FROM dsh_sessions WHERE id = %s", (session_id,)).fetchone())
+        row = self.link.run(lambda conn, _: conn.execute(_HEADER, (session_id,)).fetchone())
         if row is None:
             raise SessionNotFoundError(f"session {session_id} not found", session=session_id)
         return self._decode_header(session_id, bytes(row[0]))
@@ -166,25 +176,20 @@ class PostgresStore:
             SessionCorruptError: a stored event is unreadable or a seq is missing.
             SessionFormatError: the header has a foreign format version.
         """
-        query = _READ if seq == 0 else _READ.replace("WHERE s.id = %s", "AND e.seq > %s WHERE s.id = %s")
-        params = (session_id,) if seq == 0 else (seq, session_id)
-        rows = self.link.run(lambda conn, _: conn.execute(query, params).fetchall())
+        rows = self.link.run(lambda conn, _: conn.execute(_FIRST, (seq, session_id)).fetchall())
         if not rows:
             raise SessionNotFoundError(f"session {session_id} not found", session=session_id)
-        header = self._decode_header(session_id, bytes(rows[0][0]))
+        data = bytes(rows[0][0])
+        page = [] if rows[0][1] is None else [row[1:] for row in rows]
+        del rows  # each of its rows repeats the header
         events: list[Event] = []
-        for expected, (_, stored_seq, body) in enumerate(rows, seq + 1):
-            if stored_seq is None:
+        while True:
+            events += decode_rows(session_id, page, seq + 1 + len(events))
+            if len(page) < _FETCH:
                 break
-            try:
-                event = decode_event(bytes(body))
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise SessionCorruptError(f"session {session_id}: event {stored_seq} is unreadable: {exc}",
-                                          session=session_id, seq=stored_seq) from None
-            if stored_seq != expected or event.seq != expected:
-                raise SessionCorruptError(f"session {session_id}: seq {expected} is missing (found {stored_seq})",
-                                          session=session_id, seq=expected)
-            events.append(event)
+            after = seq + len(events)
+            page = self.link.run(lambda conn, _: conn.execute(_NEXT, (session_id, after)).fetchall())
+        header = self._decode_header(session_id, data)
         return header, events
 
     @staticmethod
