@@ -21,6 +21,7 @@ from host_spec.events import Event
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.host.store.session import Session
 from host_spec.host.store.sessions import SessionStore
+from host_spec.testing import make_events
 
 from _store_kit import header
 
@@ -209,4 +210,36 @@ class TestResumeBuffers:
         """Forgotten events spanning several read chunks iterate in order, each chunk after the last."""
         session, appended = await _filled(tmp_path, 3000, kept=4, batch=500)
         assert list(session.events) == appended
+        session.close()
+
+
+class TestBurst:
+    """A forget as large as a resumed long log's gives the allocator's free memory back, once."""
+
+    def test_the_allocator_can_give_memory_back_here(self) -> None:
+        """The test machines run glibc: the release is a real ``malloc_trim``, not the fallback no-op."""
+        from host_spec.host.store import heap
+
+        assert heap.available()
+        assert heap.release_free_memory() is None  # nothing to report: it only returns free pages
+
+    async def test_a_resumed_long_log_forgets_in_one_burst_and_reads_the_same(self, tmp_path: Path) -> None:
+        from host_spec.host.store import heap
+
+        count = heap.BURST_EVENTS + 10
+        store = JsonlStore(tmp_path)
+        writer = store.create(header("s-1"))
+        stored = make_events(1, count)
+        writer.append(stored, expected_seq=0)
+        writer.sync()
+        writer.close()
+        backend, events = JsonlStore(tmp_path).resume("s-1")
+        session = Session(backend.header, events=events, backend=backend, durable_seq=len(events), checked=True,
+                          kept_events=4)
+        session.append("a/b", {"after": "resume"})
+        await session.flush()
+        assert session.held_events == 4  # count - 3 events forgotten at once: the burst's release ran
+        assert list(session.events[:3]) == stored[:3]  # read back from the log
+        assert session.events[heap.BURST_EVENTS] == stored[heap.BURST_EVENTS]
+        assert session.events[-1].value() == {"after": "resume"}
         session.close()

@@ -34,6 +34,8 @@ import msgspec
 from host_spec.errors import SessionCorruptError
 from host_spec.events import Event, decode_event
 
+from host_spec.host.store import heap
+
 __all__ = ["History", "LogFile", "SeqLog", "KEPT_EVENTS", "PAGE_EVENTS", "readable_log"]
 
 #: Events a live session keeps decoded in memory (it forgets down to this many).
@@ -266,4 +268,7 @@ class History(Sequence[Event]):
         # larger the longer its history. The old list is freed whole (unmapped) instead.
         self.recent = recent[drop:]
         self.base += drop
+        if drop >= heap.BURST_EVENTS:
+            del recent  # the forgotten events go now, and with them what the resume decoded
+            heap.release_free_memory()
         return True
