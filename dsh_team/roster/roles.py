@@ -31,11 +31,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
-import structlog
 
 from dsh_team.core.snapshots import NonEmpty, SafeCount
-from dsh_team.cost.records import of_types
 from dsh_team.errors import TeamCode, TeamConfigError, TeamError
+from dsh_team.roster.member_records import MemberRecords, RecordKind
 
 if TYPE_CHECKING:
     from host_spec.protocols import Session
@@ -50,6 +49,7 @@ __all__ = [
     "check_tools",
     "with_instructions",
     "RoleBook",
+    "ROLE_RECORDS",
 ]
 
 TEAM_ROLE: Final = "team/role"
@@ -77,9 +77,8 @@ class RoleRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     spec: RoleSpec
 
 
-_RECORD: Final = msgspec.json.Decoder(RoleRecord)
-
-log = structlog.get_logger(__name__)
+#: The ``team/role`` record: its decoder and version, shared by the book and the invariant's vetting.
+ROLE_RECORDS: Final = RecordKind(TEAM_ROLE, RoleRecord, ROLE_VERSION)
 
 
 def _invalid(where: str, message: str) -> TeamError:
@@ -167,32 +166,12 @@ def with_instructions(prompt: list[Any], spec: RoleSpec) -> list[Any]:
     return [*prompt, {"type": "text", "text": f"\n\nRole instructions:\n{spec.instructions}"}]
 
 
-class RoleBook:
+class RoleBook(MemberRecords[RoleRecord]):
     """The role of each member, per live Lead session, folded incrementally from its ``team/role`` records."""
 
     def __init__(self) -> None:
-        #: Lead session id -> (session object, events folded, member id -> record).
-        self._by_id: dict[str, tuple[Session, int, dict[str, RoleRecord]]] = {}
+        super().__init__(ROLE_RECORDS)
 
     def roles(self, session: Session) -> Mapping[str, RoleRecord]:
         """Member id -> role record of ``session``'s Team, up to its last event (a resume folds afresh)."""
-        entry = self._by_id.get(session.id)
-        start, roles = (entry[1], entry[2]) if entry is not None and entry[0] is session else (0, {})
-        count = session.last_seq
-        if start < count:
-            for event in of_types(session.events[start:count], (TEAM_ROLE,)):
-                try:
-                    record = _RECORD.decode(event.data)  # vetted before it was appended
-                except msgspec.DecodeError as exc:  # written by something else: named, never guessed at
-                    log.error("team.record_unreadable", type=event.type, seq=event.seq, error=str(exc))
-                    continue
-                if record.team_id == session.id:  # a fork's inherited prefix is another Team's
-                    roles[record.member_id] = record
-            self._by_id[session.id] = (session, count, roles)
-        return roles
-
-    def forget(self, session: Session) -> None:
-        """Drop ``session``'s roles (it left the live store)."""
-        entry = self._by_id.get(session.id)
-        if entry is not None and entry[0] is session:
-            del self._by_id[session.id]
+        return self.latest(session)

@@ -35,9 +35,9 @@ import msgspec
 import structlog
 
 from dsh_team.core.snapshots import NonEmpty, SafeCount
-from dsh_team.cost.records import of_types
 from dsh_team.errors import TeamCode, TeamError, render_reason
 from dsh_team.log.journal import Append
+from dsh_team.roster.member_records import MemberRecords, RecordKind
 from dsh_team.roster.roster import resolve_target
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from dsh_team.mail.send import MessageSender, SendResult
     from dsh_team.roster.membership import MembershipResolver
 
-__all__ = ["TEAM_SHUTDOWN", "SHUTDOWN_VERSION", "ShutdownRecord", "ShutdownBook", "Shutdowns"]
+__all__ = ["TEAM_SHUTDOWN", "SHUTDOWN_VERSION", "SHUTDOWN_RECORDS", "ShutdownRecord", "ShutdownBook", "Shutdowns"]
 
 TEAM_SHUTDOWN: Final = "team/shutdown"
 SHUTDOWN_VERSION: Final = 1
@@ -72,40 +72,19 @@ class ShutdownRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True, om
     reason: str = ""
 
 
-_RECORD: Final = msgspec.json.Decoder(ShutdownRecord)
+#: The ``team/shutdown`` record: its decoder and version, shared by the book and the invariant's vetting.
+SHUTDOWN_RECORDS: Final = RecordKind(TEAM_SHUTDOWN, ShutdownRecord, SHUTDOWN_VERSION)
 
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class ShutdownBook:
+class ShutdownBook(MemberRecords[ShutdownRecord]):
     """Each member's latest shutdown record, per live Lead session, folded incrementally."""
 
     def __init__(self) -> None:
-        self._by_id: dict[str, tuple[Session, int, dict[str, ShutdownRecord]]] = {}
-
-    def latest(self, session: Session) -> Mapping[str, ShutdownRecord]:
-        """Member id -> its latest record, up to ``session``'s last event (a resume folds afresh)."""
-        entry = self._by_id.get(session.id)
-        start, latest = (entry[1], entry[2]) if entry is not None and entry[0] is session else (0, {})
-        count = session.last_seq
-        if start < count:
-            for event in of_types(session.events[start:count], (TEAM_SHUTDOWN,)):
-                try:
-                    record = _RECORD.decode(event.data)  # vetted before it was appended
-                except msgspec.DecodeError as exc:  # written by something else: named, never guessed at
-                    log.error("team.record_unreadable", type=event.type, seq=event.seq, error=str(exc))
-                    continue
-                if record.team_id == session.id:  # a fork's inherited prefix is another Team's
-                    latest[record.member_id] = record
-            self._by_id[session.id] = (session, count, latest)
-        return latest
-
-    def forget(self, session: Session) -> None:
-        entry = self._by_id.get(session.id)
-        if entry is not None and entry[0] is session:
-            del self._by_id[session.id]
+        super().__init__(SHUTDOWN_RECORDS)
 
 
 class Shutdowns:

@@ -4,8 +4,9 @@ The role book and the shutdown book fold these records beside the Team fold; a
 record they cannot read is logged and skipped there, because a fold that read it
 could only guess. Skipping is the reader's last line of defence, not a rule: a
 role that silently vanishes changes which tools a resumed member may call, and a
-lost ``released`` edge would wake a member that was shut down. So the same strict
-decode runs before such a record may enter a log, and the invariant refuses what
+lost ``released`` edge would wake a member that was shut down. So the books'
+own decoder and version (:class:`~dsh_team.roster.member_records.RecordKind`)
+judge such a record before it may enter a log, and the invariant refuses what
 the books would skip.
 
 Records of another Team (a fork's inherited prefix carries its parent's) are the
@@ -15,25 +16,20 @@ the Team fold ignores foreign Team records.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import msgspec
-
-from dsh_team.roster.roles import ROLE_VERSION, TEAM_ROLE, RoleRecord
-from dsh_team.roster.shutdown import SHUTDOWN_VERSION, TEAM_SHUTDOWN, ShutdownRecord
+from dsh_team.roster.member_records import RecordKind
+from dsh_team.roster.roles import ROLE_RECORDS
+from dsh_team.roster.shutdown import SHUTDOWN_RECORDS
 
 if TYPE_CHECKING:
     from host_spec.events import Event
 
 __all__ = ["SIDE_RECORD_TYPES", "side_record_failure"]
 
+_KINDS: Final[dict[str, RecordKind[Any]]] = {kind.event_type: kind for kind in (ROLE_RECORDS, SHUTDOWN_RECORDS)}
 #: The record types this module vets.
-SIDE_RECORD_TYPES: Final = frozenset({TEAM_ROLE, TEAM_SHUTDOWN})
-
-_DECODERS: Final[dict[str, tuple[msgspec.json.Decoder[RoleRecord | ShutdownRecord], int]]] = {
-    TEAM_ROLE: (msgspec.json.Decoder(RoleRecord), ROLE_VERSION),
-    TEAM_SHUTDOWN: (msgspec.json.Decoder(ShutdownRecord), SHUTDOWN_VERSION),
-}
+SIDE_RECORD_TYPES: Final = frozenset(_KINDS)
 
 
 def side_record_failure(team_id: str, event: Event) -> str | None:
@@ -47,13 +43,4 @@ def side_record_failure(team_id: str, event: Event) -> str | None:
         ``None`` for a readable record at the current version (or a record of
         another Team); otherwise a message naming what is wrong.
     """
-    decoder, version = _DECODERS[event.type]
-    try:
-        record = decoder.decode(event.data)
-    except msgspec.DecodeError as exc:
-        return f"unreadable {event.type} record: {exc}"
-    if record.team_id != team_id:
-        return None
-    if record.version != version:
-        return f"{event.type} record version {record.version} is not the supported version {version}"
-    return None
+    return _KINDS[event.type].failure(team_id, event)

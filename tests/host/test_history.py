@@ -238,7 +238,7 @@ class TestBurst:
                           kept_events=4)
         session.append("a/b", {"after": "resume"})
         await session.flush()
-        assert session.held_events == 4  # count - 3 events forgotten at once: the burst's release ran
+        assert session.held_events == 4  # count - 3 events forgotten in one forget, a burst's size
         assert list(session.events[:3]) == stored[:3]  # read back from the log
         assert session.events[heap.BURST_EVENTS] == stored[heap.BURST_EVENTS]
         assert session.events[-1].value() == {"after": "resume"}
