@@ -108,6 +108,7 @@ class Host(HostRuns):
         self._soon_tasks: set[asyncio.Future[Any]] = set()
         self._closed = False
         self._opened_store: Any = None  # the backend Host.open made; closed with the host
+        self.placement: Any = None  # where members' work runs, on a shared store (host_spec.host.placement)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -147,6 +148,12 @@ class Host(HostRuns):
         spec = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
         host = cls(store=store, model=adapter, model_spec=spec)
         host._opened_store = opened
+        if hasattr(opened, "leases"):  # a shared store: members' model and workspace calls may run on workers
+            from host_spec.host.placement.lead import PlacedModel, Placement
+
+            host.placement = Placement(host, opened)
+            host.agents.runtime.model = PlacedModel(host.models, host.placement)
+            host.tools.placement = host.placement
         host.profile = resolved
         if resolved is not None:
             host.agents.runtime.compaction = resolved.compaction
@@ -187,6 +194,8 @@ class Host(HostRuns):
         if self._soon_tasks:
             await asyncio.gather(*self._soon_tasks, return_exceptions=True)
         await self.models.close()  # last: no agent can be mid-call any more
+        if self.placement is not None:
+            self.placement.close()
         close_store = getattr(self._opened_store, "close", None)
         if close_store is not None:  # a shared store's connections and lease heartbeat
             close_store()

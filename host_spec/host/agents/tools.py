@@ -97,6 +97,10 @@ class ToolRegistry:
 
     _layers: Layers[_Entry] = attrs.field(factory=lambda: Layers("tool", "tool"), init=False)
     pre_call: Callable[[Agent | None, str], None] | None = None
+    #: Runs a call somewhere else when it says so (a worker, on a shared store):
+    #: ``await placement.run_tool(agent, name, call_id, raw, signal, turn=, step=)``
+    #: returns the result, or ``None`` to run the call here. Asked after ``pre_call``.
+    placement: Any = None
     #: Scope -> the only tool names its agent may use (a role's allowlist).
     _allowed: dict[Scope, frozenset[str]] = attrs.field(factory=dict, init=False)
 
@@ -173,6 +177,10 @@ class ToolRegistry:
             with cause_scope(cause):
                 if self.pre_call is not None:
                     self.pre_call(agent, name)
+                if self.placement is not None:
+                    placed = await self.placement.run_tool(agent, name, call_id, raw, signal, turn=turn, step=step)
+                    if placed is not None:
+                        return placed
                 value = await spec.execute(args, call)
         except DshError as exc:
             return error_result(call_id, name, exc.code, exc.message, turn=turn, step=step)

@@ -1,8 +1,15 @@
-"""``dsh worker``: take over the Teams whose process died, on any machine that reaches the shared store.
+"""``dsh worker``: run Teams' members, and take over Teams whose process died, on any machine that reaches the store.
 
 ::
 
-    dsh worker --store postgresql://user@db-host/dsh [--max-teams N] [--profile P] [--model M]
+    dsh worker --store postgresql://user@db-host/dsh [--workspace DIR] [--max-members N] [--max-teams N]
+
+A worker does two jobs. It runs *members*: while it is alive, the Lead processes
+on the store hand their members' model calls and workspace tool calls to workers
+(:mod:`host_spec.host.placement`); this worker holds up to ``--max-members``
+members' leases at once and runs their calls here, the file, search and shell
+tools acting on ``--workspace`` (default: the checkout each member's session
+records, for workers on the Lead's machine).
 
 A Team on a shared store is written by one holder at a time under a lease on its
 root session (:mod:`host_spec.host.store.postgres.leases`). A holder that dies
@@ -20,9 +27,9 @@ the store (``--profile`` / ``--model`` override them); the workspace is the one
 recorded in the root session's header. SIGINT/SIGTERM stops taking new Teams and
 lets the running ones finish (a second signal ends the process at once).
 
-The unit a worker takes over is the whole Team (the Lead and its teammates run in
-the worker's process), not a single member: members of one Team spread over
-several workers are not built yet.
+The unit a worker takes over is the whole Team (the Lead's process is gone, so
+the Lead and the Team's logs move into the worker's process); its members' calls
+are then handed out again, to any worker.
 """
 
 from __future__ import annotations
@@ -31,7 +38,10 @@ import argparse
 import asyncio
 import signal
 import sys
+from pathlib import Path
 from typing import Any
+
+import attrs
 
 from host_spec.errors import DshError, SessionLockedError
 
@@ -40,6 +50,8 @@ from host_spec.host.cli.run_commands import _NoModel
 from host_spec.host.cli.run_settings import decode_settings
 from host_spec.host.cli.transcript import Transcript
 from host_spec.host.cli.usage import CliError
+from host_spec.host.placement.runner import MemberRunner, audits_plugin
+from host_spec.host.plugins.profiles import load_profile
 from host_spec.host.runs import agent_name
 from host_spec.host.store.selection import STORE_ENV, chosen_store, open_backend
 
@@ -54,7 +66,14 @@ def add_parser(commands: Any) -> None:
     worker.add_argument("--store", default=None, metavar="URL",
                         help=f"the shared store, e.g. postgresql://user@host/db (default: ${STORE_ENV})")
     worker.add_argument("--max-teams", type=int, default=4, metavar="N",
-                        help="Teams this worker runs at once (default: 4)")
+                        help="orphaned Teams this worker takes over at once (default: 4)")
+    worker.add_argument("--max-members", type=int, default=4, metavar="N",
+                        help="members whose calls this worker runs at once (default: 4)")
+    worker.add_argument("--workspace", default=None, metavar="DIR",
+                        help="this worker's checkout for members' file and shell tools "
+                             "(default: the one each member's session records)")
+    worker.add_argument("--linger", type=float, default=5.0, metavar="SECONDS",
+                        help="how long a member without calls stays with this worker (default: 5)")
     worker.add_argument("--poll", type=float, default=1.0, metavar="SECONDS",
                         help="longest pause between two looks for orphaned Teams (default: 1; "
                              "the next lease expiry wakes the worker sooner)")
@@ -62,16 +81,39 @@ def add_parser(commands: Any) -> None:
     worker.add_argument("--model", default=None, help="model spec (default: the one each run recorded)")
 
 
+def _recorded(records: Any, root: str, args: argparse.Namespace) -> tuple[str, Any]:
+    """The profile and model Team ``root`` was started with (``--profile`` / ``--model`` win)."""
+    data = records.get_run(root)
+    recorded = decode_settings(data) if data is not None else None
+    profile = args.profile or (recorded.profile if recorded is not None else "headless")
+    model: Any = args.model or (recorded.model if recorded is not None else None) or _NoModel()
+    return profile, model
+
+
+def _member_host_opener(store: Any, args: argparse.Namespace) -> Any:
+    """``await open(root)``: a host for running Team ``root``'s members' calls here.
+
+    It has the run's model (and the profile's member models) and, of the
+    profile's plugins, only the workspace tools: the Team itself lives in the
+    Lead's process, which judges writes against the board and sends its verdict.
+    """
+
+    async def open_host(root: str) -> Host:
+        profile_name, model = await asyncio.to_thread(_recorded, store, root, args)
+        profile = load_profile(profile_name)
+        profile = attrs.evolve(profile, plugins=tuple(e for e in profile.plugins if e.name == "workspace"))
+        return await Host.open(None, profile, model, extra_plugins=[("dsh-placement-audits", audits_plugin())])
+
+    return open_host
+
+
 async def _take_over(url: str, root: str, args: argparse.Namespace) -> None:
     """Claim the orphaned Team ``root``, resume it to quiescence and release it."""
     records: Any = open_backend(url)
     try:
-        data = records.get_run(root)
+        profile, model = _recorded(records, root, args)
     finally:
         records.close()
-    recorded = decode_settings(data) if data is not None else None
-    profile = args.profile or (recorded.profile if recorded is not None else "headless")
-    model: Any = args.model or (recorded.model if recorded is not None else None) or _NoModel()
     transcript = Transcript(write=print, fallback=agent_name)
     host = await Host.open(url, profile, model, extra_plugins=[("dsh-transcript", transcript)])
     try:
@@ -102,8 +144,12 @@ async def run(args: argparse.Namespace) -> int:
     url = chosen_store(args.store)
     if url is None:
         raise CliError(f"dsh worker needs a shared store: --store postgresql://... or ${STORE_ENV}", code="CLI_USAGE")
-    if args.max_teams < 1 or args.poll <= 0:
-        raise CliError("--max-teams must be at least 1 and --poll above 0", code="CLI_USAGE")
+    if args.max_teams < 1 or args.max_members < 1 or args.poll <= 0 or args.linger < 0:
+        raise CliError("--max-teams and --max-members must be at least 1, --poll above 0 and --linger not negative",
+                       code="CLI_USAGE")
+    workspace = Path(args.workspace).resolve() if args.workspace is not None else None
+    if workspace is not None and not workspace.is_dir():
+        raise CliError(f"--workspace {args.workspace} is not a directory", code="CLI_USAGE")
     store: Any = open_backend(url)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -111,6 +157,10 @@ async def run(args: argparse.Namespace) -> int:
         loop.add_signal_handler(signum, lambda: sys.exit(2) if stop.is_set() else stop.set())
     running: dict[str, asyncio.Task[None]] = {}
     print(f"dsh worker: {store.holder} is watching the store", file=sys.stderr, flush=True)
+    members = MemberRunner(store, max_members=args.max_members, workspace=workspace,
+                           open_host=_member_host_opener(store, args), linger_seconds=args.linger,
+                           say=lambda text: print(f"dsh worker: {text}", file=sys.stderr, flush=True))
+    serving = asyncio.create_task(members.run(stop))
     try:
         while not stop.is_set():
             orphaned, upcoming = await asyncio.to_thread(store.orphaned_teams)
@@ -126,7 +176,11 @@ async def run(args: argparse.Namespace) -> int:
                 pass
         if running:
             await asyncio.gather(*running.values(), return_exceptions=True)
+        await serving
     finally:
+        if not serving.done():
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
         store.close()

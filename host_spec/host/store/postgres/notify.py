@@ -45,10 +45,13 @@ class Listener:
 
     Args:
         url: The store's database URL.
+        channel: The channel to LISTEN on (the commit channel unless told; the work
+            desk's notifications have the same ``{"s": key, "seq": number}`` shape).
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, channel: str = CHANNEL) -> None:
         self.url = url
+        self.channel = channel
         self._conn: psycopg.Connection[Any] | None = None
         self.connects = 0  # connections made so far (every one after the first is a reconnect)
 
@@ -60,7 +63,7 @@ class Listener:
         if self._conn is not None and not self._conn.closed:
             return False
         conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5)
-        conn.execute(f"LISTEN {CHANNEL}")
+        conn.execute(f"LISTEN {self.channel}")
         self._conn = conn
         return True
 

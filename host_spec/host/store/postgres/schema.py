@@ -1,6 +1,6 @@
 """The tables and the one append function of the PostgreSQL store.
 
-Three tables, created on first use (under an advisory lock, so two processes
+The tables, created on first use (under an advisory lock, so two processes
 starting together do not race on ``CREATE``):
 
 * ``dsh_sessions``: one row per stored session, its encoded header, its tail
@@ -10,6 +10,8 @@ starting together do not race on ``CREATE``):
   and the lease epoch of the writer that stored it.
 * ``dsh_runs``: how each root was started (profile and model), so ``dsh
   resume`` on another machine needs no flags.
+* ``dsh_work`` (layout 2, :mod:`.work`): a member's model and tool calls handed to
+  workers, with their answers.
 * ``dsh_leases``: who may write a session tree now (``holder``), until when
   (``expires_at``, the server's clock, so machines need not agree on time) and
   the fencing ``epoch`` every claim raises.
@@ -32,7 +34,7 @@ CHANNEL: Final = "dsh_log"
 #: Advisory lock key held while the schema is created.
 SCHEMA_LOCK: Final = 0x64736801
 #: The layout this module writes; a database with a newer one is refused.
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 DDL: Final = """
 CREATE TABLE IF NOT EXISTS dsh_schema (version integer NOT NULL);

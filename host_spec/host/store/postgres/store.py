@@ -39,6 +39,7 @@ from host_spec.host.store.postgres.leases import Leases
 from host_spec.host.store.postgres.link import Link, redact
 from host_spec.host.store.postgres.log import PostgresLog, decode_rows
 from host_spec.host.store.postgres.schema import DDL, SCHEMA_LOCK, SCHEMA_VERSION
+from host_spec.host.store.postgres.work import WORK_DDL
 
 __all__ = ["PostgresStore"]
 
@@ -71,6 +72,7 @@ def _create_schema(conn: psycopg.Connection[Any]) -> None:
             if row and row[0] == SCHEMA_VERSION:
                 return
         conn.execute(DDL)
+        conn.execute(WORK_DDL)
         conn.execute("INSERT INTO dsh_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
 
 

@@ -1,0 +1,279 @@
+"""The Lead's side of placement: a member's model and workspace tool calls go to a worker when one is alive.
+
+On a shared store the Lead's process keeps writing every log of its Team, so
+mail, the board, waits, interrupts and quiescence behave exactly as in one
+process. What it hands out is the work of a member's step: the model call, and
+each workspace tool call (the file, search and shell tools act on a worker's
+checkout). Both are posted to the store's work desk
+(:mod:`host_spec.host.store.postgres.work`) after the member's log is durable up
+to that point (the turn loop's checkpoint), and the answer is recorded in the
+member's log here, as if the call had run here.
+
+Where a call runs:
+
+* the Lead itself, and every agent when no worker holds a live presence lease,
+  runs here, as it always did;
+* otherwise the call is posted; a worker holding the member's lease takes it;
+* a call nobody took within ``grace_seconds`` (every worker full, or gone) is
+  withdrawn and run here, so one process still runs the whole Team;
+* a call taken by a holder whose lease expired (the worker died) is recovered by
+  the next claim of the member's lease -- a worker's, or this process's own when
+  no worker claims it: a model call is asked again, a tool call is answered
+  ``TOOL_OUTCOME_UNKNOWN`` (it may have run; a tool never runs twice).
+
+An interrupt of the member (its turn's signal) withdraws the call; the worker
+stops running it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any, Final
+
+import msgspec
+import structlog
+
+from host_spec.errors import DshError, ModelError, SessionLockedError
+from host_spec.messages import ToolResultMessage
+from host_spec.workspace import WriteAuditor
+
+from host_spec.host.agents.tools import error_result, schema
+from host_spec.host.store.postgres.notify import Listener
+from host_spec.host.store.postgres.work import WORK_CHANNEL, WorkDesk, member_key
+from host_spec.host.placement.wire import (
+    Asker, ModelWork, ToolDef, ToolWork, decode_model_answer, decode_tool_answer, encode,
+)
+
+__all__ = ["Placement", "PlacedModel", "PLACED_TOOLS"]
+
+log = structlog.get_logger(__name__)
+
+#: The tools whose calls run where the member's work runs (they act on a checkout).
+PLACED_TOOLS: Final = frozenset({"read_file", "write_file", "edit_file", "glob", "list_dir", "grep", "bash"})
+#: Seconds a posted call may wait for a worker before this process runs it itself.
+GRACE_SECONDS: Final = 3.0
+#: Seconds between two looks at a posted call when no notification came (the safety net).
+RECHECK_SECONDS: Final = 0.5
+#: Seconds a count of live workers is trusted before it is asked again.
+WORKERS_TTL: Final = 1.0
+_WRITES: Final = frozenset({"write_file", "edit_file"})
+
+
+class Placement:
+    """Posts members' work to the store's desk and waits for the answers (see the module docstring).
+
+    Args:
+        host: The Lead's host (its services: the Team's write auditor).
+        store: The host's PostgreSQL store (its desk, leases and URL).
+        grace_seconds: How long a posted call waits for a worker before it runs here.
+    """
+
+    def __init__(self, host: Any, store: Any, *, grace_seconds: float = GRACE_SECONDS) -> None:
+        self.host = host
+        self.store = store
+        self.desk = WorkDesk(self.store)
+        self.grace_seconds = grace_seconds
+        self._workers = (-WORKERS_TTL, 0)  # (when counted, how many)
+        self._waiting: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.posted = 0  # calls handed to workers so far
+
+    # ------------------------------------------------------------ deciding
+
+    async def placed(self, agent: Any) -> bool:
+        """Whether ``agent``'s calls go to a worker now (a member, and a worker is alive)."""
+        if agent is None or agent.session.header.parent_session is None:
+            return False
+        counted, count = self._workers
+        now = time.monotonic()
+        if now - counted >= WORKERS_TTL:
+            count = await asyncio.to_thread(self.desk.live_workers)
+            self._workers = (now, count)
+        return count > 0
+
+    def _asker(self, agent: Any) -> Asker:
+        return Asker(id=agent.id, name=agent.name, model=agent.model)
+
+    def _root(self, agent: Any) -> str:
+        header = agent.session.header
+        return str(self.store.lease_key(header.id, header.parent_session))
+
+    # ------------------------------------------------------------ model calls
+
+    async def complete(self, request: Any) -> Mapping[str, Any] | None:
+        """The reply to ``request`` from a worker, or ``None`` when it must run here."""
+        agent = request.agent
+        if not await self.placed(agent):
+            return None
+        tools = [ToolDef(t.name, t.description, dict(schema(t))) for t in request.tools]
+        work = ModelWork(asker=self._asker(agent), seq=agent.session.last_seq, system=request.system,
+                         messages=[dict(m) for m in request.messages], tools=tools, purpose=request.purpose)
+        answer = await self._run(agent, "model", encode(work))
+        if answer is None:
+            return None
+        reply = decode_model_answer(answer)
+        if reply.failure is not None:
+            raise ModelError(reply.failure.message, code=reply.failure.code)
+        return reply.reply or {}
+
+    # ------------------------------------------------------------ tool calls
+
+    async def run_tool(self, agent: Any, name: str, call_id: str, arguments: bytes, signal: Any, *,
+                       turn: int, step: int) -> ToolResultMessage | None:
+        """The result of a workspace tool call run by a worker, or ``None`` when it must run here.
+
+        The events the tool recorded on the worker (what it read, what it wrote)
+        are appended to the member's log here, before the result, as a local call's
+        would be.
+        """
+        if name not in PLACED_TOOLS or not await self.placed(agent):
+            return None
+        work = ToolWork(asker=self._asker(agent), seq=agent.session.last_seq, call_id=call_id, name=name,
+                        arguments=arguments.decode(), turn=turn, step=step, audits=self._audits(agent, name, arguments))
+        run = asyncio.ensure_future(self._run(agent, "tool", encode(work)))
+        aborted = asyncio.ensure_future(signal.wait())
+        try:
+            await asyncio.wait({run, aborted}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            aborted.cancel()
+            if not run.done():
+                run.cancel()
+                await asyncio.gather(run, return_exceptions=True)
+        if run.cancelled():
+            return error_result(call_id, name, "ABORTED", "tool call aborted", turn=turn, step=step)
+        answer = run.result()
+        if answer is None:
+            return None
+        decoded = decode_tool_answer(answer)
+        if decoded.lost is not None or decoded.result is None:
+            text = "the worker running this call stopped before it answered; the call may or may not have run"
+            return error_result(call_id, name, decoded.lost or "TOOL_OUTCOME_UNKNOWN", text, turn=turn, step=step)
+        for type_, data in decoded.appends:
+            agent.session.append(type_, data)
+        return msgspec.convert(decoded.result, ToolResultMessage)
+
+    def _audits(self, agent: Any, name: str, arguments: bytes) -> dict[str, Any] | None:
+        """The Team's write-scope verdict for the path a write names, judged here where the board is."""
+        auditor = self.host.find_service(WriteAuditor) if name in _WRITES else None
+        cwd = agent.session.header.cwd
+        if auditor is None or cwd is None:
+            return None
+        from host_spec.host.workspace.paths import Workspace
+
+        try:
+            path = msgspec.json.decode(arguments)["path"]
+            workspace = Workspace.at(cwd)
+            rel = workspace.relative(workspace.resolve(path))
+        except (DshError, msgspec.DecodeError, KeyError, TypeError, OSError):
+            return None  # the tool refuses the call itself, with its own error
+        verdict = auditor.audit_write(agent, rel)
+        return {rel: None if verdict is None else msgspec.to_builtins(verdict)}
+
+    # ------------------------------------------------------------ posting and waiting
+
+    async def _run(self, agent: Any, kind: str, request: bytes) -> bytes | None:
+        """Post one call and wait for its answer; ``None``: withdrawn unanswered, run it here."""
+        member, key = agent.id, f"{agent.id}:{uuid.uuid4().hex}"
+        await asyncio.to_thread(self.desk.post, key, self._root(agent), member, kind, request)
+        self.posted += 1
+        self._ensure_listening()
+        woken = asyncio.Event()
+        entry = (asyncio.get_running_loop(), woken)
+        with self._lock:
+            self._waiting.setdefault(member, []).append(entry)
+        posted = time.monotonic()
+        try:
+            while True:
+                woken.clear()
+                outcome = await asyncio.to_thread(self.desk.outcome, key)
+                if outcome is None or outcome.state == "withdrawn":
+                    return None
+                if outcome.state == "done":
+                    return outcome.result
+                if outcome.state == "queued" and time.monotonic() - posted >= self.grace_seconds:
+                    if await asyncio.to_thread(self.desk.withdraw, key, taken_too=False):
+                        log.info("placement.run_here", member=member, kind=kind)
+                        return None
+                if outcome.state == "taken" and not outcome.holder_live:
+                    await asyncio.to_thread(self._recover, member)
+                try:
+                    await asyncio.wait_for(woken.wait(), timeout=RECHECK_SECONDS)
+                except TimeoutError:
+                    pass
+        except asyncio.CancelledError:
+            # The turn was interrupted: take the call back so the worker stops running it.
+            threading.Thread(target=self._withdraw_quietly, args=(key,), daemon=True).start()
+            raise
+        finally:
+            with self._lock:
+                waiters = self._waiting.get(member, [])
+                if entry in waiters:
+                    waiters.remove(entry)
+                if not waiters:
+                    self._waiting.pop(member, None)
+
+    def _withdraw_quietly(self, key: str) -> None:
+        try:
+            self.desk.withdraw(key, taken_too=True)
+        except Exception as exc:  # the worker's answer is then ignored: nobody waits for it
+            log.warning("placement.withdraw_failed", key=key, error=type(exc).__name__)
+
+    def _recover(self, member: str) -> None:
+        """The member's holder died: claim its lease briefly so its taken calls are recovered."""
+        lease = member_key(member)
+        try:
+            epoch = self.store.leases.acquire(lease, member)
+        except SessionLockedError:
+            return  # a live holder (a worker that claimed it meanwhile) recovers them
+        try:
+            self.desk.recover(member, epoch)
+        finally:
+            self.store.leases.release(lease)
+
+    def _ensure_listening(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._listen, name="dsh-placement", daemon=True)
+            self._thread.start()
+
+    def _listen(self) -> None:
+        listener = Listener(self.store.url, WORK_CHANNEL)
+        try:
+            while not self._stop.is_set():
+                wakeup = listener.poll(RECHECK_SECONDS)
+                with self._lock:
+                    members = list(self._waiting) if wakeup.resync else [m for m in wakeup.tails if m in self._waiting]
+                    entries = [entry for m in members for entry in self._waiting.get(m, [])]
+                for loop, woken in entries:
+                    loop.call_soon_threadsafe(woken.set)
+        finally:
+            listener.close()
+
+    def close(self) -> None:
+        """Stop listening (calls still posted are withdrawn by their waiters)."""
+        self._stop.set()
+
+
+class PlacedModel:
+    """The turn loop's model: a member's call goes through :class:`Placement`, the rest to ``routes``.
+
+    Everything but :meth:`complete` (context windows, member models, closing) is the routes'.
+    """
+
+    def __init__(self, routes: Any, placement: Placement) -> None:
+        self.routes = routes
+        self.placement = placement
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.routes, name)
+
+    async def complete(self, request: Any) -> Mapping[str, Any]:
+        reply = await self.placement.complete(request)
+        if reply is None:
+            return await self.routes.complete(request)
+        return reply

@@ -1,0 +1,246 @@
+"""The worker's side of placement: hold members' leases and run their posted calls.
+
+A worker announces itself with a presence lease (``worker:<holder>``), so Lead
+processes start posting their members' work (:mod:`.lead`). It then claims the
+lease of each *wanted* member -- one with posted calls and no live holder -- up
+to ``max_members`` at a time, recovers what a dead previous holder left taken
+(:meth:`~host_spec.host.store.postgres.work.WorkDesk.recover`), takes the
+member's calls in posting order and runs each one: a model call through the
+run's own model (the profile and model spec the Lead recorded in the store), a
+workspace tool call through the profile's workspace tools over this worker's
+checkout (``--workspace``, else the one the member's session records). A member
+stays with its worker while it keeps getting work (its checkout is here) and is
+let go after ``linger_seconds`` without any.
+
+Every answer is written under the member's lease epoch, so a worker that lost
+the lease (it froze past its expiry and another worker took over) has its
+answers refused; it drops the member and goes on. A call the Lead withdrew
+(the member was interrupted) has its signal aborted here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import msgspec
+import structlog
+
+from host_spec import hookimpl
+from host_spec.errors import DshError, SessionLockedError
+from host_spec.lifetime import AbortSignal
+from host_spec.records import ToolSpec
+from host_spec.workspace import WriteAuditor
+
+from host_spec.host.models.adapter import ModelRequest
+from host_spec.host.store.postgres.notify import Listener
+from host_spec.host.store.postgres.work import WORK_CHANNEL, Taken, WorkDesk, member_key, worker_key
+from host_spec.host.placement.stand_in import Audits, StandIn, StandInSession, collecting, judging
+from host_spec.host.placement.wire import (
+    Failure, ModelAnswer, ModelWork, ToolAnswer, ToolWork, decode_model_work, decode_tool_work, encode,
+)
+
+__all__ = ["MemberRunner"]
+
+log = structlog.get_logger(__name__)
+
+#: Seconds a member without work stays with its worker before its lease is let go.
+LINGER_SECONDS: Final = 5.0
+_ROUND_SECONDS: Final = 0.5
+
+
+@attrs.define(eq=False)
+class _Held:
+    epoch: int
+    idle_since: float
+    session: StandInSession | None = None
+    running: dict[str, tuple[asyncio.Task[None], AbortSignal]] = attrs.Factory(dict)
+
+
+class _AuditsPlugin:
+    """Publishes :class:`Audits` as the worker host's write auditor."""
+
+    @hookimpl
+    def dsh_plugin_loaded(self, host: Any, ctx: Any) -> None:
+        ctx.provide(WriteAuditor, Audits())
+
+
+async def _no_body(args: Any, call: Any) -> Any:  # pragma: no cover - a stand-in tool is offered, never run here
+    raise RuntimeError("a stand-in tool only describes a tool to the model")
+
+
+class MemberRunner:
+    """Runs members' posted calls (see the module docstring).
+
+    Args:
+        store: This worker's PostgreSQL store handle.
+        max_members: Members held at once.
+        workspace: This worker's checkout, or ``None`` to use each member's recorded one.
+        open_host: ``await open_host(root)``: a host with the run's model and workspace tools.
+        linger_seconds: How long a member without work stays held.
+        say: Prints one progress line.
+    """
+
+    def __init__(self, store: Any, *, max_members: int, workspace: Path | None, open_host: Any,
+                 linger_seconds: float = LINGER_SECONDS, say: Any = None) -> None:
+        self.store = store
+        self.desk = WorkDesk(store)
+        self.max_members = max_members
+        self.workspace = workspace
+        self.linger_seconds = linger_seconds
+        self._open_host = open_host
+        self._say = say or (lambda text: None)
+        self.held: dict[str, _Held] = {}
+        self._hosts: dict[str, Any] = {}
+        self._wake = asyncio.Event()
+        self._stop_listening = threading.Event()
+        self.answered = 0
+        self.fenced = 0
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Serve until ``stop`` is set, then let the running calls finish and release every lease."""
+        presence = worker_key(self.store.holder)
+        await asyncio.to_thread(self.store.leases.acquire, presence, presence)
+        loop = asyncio.get_running_loop()
+        listener = threading.Thread(target=self._listen, args=(loop,), name="dsh-worker-desk", daemon=True)
+        listener.start()
+        try:
+            while not stop.is_set():
+                await self._round()
+                self._wake.clear()
+                waits = [asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(stop.wait())]
+                await asyncio.wait(waits, timeout=_ROUND_SECONDS, return_when=asyncio.FIRST_COMPLETED)
+                for waiting in waits:
+                    waiting.cancel()
+        finally:
+            self._stop_listening.set()
+            running = [task for held in self.held.values() for task, _ in held.running.values()]
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+            for member in list(self.held):
+                self._let_go(member)
+            self.store.leases.release(presence)
+            for host in self._hosts.values():
+                await host.close()
+
+    def _listen(self, loop: asyncio.AbstractEventLoop) -> None:
+        listener = Listener(self.store.url, WORK_CHANNEL)
+        try:
+            while not self._stop_listening.is_set():
+                wakeup = listener.poll(_ROUND_SECONDS)
+                if wakeup.tails or wakeup.resync:
+                    loop.call_soon_threadsafe(self._wake.set)
+        finally:
+            listener.close()
+
+    async def _round(self) -> None:
+        now = time.monotonic()
+        for member, held in list(self.held.items()):
+            if member_key(member) in self.store.leases.lost:
+                self._say(f"lost the lease of member {member}; another holder runs it now")
+                for _, signal in held.running.values():
+                    signal.abort("fenced")
+                del self.held[member]
+                continue
+            if held.running:
+                mine = await asyncio.to_thread(self.desk.still_mine, member, held.epoch)
+                for key, (_, signal) in held.running.items():
+                    if key not in mine and not signal.aborted:
+                        signal.abort("withdrawn")
+            await self._take(member, held)
+            if not held.running and now - held.idle_since >= self.linger_seconds:
+                self._let_go(member)
+        room = self.max_members - len(self.held)
+        if room > 0:
+            for member in await asyncio.to_thread(self.desk.wanted, room):
+                await self._claim(member)
+
+    async def _claim(self, member: str) -> None:
+        lease = member_key(member)
+        try:
+            epoch = await asyncio.to_thread(self.store.leases.acquire, lease, member)
+        except SessionLockedError:
+            return  # another worker claimed it first
+        await asyncio.to_thread(self.desk.recover, member, epoch)
+        self.held[member] = held = _Held(epoch, time.monotonic())
+        self._say(f"running member {member} (lease epoch {epoch})")
+        await self._take(member, held)
+
+    def _let_go(self, member: str) -> None:
+        self.held.pop(member, None)
+        self.store.leases.release(member_key(member))
+
+    async def _take(self, member: str, held: _Held) -> None:
+        for taken in await asyncio.to_thread(self.desk.take, member, held.epoch):
+            signal = AbortSignal()
+            task = asyncio.create_task(self._execute(member, held, taken, signal))
+            held.running[taken.key] = (task, signal)
+            held.idle_since = time.monotonic()
+
+    async def _execute(self, member: str, held: _Held, taken: Taken, signal: AbortSignal) -> None:
+        try:
+            host = await self._host(taken.root)
+            if taken.kind == "model":
+                answer: Any = await self._model(host, held, member, decode_model_work(taken.request), signal)
+            else:
+                answer = await self._tool(host, held, member, decode_tool_work(taken.request), signal)
+            if await asyncio.to_thread(self.desk.finish, taken.key, held.epoch, encode(answer)):
+                self.answered += 1
+            elif not signal.aborted:
+                self.fenced += 1
+                log.warning("worker.answer_refused", member=member, key=taken.key, epoch=held.epoch)
+        except Exception:
+            log.exception("worker.call_failed", member=member, key=taken.key)
+        finally:
+            held.running.pop(taken.key, None)
+            held.idle_since = time.monotonic()
+
+    async def _host(self, root: str) -> Any:
+        host = self._hosts.get(root)
+        if host is None:
+            host = self._hosts[root] = await self._open_host(root)
+        return host
+
+    async def _stand_in(self, host: Any, held: _Held, member: str, asker: Any, seq: int) -> StandIn:
+        """The member's log read up to ``seq`` (incrementally), as the agent the call is made for."""
+        if held.session is None:
+            header = await asyncio.to_thread(self.store.header, member)
+            if self.workspace is not None:
+                header = msgspec.structs.replace(header, cwd=str(self.workspace))
+            held.session = StandInSession(header)
+        session = held.session
+        if len(session.stored) < seq:
+            _, events = await asyncio.to_thread(self.store.read_since, member, len(session.stored))
+            session.stored.extend(events)
+        for event in session.stored[session.cut:seq]:
+            host.committed(session, event)  # the workspace tools' read ledger follows the log
+        session.cut = max(session.cut, seq)
+        return StandIn(asker.id, asker.name, asker.model, session)
+
+    async def _model(self, host: Any, held: _Held, member: str, work: ModelWork, signal: AbortSignal) -> ModelAnswer:
+        agent: Any = await self._stand_in(host, held, member, work.asker, work.seq)
+        tools = [ToolSpec(name=t.name, description=t.description, args_type=dict, result_type=Any, execute=_no_body,
+                          input_schema=t.parameters) for t in work.tools]
+        request = ModelRequest(agent=agent, system=work.system, messages=work.messages, tools=tools, signal=signal,
+                               purpose=work.purpose)
+        try:
+            return ModelAnswer(reply=dict(await host.models.complete(request)))
+        except DshError as exc:
+            return ModelAnswer(failure=Failure(exc.code, exc.message))
+
+    async def _tool(self, host: Any, held: _Held, member: str, work: ToolWork, signal: AbortSignal) -> ToolAnswer:
+        agent = await self._stand_in(host, held, member, work.asker, work.seq)
+        collected = collecting()
+        judging(work.audits)
+        result = await host.tools.execute(agent, work.call_id, work.name, work.arguments, signal,
+                                          turn=work.turn, step=work.step)
+        return ToolAnswer(result=msgspec.to_builtins(result), appends=collected)
+
+
+def audits_plugin() -> object:
+    """The plugin a worker host loads so writes are audited with the Lead's verdicts."""
+    return _AuditsPlugin()

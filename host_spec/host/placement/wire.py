@@ -1,0 +1,118 @@
+"""What a member's work looks like on the desk: one request and one answer per call, as JSON.
+
+The Lead's process and a worker share no objects, only these shapes, so each is
+a msgspec ``Struct`` with one encoder and decoder built once. A model request
+carries what an adapter reads (the rendered system prompt, the derived
+conversation, the offered tools' names, descriptions and schemas) and who asks
+(the member's id, name and model spec); a tool request carries the call as the
+model made it. The worker's answers carry the adapter's reply, or the tool's
+result message with the events the tool body recorded (a file read, a write),
+which the Lead's process appends to the member's log for it.
+
+A request also names ``seq``: the member's log is durable up to there when the
+call is posted, so the worker reads the member's history from the store up to
+exactly that point (the scripted model's position, the read ledger of the
+stale-edit guard) and never sees a later event.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+__all__ = ["Asker", "ToolDef", "ModelWork", "ToolWork", "ModelAnswer", "ToolAnswer", "Failure",
+           "encode", "decode_model_work", "decode_tool_work", "decode_model_answer", "decode_tool_answer"]
+
+
+class Asker(msgspec.Struct, frozen=True):
+    """The member a call is for: its agent id (also its session id), name and model spec."""
+
+    id: str
+    name: str
+    model: str | None = None
+
+
+class ToolDef(msgspec.Struct, frozen=True):
+    """One tool as a model sees it: its name, description and argument schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class ModelWork(msgspec.Struct, frozen=True, tag="model"):
+    """A model call: ``purpose`` is ``step`` or ``compaction``."""
+
+    asker: Asker
+    seq: int
+    system: str
+    messages: list[dict[str, Any]]
+    tools: list[ToolDef]
+    purpose: str = "step"
+
+
+class ToolWork(msgspec.Struct, frozen=True, tag="tool"):
+    """A workspace tool call with the write-scope verdicts the Team gave for its paths (by path)."""
+
+    asker: Asker
+    seq: int
+    call_id: str
+    name: str
+    arguments: str
+    turn: int
+    step: int
+    audits: dict[str, Any] | None = None
+
+
+class Failure(msgspec.Struct, frozen=True):
+    """A typed error the worker met running the call (``code`` and ``message``)."""
+
+    code: str
+    message: str
+
+
+class ModelAnswer(msgspec.Struct, frozen=True):
+    """The adapter's reply mapping, or the failure."""
+
+    reply: dict[str, Any] | None = None
+    failure: Failure | None = None
+
+
+class ToolAnswer(msgspec.Struct, frozen=True):
+    """The tool's result message (as JSON) and the ``[type, data]`` events its body recorded.
+
+    ``lost`` names the code of a call whose holder died after taking it.
+    """
+
+    result: dict[str, Any] | None = None
+    appends: list[tuple[str, Any]] = []
+    lost: str | None = None
+
+
+_encoder = msgspec.json.Encoder()
+_model_work = msgspec.json.Decoder(ModelWork)
+_tool_work = msgspec.json.Decoder(ToolWork)
+_model_answer = msgspec.json.Decoder(ModelAnswer)
+_tool_answer = msgspec.json.Decoder(ToolAnswer)
+
+
+def encode(value: Any) -> bytes:
+    """One request or answer as JSON bytes."""
+    return _encoder.encode(value)
+
+
+def decode_model_work(data: bytes) -> ModelWork:
+    return _model_work.decode(data)
+
+
+def decode_tool_work(data: bytes) -> ToolWork:
+    return _tool_work.decode(data)
+
+
+def decode_model_answer(data: bytes) -> ModelAnswer:
+    return _model_answer.decode(data)
+
+
+def decode_tool_answer(data: bytes) -> ToolAnswer:
+    return _tool_answer.decode(data)

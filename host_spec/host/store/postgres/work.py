@@ -1,0 +1,203 @@
+"""The work desk: a member's model calls and workspace tool calls, handed to workers through the store.
+
+The Lead's process writes every log of its Team (one writer, under the root's
+lease), so the Team's rules -- mail, the board, waits, interrupts, quiescence --
+stay exactly what they are in one process. What it hands out is the *work* of a
+member's turn: a model call, or a workspace tool call, each one row of
+``dsh_work`` posted after the member's log is durable up to that point. A worker
+that holds the *member's* lease (``member:<session>``, the fencing lease of
+:mod:`.leases`) takes the member's rows, runs them in its own process, and
+writes each answer back; the Lead's process reads the answer and records it in
+the member's log as if it had run the call itself.
+
+Fencing: an answer is stored only while its writer still holds the member's
+lease under the epoch it took the row with. A worker that was presumed dead and
+comes back finds the epoch moved and its answer refused
+(:meth:`WorkDesk.finish` returns ``False``). The next holder's claim
+*recovers* the rows the dead one had taken: a model call is queued again (its
+answer was never recorded, so asking again is what a cold resume does), a tool
+call is answered ``TOOL_OUTCOME_UNKNOWN`` (it may have run: never run twice).
+
+Every state change sends ``pg_notify`` on :data:`WORK_CHANNEL` with the member
+and the row's number, so neither side polls; a missed notification only delays
+(each waiter re-reads on a short timer and after every reconnect).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import attrs
+
+__all__ = ["WORK_CHANNEL", "WORK_DDL", "WorkDesk", "Taken", "member_key", "worker_key", "UNKNOWN_OUTCOME"]
+
+#: The NOTIFY channel of the desk; the payload is ``{"s": member session, "seq": row number}``.
+WORK_CHANNEL: Final = "dsh_work"
+#: The answer a recovered tool call gets: it was taken by a holder that died, so it may have run.
+UNKNOWN_OUTCOME: Final = b'{"lost": "TOOL_OUTCOME_UNKNOWN"}'
+
+WORK_DDL: Final = """
+CREATE TABLE IF NOT EXISTS dsh_work (
+    key text COLLATE "C" PRIMARY KEY,
+    n bigserial NOT NULL,
+    root text COLLATE "C" NOT NULL,
+    member text COLLATE "C" NOT NULL,
+    kind text NOT NULL,
+    request bytea NOT NULL,
+    state text NOT NULL DEFAULT 'queued',
+    holder text,
+    epoch bigint,
+    result bytea
+);
+CREATE INDEX IF NOT EXISTS dsh_work_open ON dsh_work (member, n) WHERE state IN ('queued', 'taken');
+"""
+
+
+def member_key(member: str) -> str:
+    """The lease key a worker holds while it runs ``member``'s work."""
+    return f"member:{member}"
+
+
+def worker_key(holder: str) -> str:
+    """The lease key that says worker ``holder`` is alive and takes work."""
+    return f"worker:{holder}"
+
+
+_POST = """
+WITH w AS (
+    INSERT INTO dsh_work (key, root, member, kind, request) VALUES (%(key)s, %(root)s, %(member)s, %(kind)s, %(request)s)
+    ON CONFLICT (key) DO NOTHING RETURNING n, member
+) SELECT pg_notify('dsh_work', json_build_object('s', member, 'seq', n)::text) FROM w
+"""
+_OUTCOME = """
+SELECT w.state, w.result, w.holder, l.holder IS NOT NULL AND l.epoch = w.epoch AND l.holder = w.holder
+       AND l.expires_at > now()
+FROM dsh_work w LEFT JOIN dsh_leases l ON l.key = 'member:' || w.member WHERE w.key = %s
+"""
+_WITHDRAW = """
+UPDATE dsh_work SET state = 'withdrawn' WHERE key = %(key)s AND state = ANY(%(states)s)
+RETURNING pg_notify('dsh_work', json_build_object('s', member, 'seq', n)::text)
+"""
+_LIVE_WORKERS = "SELECT count(*) FROM dsh_leases WHERE key LIKE 'worker:%' AND holder IS NOT NULL AND expires_at > now()"
+_WANTED = """
+SELECT w.member, min(w.n) FROM dsh_work w LEFT JOIN dsh_leases l ON l.key = 'member:' || w.member
+WHERE w.state IN ('queued', 'taken') AND (l.holder IS NULL OR l.expires_at < now())
+GROUP BY w.member ORDER BY min(w.n) LIMIT %s
+"""
+_RECOVER = """
+WITH requeued AS (
+    UPDATE dsh_work SET state = 'queued', holder = NULL, epoch = NULL
+    WHERE member = %(member)s AND state = 'taken' AND kind = 'model' AND epoch IS DISTINCT FROM %(epoch)s
+    RETURNING n
+), lost AS (
+    UPDATE dsh_work SET state = 'done', result = %(unknown)s
+    WHERE member = %(member)s AND state = 'taken' AND kind = 'tool' AND epoch IS DISTINCT FROM %(epoch)s
+    RETURNING n
+) SELECT pg_notify('dsh_work', json_build_object('s', %(member)s::text, 'seq', n)::text)
+FROM (SELECT n FROM requeued UNION ALL SELECT n FROM lost) r
+"""
+_TAKE = """
+UPDATE dsh_work w SET state = 'taken', holder = %(holder)s, epoch = %(epoch)s
+FROM dsh_leases l
+WHERE l.key = 'member:' || w.member AND l.holder = %(holder)s AND l.epoch = %(epoch)s AND l.expires_at > now()
+  AND w.key IN (SELECT key FROM dsh_work WHERE member = %(member)s AND state = 'queued' ORDER BY n
+                FOR UPDATE SKIP LOCKED)
+RETURNING w.key, w.n, w.root, w.kind, w.request
+"""
+_FINISH = """
+UPDATE dsh_work w SET state = 'done', result = %(result)s
+FROM dsh_leases l
+WHERE w.key = %(key)s AND w.state = 'taken' AND w.holder = %(holder)s AND w.epoch = %(epoch)s
+  AND l.key = 'member:' || w.member AND l.holder = w.holder AND l.epoch = w.epoch
+RETURNING pg_notify('dsh_work', json_build_object('s', w.member, 'seq', w.n)::text)
+"""
+_OPEN_KEYS = "SELECT key FROM dsh_work WHERE member = %s AND state = 'taken' AND holder = %s AND epoch = %s"
+
+
+@attrs.frozen
+class Taken:
+    """One row a worker took: its key, order number, Team root, kind (``model`` | ``tool``) and request."""
+
+    key: str
+    n: int
+    root: str
+    kind: str
+    request: bytes
+
+
+@attrs.frozen
+class Outcome:
+    """What the poster reads back: the row's ``state``, its ``result`` when done, and whether its holder is live."""
+
+    state: str
+    result: bytes | None
+    holder: str | None
+    holder_live: bool
+
+
+class WorkDesk:
+    """The desk's statements over one store handle's connection (see the module docstring).
+
+    Args:
+        store: A :class:`~host_spec.host.store.postgres.PostgresStore` (its ``link`` and ``leases``).
+    """
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.link = store.link
+        self.holder: str = store.holder
+
+    # ------------------------------------------------------------ the poster (the Lead's process)
+
+    def post(self, key: str, root: str, member: str, kind: str, request: bytes) -> None:
+        """Queue one call; posting the same ``key`` twice (a retried statement) queues it once."""
+        params = {"key": key, "root": root, "member": member, "kind": kind, "request": request}
+        self.link.run(lambda conn, _: conn.execute(_POST, params))
+
+    def outcome(self, key: str) -> Outcome | None:
+        """The row's state now (``None``: no such row)."""
+        row = self.link.run(lambda conn, _: conn.execute(_OUTCOME, (key,)).fetchone())
+        if row is None:
+            return None
+        return Outcome(str(row[0]), None if row[1] is None else bytes(row[1]), row[2], bool(row[3]))
+
+    def withdraw(self, key: str, *, taken_too: bool) -> bool:
+        """Take a call back (``True``: it was still queued -- or taken, with ``taken_too``)."""
+        states = ["queued", "taken"] if taken_too else ["queued"]
+        rows = self.link.run(lambda conn, _: conn.execute(_WITHDRAW, {"key": key, "states": states}).fetchall())
+        return bool(rows)
+
+    def live_workers(self) -> int:
+        """How many workers hold a live presence lease (take work) now."""
+        row = self.link.run(lambda conn, _: conn.execute(_LIVE_WORKERS).fetchone())
+        return int(row[0]) if row else 0
+
+    # ------------------------------------------------------------ the worker
+
+    def wanted(self, limit: int) -> list[str]:
+        """Members with open work and no live holder, oldest work first (at most ``limit``)."""
+        rows = self.link.run(lambda conn, _: conn.execute(_WANTED, (limit,)).fetchall())
+        return [str(row[0]) for row in rows]
+
+    def recover(self, member: str, epoch: int) -> None:
+        """After claiming ``member`` under ``epoch``: requeue its dead holder's model calls, answer its tool calls unknown."""
+        params = {"member": member, "epoch": epoch, "unknown": UNKNOWN_OUTCOME}
+        self.link.run(lambda conn, _: conn.execute(_RECOVER, params).fetchall())
+
+    def take(self, member: str, epoch: int) -> list[Taken]:
+        """Take every queued call of ``member`` (in posting order) while holding its lease under ``epoch``."""
+        params = {"member": member, "holder": self.holder, "epoch": epoch}
+        rows = self.link.run(lambda conn, _: conn.execute(_TAKE, params).fetchall())
+        taken = [Taken(str(r[0]), int(r[1]), str(r[2]), str(r[3]), bytes(r[4])) for r in rows]
+        return sorted(taken, key=lambda t: t.n)
+
+    def finish(self, key: str, epoch: int, result: bytes) -> bool:
+        """Store the answer to ``key``; ``False`` when fenced (the lease moved on) or withdrawn."""
+        params = {"key": key, "holder": self.holder, "epoch": epoch, "result": result}
+        rows = self.link.run(lambda conn, _: conn.execute(_FINISH, params).fetchall())
+        return bool(rows)
+
+    def still_mine(self, member: str, epoch: int) -> set[str]:
+        """Keys of ``member``'s calls this holder has taken under ``epoch`` and not answered (not withdrawn)."""
+        rows = self.link.run(lambda conn, _: conn.execute(_OPEN_KEYS, (member, self.holder, epoch)).fetchall())
+        return {str(row[0]) for row in rows}
