@@ -145,7 +145,10 @@ class TestWorker:
         assert worker.returncode == 0, err
         assert "is watching the store" in err and "taking over" not in err
         with psycopg.connect(url) as conn:
-            assert conn.execute("SELECT holder, epoch FROM dsh_leases").fetchall() == [(None, 1)]
+            rows = conn.execute("SELECT key, holder, epoch FROM dsh_leases WHERE key NOT LIKE 'worker:%'").fetchall()
+            assert rows == [("session-1", None, 1)]
+            # the worker's presence lease is released when it stops: Leads stop handing it work
+            assert conn.execute("SELECT holder FROM dsh_leases WHERE key LIKE 'worker:%'").fetchall() == [(None,)]
 
 
 class TestInProcess:

@@ -1,0 +1,230 @@
+"""Members of one Team on several ``dsh worker`` processes, through a real PostgreSQL server.
+
+Real subprocesses: a Lead process (``dsh run --store``) and worker processes
+(``dsh worker --store``), killed with SIGKILL or frozen with SIGSTOP where the
+test says so. The oracles: the same demo on the embedded JSONL store (the board,
+task by task, and the files the team wrote), the work desk's table (who ran
+what), and the Lead's log (each message delivered once).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from kit_postgres import shared_server
+
+from host_spec.host.store.postgres import PostgresStore
+
+from test_cli_store import board, dsh, run_demo
+
+LEASE = "2"
+#: A Lead that puts one task on the board and spawns a member whose second call is a long shell command.
+SLOW_TEAM: dict[str, Any] = {
+    "lead": [
+        {"text": "One task.", "tool_calls": [{"name": "team_task_create", "arguments": {
+            "subject": "Slow work", "description": "Run the slow command, then complete."}}]},
+        {"text": "A runner takes it.", "tool_calls": [{"name": "spawn_teammate", "arguments": {
+            "name": "runner", "description": "Runs the slow command", "context": "fresh",
+            "prompt": "Claim task-1, run the slow command, complete task-1 and tell the Lead."}}]},
+        {"when": "runner finished", "text": "The runner reported; done."},
+    ],
+    "runner": [
+        {"text": "Claiming.", "tool_calls": [{"name": "team_task_update", "arguments": {
+            "task_id": "task-1", "expected_revision": 1, "action": "claim"}}]},
+        {"text": "Running it.", "tool_calls": [{"name": "bash", "arguments": {"command": "echo started > ran.txt; sleep 60"}}]},
+        {"text": "Completing.", "tool_calls": [{"name": "team_task_update", "arguments": {
+            "task_id": "task-1", "expected_revision": 2, "action": "complete"}}]},
+        {"text": "Reporting.", "tool_calls": [{"name": "send_message", "arguments": {
+            "target": "lead", "message": "runner finished: task-1 complete"}}]},
+        {"text": "Done."},
+    ],
+}
+
+
+def _env() -> dict[str, str]:
+    variables = {key: value for key, value in os.environ.items() if key not in ("DSH_DATA_DIR", "DSH_STORE")}
+    variables["DSH_LEASE_SECONDS"] = LEASE
+    return variables
+
+
+class Workers:
+    """Worker processes of one test, each with its stderr in a file; all stopped at the end."""
+
+    def __init__(self, url: str, cwd: Path) -> None:
+        self.url, self.cwd = url, cwd
+        self.procs: list[subprocess.Popen[str]] = []
+
+    def start(self, *options: str) -> subprocess.Popen[str]:
+        err = open(self.cwd / f"worker-{len(self.procs)}.err", "w")
+        proc = subprocess.Popen([sys.executable, "-m", "host_spec.host.cli.main", "worker", "--store", self.url,
+                                 "--linger", "3", *options], cwd=self.cwd, env=_env(), text=True,
+                                stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
+        self.procs.append(proc)
+        return proc
+
+    def stderr(self, index: int) -> str:
+        return (self.cwd / f"worker-{index}.err").read_text()
+
+    def wait_present(self, count: int) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                with psycopg.connect(self.url) as conn:
+                    row = conn.execute("SELECT count(*) FROM dsh_leases WHERE key LIKE 'worker:%' "
+                                       "AND holder IS NOT NULL AND expires_at > now()").fetchone()
+            except psycopg.errors.UndefinedTable:
+                row = None  # no worker has created the tables yet
+            if row and row[0] >= count:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"{count} workers did not come up")
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Workers]:
+    url = shared_server().new_database()
+    pool = Workers(url, tmp_path)
+    yield pool
+    pool.stop()
+
+
+def _work_rows(url: str) -> list[tuple[str, str, str, str | None]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT member, kind, state, holder FROM dsh_work ORDER BY n").fetchall()
+
+
+def _bash_error(url: str) -> str | None:
+    """The error code of the runner's ``bash`` result, read from the runner's log in the store."""
+    store = PostgresStore(url)
+    try:
+        (member,) = [session for session in store.list_ids() if session != "session-1"]
+        results = [e.value() for e in store.read(member)[1] if e.type == "tool/result"]
+    finally:
+        store.close()
+    (bash,) = [result for result in results if result["name"] == "bash"]
+    return (bash.get("error") or {}).get("code")
+
+
+def _lead(url: str, cwd: Path, script: Path, workspace: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "host_spec.host.cli.main", "run", "--store", url, "--profile",
+                             "agent-teams", "--model", f"scripted:{script}", "--workspace", str(workspace), "go"],
+                            cwd=cwd, env=_env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+
+
+class TestTheDemoOnTwoWorkers:
+    def test_the_lead_and_two_workers_complete_the_demo_as_one_process_does(self, workers: Workers, tmp_path: Path) -> None:
+        workers.start("--max-members", "1")  # one member each: the two teammates land on different workers
+        workers.start("--max-members", "1")
+        workers.wait_present(2)
+        placed = run_demo(tmp_path, "placed", "--store", workers.url, env={"DSH_LEASE_SECONDS": LEASE})
+        assert placed.returncode == 0, placed.stderr
+        embedded = run_demo(tmp_path, "embedded", "--data-dir", str(tmp_path / "data"))
+        assert embedded.returncode == 0, embedded.stderr
+        show = dsh("team", "show", "--store", workers.url, "--json", cwd=tmp_path)
+        reference = dsh("team", "show", "--data-dir", str(tmp_path / "data"), "--json", cwd=tmp_path)
+        assert board(show.stdout) == board(reference.stdout)
+        assert {task["status"] for task in board(show.stdout)} == {"completed"}
+        for name in ("src/greet.py", "docs/review.md"):  # the members' tools ran on the workers, same files
+            assert (tmp_path / "placed" / name).read_text() == (tmp_path / "embedded" / name).read_text()
+        rows = _work_rows(workers.url)
+        assert rows and {state for _, _, state, _ in rows} == {"done"}
+        assert {kind for _, kind, _, _ in rows} == {"model", "tool"}
+        assert len({member for member, *_ in rows}) == 2  # both teammates; the Lead's calls ran in its process
+        holders = {holder for *_, holder in rows}
+        assert len(holders) == 2, holders  # one member on each worker
+        assert all("running member" in workers.stderr(i) for i in (0, 1))
+        transcript = PostgresStore(workers.url).read("session-1")[1]
+        assert transcript  # the Lead's log is in the store, written by the Lead's process
+
+
+class TestAWorkerDiesMidCall:
+    def test_a_killed_workers_member_is_taken_over_and_the_call_in_flight_is_unknown(
+            self, workers: Workers, tmp_path: Path) -> None:
+        script = tmp_path / "slow.json"
+        script.write_text(json.dumps(SLOW_TEAM))
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        first = workers.start()
+        workers.wait_present(1)
+        lead = _lead(workers.url, tmp_path, script, workspace)
+        try:
+            deadline = time.monotonic() + 60
+            while not (workspace / "ran.txt").exists():  # the shell command runs on the first worker
+                assert time.monotonic() < deadline and lead.poll() is None
+                time.sleep(0.05)
+            workers.start()
+            workers.wait_present(2)
+            first.send_signal(signal.SIGKILL)
+            out, err = lead.communicate(timeout=120)
+        finally:
+            if lead.poll() is None:
+                lead.kill()
+        assert lead.returncode == 0, err
+        assert _bash_error(workers.url) == "TOOL_OUTCOME_UNKNOWN"  # the call in flight: unknown, never run twice
+        assert (workspace / "ran.txt").read_text() == "started\n"
+        show = json.loads(dsh("team", "show", "--store", workers.url, "--json", cwd=tmp_path).stdout)
+        assert [(t["subject"], t["status"]) for t in show["tasks"]] == [("Slow work", "completed")]
+        rows = _work_rows(workers.url)
+        assert {state for _, _, state, _ in rows} == {"done"}
+        holders = [holder for *_, holder in rows]
+        assert len(set(holders)) == 2  # the member moved to the second worker
+        assert "running member" in workers.stderr(1)
+        lead_log = PostgresStore(workers.url).read("session-1")[1]
+        reports = [e for e in lead_log if e.type == "user/message" and "runner finished" in json.dumps(e.value())]
+        assert len(reports) == 1  # the member's report reached the Lead exactly once
+
+
+class TestAFrozenWorkerIsFenced:
+    def test_a_worker_frozen_past_its_lease_has_its_answer_refused(self, workers: Workers, tmp_path: Path) -> None:
+        script = tmp_path / "slow.json"
+        team = json.loads(json.dumps(SLOW_TEAM))
+        team["runner"][1]["tool_calls"][0]["arguments"]["command"] = "echo started >> ran.txt; sleep 4; echo late >> ran.txt"
+        script.write_text(json.dumps(team))
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        frozen = workers.start()
+        workers.wait_present(1)
+        lead = _lead(workers.url, tmp_path, script, workspace)
+        try:
+            deadline = time.monotonic() + 60
+            while not (workspace / "ran.txt").exists():
+                assert time.monotonic() < deadline and lead.poll() is None
+                time.sleep(0.05)
+            frozen.send_signal(signal.SIGSTOP)  # a frozen holder: it stops renewing, its lease expires
+            workers.start()
+            out, err = lead.communicate(timeout=120)
+            frozen.send_signal(signal.SIGCONT)  # it wakes up, its command finishes, its answer is refused
+            deadline = time.monotonic() + 30
+            while "answer_refused" not in workers.stderr(0) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            if lead.poll() is None:
+                lead.kill()
+        assert lead.returncode == 0, err
+        assert _bash_error(workers.url) == "TOOL_OUTCOME_UNKNOWN"
+        assert "answer_refused" in workers.stderr(0) or "lost the lease" in workers.stderr(0)
+        rows = _work_rows(workers.url)
+        assert {state for _, _, state, _ in rows} == {"done"}
+        stored = [(kind, holder) for _, kind, _, holder in rows if kind == "tool"]
+        assert len(stored) == 1

@@ -1,0 +1,137 @@
+"""The work desk against a real server: taking, answering, fencing, recovery and withdrawal.
+
+The oracle is the desk's own table read back through the poster's handle: a
+call has exactly one answer, and it is the rightful holder's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from kit_postgres import shared_server
+
+from host_spec.errors import SessionLockedError
+from host_spec.host.store.postgres import PostgresStore
+from host_spec.host.store.postgres.work import UNKNOWN_OUTCOME, WorkDesk, member_key, worker_key
+
+Opener = Callable[..., PostgresStore]
+
+
+@pytest.fixture
+def open_store() -> Iterator[Opener]:
+    url = shared_server().new_database()
+    opened: list[PostgresStore] = []
+
+    def make(**options: float) -> PostgresStore:
+        store = PostgresStore(url, **{"lease_seconds": 30.0, "retry_seconds": 5.0, **options})
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+
+
+def _claim(store: PostgresStore, member: str) -> tuple[WorkDesk, int]:
+    desk = WorkDesk(store)
+    epoch = store.leases.acquire(member_key(member), member)
+    desk.recover(member, epoch)
+    return desk, epoch
+
+
+def _expire(store: PostgresStore) -> None:
+    """Freeze ``store`` as a holder: it stops renewing, and its leases run out."""
+    store.leases.close()
+    time.sleep(store.leases.lease_seconds + 0.2)
+
+
+class TestPostingAndAnswering:
+    def test_a_holder_takes_calls_in_posting_order_and_its_answers_reach_the_poster(self, open_store: Opener) -> None:
+        lead, worker = open_store(), open_store()
+        poster = WorkDesk(lead)
+        for number in range(3):
+            poster.post(f"k{number}", "root", "m1", "model", b'{"n": %d}' % number)
+        poster.post("k0", "root", "m1", "model", b"again")  # a retried post queues nothing new
+        assert WorkDesk(worker).wanted(10) == ["m1"]
+        desk, epoch = _claim(worker, "m1")
+        taken = desk.take("m1", epoch)
+        assert [t.key for t in taken] == ["k0", "k1", "k2"] and taken[0].request == b'{"n": 0}'
+        assert desk.take("m1", epoch) == []  # each call is taken once
+        assert WorkDesk(worker).wanted(10) == []  # a held member is not wanted
+        outcome = poster.outcome("k1")
+        assert outcome is not None and outcome.state == "taken" and outcome.holder_live
+        assert desk.finish("k1", epoch, b"answer")
+        done = poster.outcome("k1")
+        assert done is not None and (done.state, done.result) == ("done", b"answer")
+        assert not desk.finish("k1", epoch, b"twice")  # answered once
+        assert poster.outcome("k1").result == b"answer"  # type: ignore[union-attr]
+        assert poster.outcome("nope") is None
+
+    def test_only_the_lease_holder_takes_a_members_calls(self, open_store: Opener) -> None:
+        lead, holder, other = open_store(), open_store(), open_store()
+        WorkDesk(lead).post("k", "root", "m1", "tool", b"{}")
+        desk, epoch = _claim(holder, "m1")
+        with pytest.raises(SessionLockedError):
+            other.leases.acquire(member_key("m1"), "m1")
+        assert WorkDesk(other).take("m1", epoch) == []  # the epoch is not the other's to use
+        assert [t.key for t in desk.take("m1", epoch)] == ["k"]
+
+    def test_live_workers_are_counted_by_their_presence_leases(self, open_store: Opener) -> None:
+        lead, worker = open_store(), open_store(lease_seconds=0.5)
+        assert WorkDesk(lead).live_workers() == 0
+        worker.leases.acquire(worker_key(worker.holder), worker.holder)
+        assert WorkDesk(lead).live_workers() == 1
+        worker.leases.release(worker_key(worker.holder))
+        assert WorkDesk(lead).live_workers() == 0
+
+
+class TestFencing:
+    def test_a_frozen_holders_answer_is_refused_and_its_calls_are_recovered(self, open_store: Opener) -> None:
+        lead, stale, fresh = open_store(), open_store(lease_seconds=0.6), open_store()
+        poster = WorkDesk(lead)
+        poster.post("model-call", "root", "m1", "model", b"m")
+        poster.post("tool-call", "root", "m1", "tool", b"t")
+        desk, epoch = _claim(stale, "m1")
+        assert len(desk.take("m1", epoch)) == 2
+        _expire(stale)
+        outcome = poster.outcome("tool-call")
+        assert outcome is not None and outcome.state == "taken" and not outcome.holder_live
+        assert WorkDesk(fresh).wanted(10) == ["m1"]  # taken by a dead holder: wanted again
+        new_desk, new_epoch = _claim(fresh, "m1")
+        assert new_epoch == epoch + 1
+        # the model call is asked again, the tool call may have run: it is answered unknown
+        assert poster.outcome("tool-call").result == UNKNOWN_OUTCOME  # type: ignore[union-attr]
+        assert [t.key for t in new_desk.take("m1", new_epoch)] == ["model-call"]
+        assert not desk.finish("model-call", epoch, b"stale")  # the frozen holder comes back: fenced
+        assert not desk.finish("tool-call", epoch, b"stale")
+        assert new_desk.finish("model-call", new_epoch, b"fresh")
+        assert poster.outcome("model-call").result == b"fresh"  # type: ignore[union-attr]
+        assert poster.outcome("tool-call").result == UNKNOWN_OUTCOME  # type: ignore[union-attr]
+
+    def test_a_claim_recovers_only_what_an_older_epoch_took(self, open_store: Opener) -> None:
+        lead, worker = open_store(), open_store()
+        WorkDesk(lead).post("k", "root", "m1", "tool", b"t")
+        desk, epoch = _claim(worker, "m1")
+        desk.take("m1", epoch)
+        desk.recover("m1", epoch)  # its own calls stay its own
+        assert desk.still_mine("m1", epoch) == {"k"}
+        assert desk.finish("k", epoch, b"ok")
+
+
+class TestWithdrawal:
+    def test_a_withdrawn_call_is_not_taken_and_its_late_answer_is_dropped(self, open_store: Opener) -> None:
+        lead, worker = open_store(), open_store()
+        poster = WorkDesk(lead)
+        poster.post("queued", "root", "m1", "model", b"q")
+        assert poster.withdraw("queued", taken_too=False)
+        desk, epoch = _claim(worker, "m1")
+        assert desk.take("m1", epoch) == []
+        poster.post("running", "root", "m1", "tool", b"r")
+        desk.take("m1", epoch)
+        assert not poster.withdraw("running", taken_too=False)  # taken: only an interrupt takes it back
+        assert poster.withdraw("running", taken_too=True)
+        assert desk.still_mine("m1", epoch) == set()  # the holder sees it withdrawn and aborts it
+        assert not desk.finish("running", epoch, b"late")
+        assert poster.outcome("running").state == "withdrawn"  # type: ignore[union-attr]
