@@ -56,9 +56,10 @@ class TestPostingAndAnswering:
         poster.post("k0", "root", "m1", "model", b"again")  # a retried post queues nothing new
         assert WorkDesk(worker).wanted(10) == ["m1"]
         desk, epoch = _claim(worker, "m1")
-        taken = desk.take("m1", epoch)
+        taken = desk.take({"m1": epoch})
         assert [t.key for t in taken] == ["k0", "k1", "k2"] and taken[0].request == b'{"n": 0}'
-        assert desk.take("m1", epoch) == []  # each call is taken once
+        assert desk.take({"m1": epoch}) == []  # each call is taken once
+        assert desk.take({}) == []
         assert WorkDesk(worker).wanted(10) == []  # a held member is not wanted
         outcome = poster.outcome("k1")
         assert outcome is not None and outcome.state == "taken" and outcome.holder_live
@@ -69,14 +70,25 @@ class TestPostingAndAnswering:
         assert poster.outcome("k1").result == b"answer"  # type: ignore[union-attr]
         assert poster.outcome("nope") is None
 
+    def test_one_take_serves_every_held_member_and_says_whose_each_call_is(self, open_store: Opener) -> None:
+        lead, worker = open_store(), open_store()
+        for member in ("m1", "m2", "m3"):
+            WorkDesk(lead).post(f"{member}-call", "root", member, "model", b"{}")
+        desk, first = _claim(worker, "m1")
+        _, second = _claim(worker, "m2")
+        taken = desk.take({"m1": first, "m2": second, "m3": 7})  # m3's lease is not held: nothing of it
+        assert [(t.member, t.key) for t in taken] == [("m1", "m1-call"), ("m2", "m2-call")]
+        assert desk.still_mine({"m1": first, "m2": second}) == {"m1-call", "m2-call"}
+        assert desk.still_mine({"m1": first + 1}) == set()
+
     def test_only_the_lease_holder_takes_a_members_calls(self, open_store: Opener) -> None:
         lead, holder, other = open_store(), open_store(), open_store()
         WorkDesk(lead).post("k", "root", "m1", "tool", b"{}")
         desk, epoch = _claim(holder, "m1")
         with pytest.raises(SessionLockedError):
             other.leases.acquire(member_key("m1"), "m1")
-        assert WorkDesk(other).take("m1", epoch) == []  # the epoch is not the other's to use
-        assert [t.key for t in desk.take("m1", epoch)] == ["k"]
+        assert WorkDesk(other).take({"m1": epoch}) == []  # the epoch is not the other's to use
+        assert [t.key for t in desk.take({"m1": epoch})] == ["k"]
 
     def test_live_workers_are_counted_by_their_presence_leases(self, open_store: Opener) -> None:
         lead, worker = open_store(), open_store(lease_seconds=0.5)
@@ -94,7 +106,7 @@ class TestFencing:
         poster.post("model-call", "root", "m1", "model", b"m")
         poster.post("tool-call", "root", "m1", "tool", b"t")
         desk, epoch = _claim(stale, "m1")
-        assert len(desk.take("m1", epoch)) == 2
+        assert len(desk.take({"m1": epoch})) == 2
         _expire(stale)
         outcome = poster.outcome("tool-call")
         assert outcome is not None and outcome.state == "taken" and not outcome.holder_live
@@ -103,7 +115,7 @@ class TestFencing:
         assert new_epoch == epoch + 1
         # the model call is asked again, the tool call may have run: it is answered unknown
         assert poster.outcome("tool-call").result == UNKNOWN_OUTCOME  # type: ignore[union-attr]
-        assert [t.key for t in new_desk.take("m1", new_epoch)] == ["model-call"]
+        assert [t.key for t in new_desk.take({"m1": new_epoch})] == ["model-call"]
         assert not desk.finish("model-call", epoch, b"stale")  # the frozen holder comes back: fenced
         assert not desk.finish("tool-call", epoch, b"stale")
         assert new_desk.finish("model-call", new_epoch, b"fresh")
@@ -114,9 +126,9 @@ class TestFencing:
         lead, worker = open_store(), open_store()
         WorkDesk(lead).post("k", "root", "m1", "tool", b"t")
         desk, epoch = _claim(worker, "m1")
-        desk.take("m1", epoch)
+        desk.take({"m1": epoch})
         desk.recover("m1", epoch)  # its own calls stay its own
-        assert desk.still_mine("m1", epoch) == {"k"}
+        assert desk.still_mine({"m1": epoch}) == {"k"}
         assert desk.finish("k", epoch, b"ok")
 
 
@@ -127,11 +139,11 @@ class TestWithdrawal:
         poster.post("queued", "root", "m1", "model", b"q")
         assert poster.withdraw("queued", taken_too=False)
         desk, epoch = _claim(worker, "m1")
-        assert desk.take("m1", epoch) == []
+        assert desk.take({"m1": epoch}) == []
         poster.post("running", "root", "m1", "tool", b"r")
-        desk.take("m1", epoch)
+        desk.take({"m1": epoch})
         assert not poster.withdraw("running", taken_too=False)  # taken: only an interrupt takes it back
         assert poster.withdraw("running", taken_too=True)
-        assert desk.still_mine("m1", epoch) == set()  # the holder sees it withdrawn and aborts it
+        assert desk.still_mine({"m1": epoch}) == set()  # the holder sees it withdrawn and aborts it
         assert not desk.finish("running", epoch, b"late")
         assert poster.outcome("running").state == "withdrawn"  # type: ignore[union-attr]

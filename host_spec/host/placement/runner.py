@@ -145,39 +145,47 @@ class MemberRunner:
                 for _, signal in held.running.values():
                     signal.abort("fenced")
                 del self.held[member]
-                continue
-            if held.running:
-                mine = await asyncio.to_thread(self.desk.still_mine, member, held.epoch)
-                for key, (_, signal) in held.running.items():
+        busy = {member: held.epoch for member, held in self.held.items() if held.running}
+        if busy:  # a call the Lead withdrew (its member was interrupted) is aborted here
+            mine = await asyncio.to_thread(self.desk.still_mine, busy)
+            for member in busy:
+                for key, (_, signal) in self.held[member].running.items():
                     if key not in mine and not signal.aborted:
                         signal.abort("withdrawn")
-            await self._take(member, held)
+        await self._take()
+        for member, held in list(self.held.items()):
             if not held.running and now - held.idle_since >= self.linger_seconds:
                 self._let_go(member)
         room = self.max_members - len(self.held)
         if room > 0:
-            for member in await asyncio.to_thread(self.desk.wanted, room):
-                await self._claim(member)
+            claimed = [member for member in await asyncio.to_thread(self.desk.wanted, room) if await self._claim(member)]
+            if claimed:
+                await self._take()
 
-    async def _claim(self, member: str) -> None:
+    async def _claim(self, member: str) -> bool:
         lease = member_key(member)
         try:
             epoch = await asyncio.to_thread(self.store.leases.acquire, lease, member)
         except SessionLockedError:
-            return  # another worker claimed it first
+            return False  # another worker claimed it first
         await asyncio.to_thread(self.desk.recover, member, epoch)
-        self.held[member] = held = _Held(epoch, time.monotonic())
+        self.held[member] = _Held(epoch, time.monotonic())
         self._say(f"running member {member} (lease epoch {epoch})")
-        await self._take(member, held)
+        return True
 
     def _let_go(self, member: str) -> None:
         self.held.pop(member, None)
         self.store.leases.release(member_key(member))
 
-    async def _take(self, member: str, held: _Held) -> None:
-        for taken in await asyncio.to_thread(self.desk.take, member, held.epoch):
+    async def _take(self) -> None:
+        """Take every queued call of every held member (one statement) and start running each."""
+        epochs = {member: held.epoch for member, held in self.held.items()}
+        for taken in await asyncio.to_thread(self.desk.take, epochs):
+            held = self.held.get(taken.member)
+            if held is None:  # pragma: no cover - taken under a lease this round has just dropped
+                continue
             signal = AbortSignal()
-            task = asyncio.create_task(self._execute(member, held, taken, signal))
+            task = asyncio.create_task(self._execute(taken.member, held, taken, signal))
             held.running[taken.key] = (task, signal)
             held.idle_since = time.monotonic()
 

@@ -18,6 +18,9 @@ comes back finds the epoch moved and its answer refused
 answer was never recorded, so asking again is what a cold resume does), a tool
 call is answered ``TOOL_OUTCOME_UNKNOWN`` (it may have run: never run twice).
 
+Each row keeps when it was posted, taken and answered (the server's clock), so an
+operator can see how long calls wait for a worker.
+
 Every state change sends ``pg_notify`` on :data:`WORK_CHANNEL` with the member
 and the row's number, so neither side polls; a missed notification only delays
 (each waiter re-reads on a short timer and after every reconnect).
@@ -47,7 +50,10 @@ CREATE TABLE IF NOT EXISTS dsh_work (
     state text NOT NULL DEFAULT 'queued',
     holder text,
     epoch bigint,
-    result bytea
+    result bytea,
+    posted_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    taken_at timestamptz,
+    answered_at timestamptz
 );
 CREATE INDEX IF NOT EXISTS dsh_work_open ON dsh_work (member, n) WHERE state IN ('queued', 'taken');
 """
@@ -97,27 +103,32 @@ WITH requeued AS (
 FROM (SELECT n FROM requeued UNION ALL SELECT n FROM lost) r
 """
 _TAKE = """
-UPDATE dsh_work w SET state = 'taken', holder = %(holder)s, epoch = %(epoch)s
-FROM dsh_leases l
-WHERE l.key = 'member:' || w.member AND l.holder = %(holder)s AND l.epoch = %(epoch)s AND l.expires_at > now()
-  AND w.key IN (SELECT key FROM dsh_work WHERE member = %(member)s AND state = 'queued' ORDER BY n
+UPDATE dsh_work w SET state = 'taken', holder = %(holder)s, epoch = h.epoch, taken_at = clock_timestamp()
+FROM unnest(%(members)s::text[], %(epochs)s::bigint[]) AS h(member, epoch), dsh_leases l
+WHERE w.member = h.member AND l.key = 'member:' || h.member AND l.holder = %(holder)s AND l.epoch = h.epoch
+  AND l.expires_at > now()
+  AND w.key IN (SELECT key FROM dsh_work WHERE member = ANY(%(members)s::text[]) AND state = 'queued'
                 FOR UPDATE SKIP LOCKED)
-RETURNING w.key, w.n, w.root, w.kind, w.request
+RETURNING w.member, w.key, w.n, w.root, w.kind, w.request
 """
 _FINISH = """
-UPDATE dsh_work w SET state = 'done', result = %(result)s
+UPDATE dsh_work w SET state = 'done', result = %(result)s, answered_at = clock_timestamp()
 FROM dsh_leases l
 WHERE w.key = %(key)s AND w.state = 'taken' AND w.holder = %(holder)s AND w.epoch = %(epoch)s
   AND l.key = 'member:' || w.member AND l.holder = w.holder AND l.epoch = w.epoch
 RETURNING pg_notify('dsh_work', json_build_object('s', w.member, 'seq', w.n)::text)
 """
-_OPEN_KEYS = "SELECT key FROM dsh_work WHERE member = %s AND state = 'taken' AND holder = %s AND epoch = %s"
+_OPEN_KEYS = """
+SELECT w.key FROM dsh_work w JOIN unnest(%(members)s::text[], %(epochs)s::bigint[]) AS h(member, epoch)
+ON w.member = h.member AND w.epoch = h.epoch WHERE w.state = 'taken' AND w.holder = %(holder)s
+"""
 
 
 @attrs.frozen
 class Taken:
-    """One row a worker took: its key, order number, Team root, kind (``model`` | ``tool``) and request."""
+    """One row a worker took: its member, key, order number, Team root, kind (``model`` | ``tool``) and request."""
 
+    member: str
     key: str
     n: int
     root: str
@@ -184,11 +195,16 @@ class WorkDesk:
         params = {"member": member, "epoch": epoch, "unknown": UNKNOWN_OUTCOME}
         self.link.run(lambda conn, _: conn.execute(_RECOVER, params).fetchall())
 
-    def take(self, member: str, epoch: int) -> list[Taken]:
-        """Take every queued call of ``member`` (in posting order) while holding its lease under ``epoch``."""
-        params = {"member": member, "holder": self.holder, "epoch": epoch}
+    def take(self, held: dict[str, int]) -> list[Taken]:
+        """Take every queued call of the members in ``held`` (member -> the epoch this holder has its lease under).
+
+        One statement for all of them; the calls come back in posting order.
+        """
+        if not held:
+            return []
+        params = {"members": list(held), "epochs": list(held.values()), "holder": self.holder}
         rows = self.link.run(lambda conn, _: conn.execute(_TAKE, params).fetchall())
-        taken = [Taken(str(r[0]), int(r[1]), str(r[2]), str(r[3]), bytes(r[4])) for r in rows]
+        taken = [Taken(str(r[0]), str(r[1]), int(r[2]), str(r[3]), str(r[4]), bytes(r[5])) for r in rows]
         return sorted(taken, key=lambda t: t.n)
 
     def finish(self, key: str, epoch: int, result: bytes) -> bool:
@@ -197,7 +213,8 @@ class WorkDesk:
         rows = self.link.run(lambda conn, _: conn.execute(_FINISH, params).fetchall())
         return bool(rows)
 
-    def still_mine(self, member: str, epoch: int) -> set[str]:
-        """Keys of ``member``'s calls this holder has taken under ``epoch`` and not answered (not withdrawn)."""
-        rows = self.link.run(lambda conn, _: conn.execute(_OPEN_KEYS, (member, self.holder, epoch)).fetchall())
+    def still_mine(self, held: dict[str, int]) -> set[str]:
+        """Keys of the calls this holder took for ``held``'s members (under those epochs), unanswered and not withdrawn."""
+        params = {"members": list(held), "epochs": list(held.values()), "holder": self.holder}
+        rows = self.link.run(lambda conn, _: conn.execute(_OPEN_KEYS, params).fetchall())
         return {str(row[0]) for row in rows}
