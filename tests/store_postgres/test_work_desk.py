@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
+import psycopg
 import pytest
 from kit_postgres import shared_server
 
 from host_spec.errors import SessionLockedError
+from host_spec.host.app import Host
+from host_spec.host.models.scripted import ScriptedModel
 from host_spec.host.store.postgres import PostgresStore
 from host_spec.host.store.postgres.work import UNKNOWN_OUTCOME, WorkDesk, member_key, worker_key
 
@@ -147,3 +151,43 @@ class TestWithdrawal:
         assert desk.still_mine({"m1": epoch}) == set()  # the holder sees it withdrawn and aborts it
         assert not desk.finish("running", epoch, b"late")
         assert poster.outcome("running").state == "withdrawn"  # type: ignore[union-attr]
+
+
+class TestLayout:
+    def test_a_layout_one_database_gets_the_desk_on_first_use(self, open_store: Opener) -> None:
+        first = open_store()
+        assert first.exists("nothing") is False  # creates the current layout
+        with psycopg.connect(first.url) as conn:
+            conn.execute("DROP TABLE dsh_work")
+            conn.execute("DELETE FROM dsh_schema")
+            conn.execute("INSERT INTO dsh_schema (version) VALUES (1)")
+        upgraded = PostgresStore(first.url)
+        try:
+            WorkDesk(upgraded).post("k", "root", "m1", "model", b"{}")
+            assert WorkDesk(upgraded).outcome("k").state == "queued"  # type: ignore[union-attr]
+        finally:
+            upgraded.close()
+        with psycopg.connect(first.url) as conn:
+            assert conn.execute("SELECT max(version) FROM dsh_schema").fetchone() == (2,)
+
+
+class TestRunHere:
+    async def test_a_call_no_worker_takes_runs_in_the_leads_process(self, open_store: Opener, tmp_path: Any) -> None:
+        url = open_store().url
+        silent = open_store()  # a worker that is alive but never takes anything (every worker full)
+        silent.leases.acquire(worker_key(silent.holder), silent.holder)
+        script = {"lead": [{"tool_calls": [{"name": "spawn_teammate", "arguments": {
+            "name": "m", "description": "d", "context": "fresh", "prompt": "p"}}]}, {"text": "spawned"}],
+                  "m": [{"text": "member done"}]}
+        host = await Host.open(url, "agent-teams", ScriptedModel.from_mapping(script))
+        try:
+            await host.run("go", cwd=str(tmp_path))
+        finally:
+            await host.close()
+        with psycopg.connect(url) as conn:
+            rows = conn.execute("SELECT kind, state FROM dsh_work").fetchall()
+        assert rows and set(rows) == {("model", "withdrawn")}  # posted, not taken, taken back, run here
+        store = open_store()
+        (member,) = [s for s in store.list_ids() if s != "session-1"]
+        texts = [e.value() for e in store.read(member)[1] if e.type == "assistant/message"]
+        assert any(block.get("text") == "member done" for message in texts for block in message["content"])
