@@ -51,23 +51,23 @@ SLOW_TEAM: dict[str, Any] = {
 }
 
 
-def _env() -> dict[str, str]:
+def _env(lease: str = LEASE) -> dict[str, str]:
     variables = {key: value for key, value in os.environ.items() if key not in ("DSH_DATA_DIR", "DSH_STORE")}
-    variables["DSH_LEASE_SECONDS"] = LEASE
+    variables["DSH_LEASE_SECONDS"] = lease
     return variables
 
 
 class Workers:
     """Worker processes of one test, each with its stderr in a file; all stopped at the end."""
 
-    def __init__(self, url: str, cwd: Path) -> None:
-        self.url, self.cwd = url, cwd
+    def __init__(self, url: str, cwd: Path, lease: str = LEASE) -> None:
+        self.url, self.cwd, self.lease = url, cwd, lease
         self.procs: list[subprocess.Popen[str]] = []
 
     def start(self, *options: str) -> subprocess.Popen[str]:
         err = open(self.cwd / f"worker-{len(self.procs)}.err", "w")
         proc = subprocess.Popen([sys.executable, "-m", "host_spec.host.cli.main", "worker", "--store", self.url,
-                                 "--linger", "3", *options], cwd=self.cwd, env=_env(), text=True,
+                                 "--linger", "3", *options], cwd=self.cwd, env=_env(self.lease), text=True,
                                 stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
         self.procs.append(proc)
         return proc
@@ -109,12 +109,12 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
     pool.stop()
 
 
-def _work_rows(url: str) -> list[tuple[str, str, str, str | None]]:
+def work_rows(url: str) -> list[tuple[str, str, str, str | None]]:
     with psycopg.connect(url) as conn:
         return conn.execute("SELECT member, kind, state, holder FROM dsh_work ORDER BY n").fetchall()
 
 
-def _bash_error(url: str) -> str | None:
+def bash_error(url: str) -> str | None:
     """The error code of the runner's ``bash`` result, read from the runner's log in the store."""
     store = PostgresStore(url)
     try:
@@ -126,10 +126,10 @@ def _bash_error(url: str) -> str | None:
     return (bash.get("error") or {}).get("code")
 
 
-def _lead(url: str, cwd: Path, script: Path, workspace: Path) -> subprocess.Popen[str]:
+def start_lead(url: str, cwd: Path, script: Path, workspace: Path, lease: str = LEASE) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "host_spec.host.cli.main", "run", "--store", url, "--profile",
                              "agent-teams", "--model", f"scripted:{script}", "--workspace", str(workspace), "go"],
-                            cwd=cwd, env=_env(), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+                            cwd=cwd, env=_env(lease), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
 
 
 class TestTheDemoOnTwoWorkers:
@@ -147,7 +147,7 @@ class TestTheDemoOnTwoWorkers:
         assert {task["status"] for task in board(show.stdout)} == {"completed"}
         for name in ("src/greet.py", "docs/review.md"):  # the members' tools ran on the workers, same files
             assert (tmp_path / "placed" / name).read_text() == (tmp_path / "embedded" / name).read_text()
-        rows = _work_rows(workers.url)
+        rows = work_rows(workers.url)
         assert rows and {state for _, _, state, _ in rows} == {"done"}
         assert {kind for _, kind, _, _ in rows} == {"model", "tool"}
         assert len({member for member, *_ in rows}) == 2  # both teammates; the Lead's calls ran in its process
@@ -167,7 +167,7 @@ class TestAWorkerDiesMidCall:
         workspace.mkdir()
         first = workers.start()
         workers.wait_present(1)
-        lead = _lead(workers.url, tmp_path, script, workspace)
+        lead = start_lead(workers.url, tmp_path, script, workspace)
         try:
             deadline = time.monotonic() + 60
             while not (workspace / "ran.txt").exists():  # the shell command runs on the first worker
@@ -181,11 +181,11 @@ class TestAWorkerDiesMidCall:
             if lead.poll() is None:
                 lead.kill()
         assert lead.returncode == 0, err
-        assert _bash_error(workers.url) == "TOOL_OUTCOME_UNKNOWN"  # the call in flight: unknown, never run twice
+        assert bash_error(workers.url) == "TOOL_OUTCOME_UNKNOWN"  # the call in flight: unknown, never run twice
         assert (workspace / "ran.txt").read_text() == "started\n"
         show = json.loads(dsh("team", "show", "--store", workers.url, "--json", cwd=tmp_path).stdout)
         assert [(t["subject"], t["status"]) for t in show["tasks"]] == [("Slow work", "completed")]
-        rows = _work_rows(workers.url)
+        rows = work_rows(workers.url)
         assert {state for _, _, state, _ in rows} == {"done"}
         holders = [holder for *_, holder in rows]
         assert len(set(holders)) == 2  # the member moved to the second worker
@@ -205,7 +205,7 @@ class TestAFrozenWorkerIsFenced:
         workspace.mkdir()
         frozen = workers.start()
         workers.wait_present(1)
-        lead = _lead(workers.url, tmp_path, script, workspace)
+        lead = start_lead(workers.url, tmp_path, script, workspace)
         try:
             deadline = time.monotonic() + 60
             while not (workspace / "ran.txt").exists():
@@ -222,9 +222,49 @@ class TestAFrozenWorkerIsFenced:
             if lead.poll() is None:
                 lead.kill()
         assert lead.returncode == 0, err
-        assert _bash_error(workers.url) == "TOOL_OUTCOME_UNKNOWN"
+        assert bash_error(workers.url) == "TOOL_OUTCOME_UNKNOWN"
         assert "answer_refused" in workers.stderr(0) or "lost the lease" in workers.stderr(0)
-        rows = _work_rows(workers.url)
+        rows = work_rows(workers.url)
         assert {state for _, _, state, _ in rows} == {"done"}
         stored = [(kind, holder) for _, kind, _, holder in rows if kind == "tool"]
         assert len(stored) == 1
+
+
+class TestTheLeadInterruptsAMemberOnAWorker:
+    def test_the_call_in_flight_is_withdrawn_and_its_command_killed_on_the_worker(
+            self, workers: Workers, tmp_path: Path) -> None:
+        marker = "sleep 41.7"  # a command line no other process has
+        team = {
+            "lead": [
+                {"text": "A runner.", "tool_calls": [{"name": "spawn_teammate", "arguments": {
+                    "name": "runner", "description": "runs", "context": "fresh", "prompt": "run it"}}]},
+                {"text": "Letting it start.", "tool_calls": [{"name": "bash", "arguments": {
+                    "command": "while [ ! -e ran.txt ]; do sleep 0.05; done"}}]},
+                {"text": "Stopping it.", "tool_calls": [{"name": "interrupt_agent", "arguments": {"target": "runner"}}]},
+                {"text": "Stopped."},
+            ],
+            "runner": [
+                {"text": "Running.", "tool_calls": [{"name": "bash", "arguments": {
+                    "command": f"echo started > ran.txt; {marker}; echo finished >> ran.txt"}}]},
+                {"text": "Done."},
+            ],
+        }
+        script = tmp_path / "interrupt.json"
+        script.write_text(json.dumps(team))
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        workers.start()
+        workers.wait_present(1)
+        started = time.monotonic()
+        lead = start_lead(workers.url, tmp_path, script, workspace)
+        out, err = lead.communicate(timeout=120)
+        assert lead.returncode == 0, err
+        assert time.monotonic() - started < 30  # the 41.7 s command did not run to its end
+        assert bash_error(workers.url) == "ABORTED"
+        rows = work_rows(workers.url)
+        assert ("tool", "withdrawn") in {(kind, state) for _, kind, state, _ in rows}
+        deadline = time.monotonic() + 10
+        while subprocess.run(["pgrep", "-f", marker], capture_output=True).returncode == 0:
+            assert time.monotonic() < deadline, "the worker did not kill the interrupted command"
+            time.sleep(0.1)
+        assert (workspace / "ran.txt").read_text() == "started\n"
