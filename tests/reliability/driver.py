@@ -81,6 +81,7 @@ def run_parts(plan: dict[str, int | None], scratch: Path, report: Callable[[Figu
     server = None
     if shared_points:
         from kit_postgres import PostgresServer
+        from shared_members import member_takeovers
         from shared_store import SharedStoreDemo, fenced_stale_processes, outages, takeovers, worker_takeovers
 
         server = PostgresServer()
@@ -93,6 +94,7 @@ def run_parts(plan: dict[str, int | None], scratch: Path, report: Callable[[Figu
             lambda: fenced_stale_processes(shared, events[: max(1, len(events) // 2)]),
             lambda: outages(shared, events[: max(1, len(events) // 2)]),
             lambda: worker_takeovers(shared, points[: max(1, len(points) // 2)])[0],
+            lambda: member_takeovers(shared, [3 * (index + 1) for index in range(int(shared_points))])[0],
         ]
     results = []
     try:

@@ -9,6 +9,7 @@ import pytest
 from kit_postgres import PostgresServer
 
 from crash_sweep import Demo, spread
+from shared_members import member_takeovers
 from shared_store import SharedStoreDemo, fenced_stale_processes, outages, takeovers, worker_takeovers
 
 pytestmark = pytest.mark.slow
@@ -48,3 +49,10 @@ def test_two_workers_take_a_team_over_twice(shared: SharedStoreDemo) -> None:
     total, _ = shared.clean()
     figures, kills = worker_takeovers(shared, [max(2, total // 4)])
     assert figures.attempted == 1 and figures.violations == [] and kills == 1
+
+
+@pytest.mark.timeout_s(300)
+def test_a_worker_killed_while_running_a_member_is_replaced(shared: SharedStoreDemo) -> None:
+    """Three processes: a Lead and two workers running its members; one worker dies mid-run; the Team finishes."""
+    figures, kills = member_takeovers(shared, [6, 14])
+    assert figures.attempted == 2 and figures.violations == [] and kills == 2
