@@ -11,7 +11,7 @@ process after the grace time. The Lead must finish.
 What must hold: the Lead exits 0; the checks of :func:`exactly_once.violations`
 on the database (every accepted message delivered exactly once, contiguous seqs,
 no tool call twice, nobody left provisioning); every call on the desk answered
-or withdrawn, none left queued or taken; the board equal to the uncrashed run's.
+and collected by the Lead, or withdrawn; none left queued, taken or uncollected; the board equal to the uncrashed run's.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _present(url: str) -> int:
 
 def _victim(rows: Sequence[tuple[str, str | None]]) -> str | None:
     taken = [holder for state, holder in rows if state == "taken"]
-    answered = [holder for state, holder in rows if state == "done"]
+    answered = [holder for state, holder in rows if state in ("done", "settled")]
     return (taken or answered or [None])[0]
 
 
@@ -75,7 +75,7 @@ def member_takeovers(shared: SharedStoreDemo, points: Sequence[int]) -> tuple[Fi
             while _present(url) < 2 and time.monotonic() < deadline:
                 time.sleep(0.05)
             lead = shared.start(url)
-            while lead.poll() is None and sum(state == "done" for state, _ in _desk(url)) < point:
+            while lead.poll() is None and sum(state in ("done", "settled") for state, _ in _desk(url)) < point:
                 time.sleep(0.005)
             holder = _victim(_desk(url))
             pid = int(str(holder).split(":")[1]) if holder is not None else None
@@ -91,7 +91,7 @@ def member_takeovers(shared: SharedStoreDemo, points: Sequence[int]) -> tuple[Fi
                 problems.append("the Lead never finished")
             if lead.returncode != 0:
                 problems.append(f"the Lead exited {lead.returncode}: {err.strip()[-400:]}")
-            left = sorted({state for state, _ in _desk(url)} - {"done", "withdrawn"})
+            left = sorted({state for state, _ in _desk(url)} - {"settled", "withdrawn"})
             if left:
                 problems.append(f"calls left on the desk: {left}")
             problems += shared.checks(url)

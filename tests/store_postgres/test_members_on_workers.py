@@ -148,7 +148,7 @@ class TestTheDemoOnTwoWorkers:
         for name in ("src/greet.py", "docs/review.md"):  # the members' tools ran on the workers, same files
             assert (tmp_path / "placed" / name).read_text() == (tmp_path / "embedded" / name).read_text()
         rows = work_rows(workers.url)
-        assert rows and {state for _, _, state, _ in rows} == {"done"}
+        assert rows and {state for _, _, state, _ in rows} == {"settled"}
         assert {kind for _, kind, _, _ in rows} == {"model", "tool"}
         assert len({member for member, *_ in rows}) == 2  # both teammates; the Lead's calls ran in its process
         holders = {holder for *_, holder in rows}
@@ -186,7 +186,7 @@ class TestAWorkerDiesMidCall:
         show = json.loads(dsh("team", "show", "--store", workers.url, "--json", cwd=tmp_path).stdout)
         assert [(t["subject"], t["status"]) for t in show["tasks"]] == [("Slow work", "completed")]
         rows = work_rows(workers.url)
-        assert {state for _, _, state, _ in rows} == {"done"}
+        assert {state for _, _, state, _ in rows} == {"settled"}
         holders = [holder for *_, holder in rows]
         assert len(set(holders)) == 2  # the member moved to the second worker
         assert "running member" in workers.stderr(1)
@@ -225,7 +225,7 @@ class TestAFrozenWorkerIsFenced:
         assert bash_error(workers.url) == "TOOL_OUTCOME_UNKNOWN"
         assert "answer_refused" in workers.stderr(0) or "lost the lease" in workers.stderr(0)
         rows = work_rows(workers.url)
-        assert {state for _, _, state, _ in rows} == {"done"}
+        assert {state for _, _, state, _ in rows} == {"settled"}
         stored = [(kind, holder) for _, kind, _, holder in rows if kind == "tool"]
         assert len(stored) == 1
 

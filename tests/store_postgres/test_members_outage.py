@@ -54,7 +54,7 @@ class TestAnOutageWhileMembersRunOnWorkers:
         show = json.loads(dsh("team", "show", "--store", url, "--json", cwd=tmp_path).stdout)
         assert [(t["subject"], t["status"]) for t in show["tasks"]] == [("Slow work", "completed")]
         rows = work_rows(url)
-        assert rows and {state for _, _, state, _ in rows} == {"done"}
+        assert rows and {state for _, _, state, _ in rows} == {"settled"}
         assert len({holder for *_, holder in rows}) == 1  # the worker kept its member across the outage
         lead_log = PostgresStore(url).read("session-1")[1]
         reports = [e for e in lead_log if e.type == "user/message" and "runner finished" in json.dumps(e.value())]

@@ -72,6 +72,13 @@ class TestPostingAndAnswering:
         assert done is not None and (done.state, done.result) == ("done", b"answer")
         assert not desk.finish("k1", epoch, b"twice")  # answered once
         assert poster.outcome("k1").result == b"answer"  # type: ignore[union-attr]
+        assert poster.collect("k2") is None  # not answered yet: nothing to collect
+        assert poster.collect("k1") == b"answer"
+        assert poster.collect("k1") is None  # collected once
+        with psycopg.connect(lead.url) as conn:  # settled: the payloads are gone, who ran it and when stay
+            row = conn.execute("SELECT state, request, result, holder, taken_at IS NOT NULL, answered_at IS NOT NULL "
+                               "FROM dsh_work WHERE key = 'k1'").fetchone()
+        assert row == ("settled", b"", None, worker.holder, True, True)
         assert poster.outcome("nope") is None
 
     def test_one_take_serves_every_held_member_and_says_whose_each_call_is(self, open_store: Opener) -> None:

@@ -195,7 +195,9 @@ class Placement:
                 if outcome is None or outcome.state == "withdrawn":
                     return None
                 if outcome.state == "done":
-                    return outcome.result
+                    answer = await asyncio.to_thread(self.desk.collect, key)
+                    if answer is not None:
+                        return answer
                 if outcome.state == "queued" and time.monotonic() - posted >= self.grace_seconds:
                     if await asyncio.to_thread(self.desk.withdraw, key, taken_too=False):
                         log.info("placement.run_here", member=member, kind=kind)

@@ -21,6 +21,10 @@ call is answered ``TOOL_OUTCOME_UNKNOWN`` (it may have run: never run twice).
 Each row keeps when it was posted, taken and answered (the server's clock), so an
 operator can see how long calls wait for a worker.
 
+Once the Lead's process has read an answer it *collects* the row: its request
+and answer are dropped (a model call's request is a whole conversation), so the
+table holds payloads only for calls in flight.
+
 Every state change sends ``pg_notify`` on :data:`WORK_CHANNEL` with the member
 and the row's number, so neither side polls; a missed notification only delays
 (each waiter re-reads on a short timer and after every reconnect).
@@ -81,8 +85,13 @@ SELECT w.state, w.result, w.holder, l.holder IS NOT NULL AND l.epoch = w.epoch A
 FROM dsh_work w LEFT JOIN dsh_leases l ON l.key = 'member:' || w.member WHERE w.key = %s
 """
 _WITHDRAW = """
-UPDATE dsh_work SET state = 'withdrawn' WHERE key = %(key)s AND state = ANY(%(states)s)
+UPDATE dsh_work SET state = 'withdrawn', request = ''::bytea, result = NULL WHERE key = %(key)s AND state = ANY(%(states)s)
 RETURNING pg_notify('dsh_work', json_build_object('s', member, 'seq', n)::text)
+"""
+_COLLECT = """
+WITH answered AS (SELECT key, result FROM dsh_work WHERE key = %s AND state = 'done' FOR UPDATE)
+UPDATE dsh_work w SET state = 'settled', request = ''::bytea, result = NULL
+FROM answered a WHERE w.key = a.key RETURNING a.result
 """
 _LIVE_WORKERS = "SELECT count(*) FROM dsh_leases WHERE key LIKE 'worker:%' AND holder IS NOT NULL AND expires_at > now()"
 _WANTED = """
@@ -171,6 +180,15 @@ class WorkDesk:
         if row is None:
             return None
         return Outcome(str(row[0]), None if row[1] is None else bytes(row[1]), row[2], bool(row[3]))
+
+    def collect(self, key: str) -> bytes | None:
+        """Read an answered call's answer and settle it: its request and answer are dropped, its row stays slim.
+
+        ``None``: not answered (or collected already). A settled row keeps who ran
+        the call and when; settled and withdrawn rows may be deleted at any time.
+        """
+        row = self.link.run(lambda conn, _: conn.execute(_COLLECT, (key,)).fetchone())
+        return None if row is None else bytes(row[0])
 
     def withdraw(self, key: str, *, taken_too: bool) -> bool:
         """Take a call back (``True``: it was still queued -- or taken, with ``taken_too``)."""
