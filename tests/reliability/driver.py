@@ -81,8 +81,8 @@ def run_parts(plan: dict[str, int | None], scratch: Path, report: Callable[[Figu
     server = None
     if shared_points:
         from kit_postgres import PostgresServer
-        from shared_members import member_takeovers
-        from shared_store import SharedStoreDemo, fenced_stale_processes, outages, takeovers, worker_takeovers
+        from shared_store import SharedStoreDemo, fenced_stale_processes, outages, takeovers
+        from shared_workers import member_takeovers, worker_takeovers
 
         server = PostgresServer()
         server.start()

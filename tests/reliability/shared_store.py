@@ -1,5 +1,7 @@
 """The demo team on a shared PostgreSQL store: takeover after SIGKILL, a fenced stale process, a database outage.
 
+(The cases with ``dsh worker`` processes are in :mod:`shared_workers`.)
+
 Every case is real processes against a real server (:mod:`kit_postgres`):
 
 * **takeover after SIGKILL**: ``dsh run --store`` killed by its own process right
@@ -10,10 +12,6 @@ Every case is real processes against a real server (:mod:`kit_postgres`):
   *n* events, as a process presumed dead; another process takes the Team over and
   finishes it; then the frozen one is let go (SIGCONT). Its next append must be
   refused (``SESSION_FENCED``) and it must exit, having stored nothing.
-* **workers**: two ``dsh worker`` processes watch the store; the Lead process is
-  SIGKILLed after its *n*-th durable write and a worker takes the Team over; then
-  that worker is SIGKILLed mid-run (a few events after its claim) and the other
-  worker takes over again: three processes, two takeovers, one Team.
 * **database outage**: the server is stopped (``immediate``, as a crash) once it
   holds *n* events and started again a moment later; the run must carry on.
 
@@ -52,7 +50,7 @@ from kit_postgres import PostgresServer  # noqa: E402
 from host_spec.host.store.jsonl import JsonlStore  # noqa: E402
 from host_spec.host.store.postgres import PostgresStore  # noqa: E402
 
-__all__ = ["SharedStoreDemo", "fenced_stale_processes", "outages", "takeovers", "worker_takeovers"]
+__all__ = ["SharedStoreDemo", "fenced_stale_processes", "outages", "takeovers"]
 
 #: The lease of the processes under test: a dead holder's Team is free again after this long.
 LEASE_SECONDS = "1.0"
@@ -254,61 +252,3 @@ def _until(condition: Any, seconds: float = 60.0) -> bool:
             return False
         time.sleep(0.01)
     return True
-
-
-def worker_takeovers(shared: SharedStoreDemo, points: Sequence[int], *, after: int = 3) -> tuple[Figures, int]:
-    """Lead killed at each write in ``points``; a worker takes over and is killed ``after`` events later; the other finishes.
-
-    Returns the figures and how many cases really killed a worker mid-run (a
-    worker may finish the Team before it can be killed; that case is checked too).
-    """
-    figures, kills = Figures("shared: workers"), 0
-    for point in points:
-        url = shared.server.new_database()
-        argv = [sys.executable, "-m", "host_spec.host.cli.main", "worker", "--store", url, "--poll", "0.2",
-                "--profile", str(shared.demo.profile())]  # no kill point: the workers are killed from outside
-        workers = {}
-        for _ in range(2):
-            process = subprocess.Popen(argv, env=shared.env, cwd=shared.demo.scratch, text=True,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
-            workers[process.pid] = process
-        problems: list[str] = []
-        try:
-            lead = shared.run("run", url, kill_at=point)
-            if lead.returncode != -signal.SIGKILL:
-                figures.record(f"lead killed at write {point}", [f"lead not killed (exit {lead.returncode})"])
-                continue
-            if not _until(lambda: _lease(url)[1] >= 2 and _events_of_epoch(url, 2) >= after):
-                problems.append("no worker took the Team over (or it wrote nothing)")
-            else:
-                holder, epoch = _lease(url)
-                pid = int(str(holder).split(":")[1])
-                if epoch == 2 and holder is not None and pid in workers:
-                    os.kill(pid, signal.SIGKILL)  # mid-run: the worker dies holding the Team
-                    workers.pop(pid).wait()
-                    kills += 1
-                    oracle = shared.jsonl_resume_board(url, f"workers-oracle-{point}")
-                    if not _until(lambda: _lease(url)[1] >= 3):
-                        problems.append("the second worker never took the Team over")
-                    elif not _until(lambda: _lease(url)[0] is None):  # released: it ran to quiescence
-                        problems.append("the second worker never finished the Team")
-                    else:
-                        problems += shared.checks(url, oracle)
-                elif not _until(lambda: _lease(url)[0] is None):
-                    problems.append("the worker never finished the Team")
-                else:
-                    problems += shared.checks(url)  # it finished before it could be killed
-        finally:
-            for process in workers.values():
-                process.send_signal(signal.SIGTERM)
-            for process in workers.values():
-                try:
-                    _, err = process.communicate(timeout=60)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    err = process.communicate()[1]
-                    problems.append("a worker ignored SIGTERM")
-                if process.returncode != 0:
-                    problems.append(f"a worker exited {process.returncode}: {err[-300:]}")
-        figures.record(f"lead killed at write {point}", problems)
-    return figures, kills

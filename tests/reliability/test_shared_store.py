@@ -9,8 +9,8 @@ import pytest
 from kit_postgres import PostgresServer
 
 from crash_sweep import Demo, spread
-from shared_members import member_takeovers
-from shared_store import SharedStoreDemo, fenced_stale_processes, outages, takeovers, worker_takeovers
+from shared_store import SharedStoreDemo, fenced_stale_processes, outages, takeovers
+from shared_workers import member_takeovers, worker_takeovers
 
 pytestmark = pytest.mark.slow
 

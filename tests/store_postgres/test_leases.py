@@ -7,32 +7,17 @@ back through a fresh handle and must hold exactly what the rightful holder wrote
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
-from kit_postgres import shared_server
 
 from host_spec.errors import SessionFencedError, SessionLockedError
 from host_spec.events import SessionHeader
 from host_spec.host.store.postgres import PostgresStore
+
 from host_spec.testing import make_events
 
 Opener = Callable[..., PostgresStore]
-
-
-@pytest.fixture
-def open_store() -> Iterator[Opener]:
-    url = shared_server().new_database()
-    opened: list[PostgresStore] = []
-
-    def make(**options: float) -> PostgresStore:
-        store = PostgresStore(url, **{"lease_seconds": 30.0, "retry_seconds": 5.0, **options})
-        opened.append(store)
-        return store
-
-    yield make
-    for store in opened:
-        store.close()
 
 
 def _seqs(store: PostgresStore, session_id: str = "root") -> list[int]:

@@ -7,36 +7,22 @@ call has exactly one answer, and it is the rightful holder's.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
 import pytest
-from kit_postgres import shared_server
 
 from host_spec.errors import SessionLockedError
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
 from host_spec.host.store.postgres import PostgresStore
+
 from host_spec.host.store.postgres.work import UNKNOWN_OUTCOME, WorkDesk, member_key, worker_key
 
+
+
 Opener = Callable[..., PostgresStore]
-
-
-@pytest.fixture
-def open_store() -> Iterator[Opener]:
-    url = shared_server().new_database()
-    opened: list[PostgresStore] = []
-
-    def make(**options: float) -> PostgresStore:
-        store = PostgresStore(url, **{"lease_seconds": 30.0, "retry_seconds": 5.0, **options})
-        opened.append(store)
-        return store
-
-    yield make
-    for store in opened:
-        store.close()
-
 
 def _claim(store: PostgresStore, member: str) -> tuple[WorkDesk, int]:
     desk = WorkDesk(store)

@@ -41,6 +41,7 @@ from host_spec.errors import DshError, ModelError, SessionLockedError
 from host_spec.messages import ToolResultMessage
 from host_spec.workspace import WriteAuditor
 
+from host_spec.host.agents.loop import race
 from host_spec.host.agents.tools import error_result, schema
 from host_spec.host.store.postgres.notify import Listener
 from host_spec.host.store.postgres.work import WORK_CHANNEL, WorkDesk, member_key
@@ -136,18 +137,9 @@ class Placement:
             return None
         work = ToolWork(asker=self._asker(agent), seq=agent.session.last_seq, call_id=call_id, name=name,
                         arguments=arguments.decode(), turn=turn, step=step, audits=self._audits(agent, name, arguments))
-        run = asyncio.ensure_future(self._run(agent, "tool", encode(work)))
-        aborted = asyncio.ensure_future(signal.wait())
-        try:
-            await asyncio.wait({run, aborted}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            aborted.cancel()
-            if not run.done():
-                run.cancel()
-                await asyncio.gather(run, return_exceptions=True)
-        if run.cancelled():
+        finished, answer = await race(self._run(agent, "tool", encode(work)), signal)
+        if not finished:  # interrupted: the call was withdrawn and the worker aborts it
             return error_result(call_id, name, "ABORTED", "tool call aborted", turn=turn, step=step)
-        answer = run.result()
         if answer is None:
             return None
         decoded = decode_tool_answer(answer)
