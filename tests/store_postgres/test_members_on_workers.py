@@ -132,6 +132,24 @@ def start_lead(url: str, cwd: Path, script: Path, workspace: Path, lease: str = 
                             cwd=cwd, env=_env(lease), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
 
 
+def run_until_the_command_runs(workers: Workers, tmp_path: Path, team: dict[str, Any], *,
+                               lease: str = LEASE) -> tuple[Path, subprocess.Popen[str]]:
+    """Start a Lead running ``team`` once a worker is present; return when the runner's command has started."""
+    script = tmp_path / "team.json"
+    script.write_text(json.dumps(team))
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    workers.wait_present(1)
+    lead = start_lead(workers.url, tmp_path, script, workspace, lease=lease)
+    deadline = time.monotonic() + 60
+    while not (workspace / "ran.txt").exists():  # the shell command runs on a worker
+        if time.monotonic() > deadline or lead.poll() is not None:
+            lead.kill()
+            raise AssertionError(f"the command never started: {lead.communicate()[1][-500:]}")
+        time.sleep(0.05)
+    return workspace, lead
+
+
 class TestTheDemoOnTwoWorkers:
     def test_the_lead_and_two_workers_complete_the_demo_as_one_process_does(self, workers: Workers, tmp_path: Path) -> None:
         workers.start("--max-members", "1")  # one member each: the two teammates land on different workers
@@ -161,18 +179,9 @@ class TestTheDemoOnTwoWorkers:
 class TestAWorkerDiesMidCall:
     def test_a_killed_workers_member_is_taken_over_and_the_call_in_flight_is_unknown(
             self, workers: Workers, tmp_path: Path) -> None:
-        script = tmp_path / "slow.json"
-        script.write_text(json.dumps(SLOW_TEAM))
-        workspace = tmp_path / "ws"
-        workspace.mkdir()
         first = workers.start()
-        workers.wait_present(1)
-        lead = start_lead(workers.url, tmp_path, script, workspace)
+        workspace, lead = run_until_the_command_runs(workers, tmp_path, SLOW_TEAM)
         try:
-            deadline = time.monotonic() + 60
-            while not (workspace / "ran.txt").exists():  # the shell command runs on the first worker
-                assert time.monotonic() < deadline and lead.poll() is None
-                time.sleep(0.05)
             workers.start()
             workers.wait_present(2)
             first.send_signal(signal.SIGKILL)
@@ -197,20 +206,11 @@ class TestAWorkerDiesMidCall:
 
 class TestAFrozenWorkerIsFenced:
     def test_a_worker_frozen_past_its_lease_has_its_answer_refused(self, workers: Workers, tmp_path: Path) -> None:
-        script = tmp_path / "slow.json"
         team = json.loads(json.dumps(SLOW_TEAM))
         team["runner"][1]["tool_calls"][0]["arguments"]["command"] = "echo started >> ran.txt; sleep 4; echo late >> ran.txt"
-        script.write_text(json.dumps(team))
-        workspace = tmp_path / "ws"
-        workspace.mkdir()
         frozen = workers.start()
-        workers.wait_present(1)
-        lead = start_lead(workers.url, tmp_path, script, workspace)
+        workspace, lead = run_until_the_command_runs(workers, tmp_path, team)
         try:
-            deadline = time.monotonic() + 60
-            while not (workspace / "ran.txt").exists():
-                assert time.monotonic() < deadline and lead.poll() is None
-                time.sleep(0.05)
             frozen.send_signal(signal.SIGSTOP)  # a frozen holder: it stops renewing, its lease expires
             workers.start()
             out, err = lead.communicate(timeout=120)

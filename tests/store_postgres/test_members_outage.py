@@ -19,7 +19,7 @@ from kit_postgres import PostgresServer, own_server, running_database
 from host_spec.host.store.postgres import PostgresStore
 
 from test_cli_store import dsh
-from test_members_on_workers import SLOW_TEAM, Workers, start_lead, work_rows
+from test_members_on_workers import SLOW_TEAM, Workers, run_until_the_command_runs, work_rows
 
 server = pytest.fixture(scope="module", name="server")(own_server)
 LEASE = "6"  # longer than the outage: the worker keeps its member across it
@@ -30,19 +30,10 @@ class TestAnOutageWhileMembersRunOnWorkers:
         url = running_database(server)
         team = json.loads(json.dumps(SLOW_TEAM))
         team["runner"][1]["tool_calls"][0]["arguments"]["command"] = "echo started > ran.txt; sleep 2"
-        script = tmp_path / "slow.json"
-        script.write_text(json.dumps(team))
-        workspace = tmp_path / "ws"
-        workspace.mkdir()
         pool = Workers(url, tmp_path, lease=LEASE)
         try:
             pool.start()
-            pool.wait_present(1)
-            lead = start_lead(url, tmp_path, script, workspace, lease=LEASE)
-            deadline = time.monotonic() + 60
-            while not (workspace / "ran.txt").exists():  # the member's command runs on the worker
-                assert time.monotonic() < deadline and lead.poll() is None
-                time.sleep(0.05)
+            _, lead = run_until_the_command_runs(pool, tmp_path, team, lease=LEASE)
             server.stop("immediate")  # every connection of every process is cut
             restart = threading.Thread(target=lambda: (time.sleep(1.5), server.start()))
             restart.start()
