@@ -14,8 +14,8 @@ shared-store case is (:meth:`shared_store.SharedStoreDemo.checks`):
   recovered (a model call asked again, a tool call answered
   ``TOOL_OUTCOME_UNKNOWN``) by the surviving worker or, when that one is busy with
   the other member, by the Lead's own process after the grace time. The Lead must
-  exit 0, every call on the desk must be answered and collected by the Lead, or
-  withdrawn (none left queued, taken or uncollected), and the board must equal the
+  exit 0, every call on the desk must be answered and settled by the Lead, or
+  withdrawn (none left queued, taken or unsettled), and the board must equal the
   uncrashed run's.
 """
 

@@ -268,3 +268,29 @@ class TestTheLeadInterruptsAMemberOnAWorker:
             assert time.monotonic() < deadline, "the worker did not kill the interrupted command"
             time.sleep(0.1)
         assert (workspace / "ran.txt").read_text() == "started\n"
+
+
+class TestAWorkerThatCannotRunACall:
+    def test_it_answers_with_a_typed_failure_and_the_team_goes_on(self, workers: Workers, tmp_path: Path) -> None:
+        workers.start("--profile", str(tmp_path / "missing.toml"))  # this worker cannot open the run's model
+        workers.wait_present(1)
+        team = {"lead": [{"text": "A member.", "tool_calls": [{"name": "spawn_teammate", "arguments": {
+                    "name": "m", "description": "d", "context": "fresh", "prompt": "p"}}]}, {"text": "spawned"}],
+                "m": [{"text": "never said"}]}
+        script = tmp_path / "team.json"
+        script.write_text(json.dumps(team))
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        lead = start_lead(workers.url, tmp_path, script, workspace)
+        out, err = lead.communicate(timeout=120)
+        assert lead.returncode == 0, err
+        assert "never said" not in out
+        store = PostgresStore(workers.url)
+        try:
+            (member,) = [session for session in store.list_ids() if session != "session-1"]
+            ends = [e.value()["reason"] for e in store.read(member)[1] if e.type == "turn/end"]
+        finally:
+            store.close()
+        assert ends and ends[0]["kind"] == "error" and ends[0]["error"]["code"] == "MODEL_ERROR"
+        assert "could not run this call" in ends[0]["error"]["message"]
+        assert {state for _, _, state, _ in work_rows(workers.url)} == {"settled"}

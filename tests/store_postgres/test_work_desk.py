@@ -58,9 +58,10 @@ class TestPostingAndAnswering:
         assert done is not None and (done.state, done.result) == ("done", b"answer")
         assert not desk.finish("k1", epoch, b"twice")  # answered once
         assert poster.outcome("k1").result == b"answer"  # type: ignore[union-attr]
-        assert poster.collect("k2") is None  # not answered yet: nothing to collect
-        assert poster.collect("k1") == b"answer"
-        assert poster.collect("k1") is None  # collected once
+        poster.settle("k2")  # not answered yet: nothing to settle
+        assert poster.outcome("k2").state == "taken"  # type: ignore[union-attr]
+        poster.settle("k1")
+        poster.settle("k1")  # a retried statement settles once
         with psycopg.connect(lead.url) as conn:  # settled: the payloads are gone, who ran it and when stay
             row = conn.execute("SELECT state, request, result, holder, taken_at IS NOT NULL, answered_at IS NOT NULL "
                                "FROM dsh_work WHERE key = 'k1'").fetchone()

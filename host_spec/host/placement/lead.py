@@ -144,8 +144,10 @@ class Placement:
             return None
         decoded = decode_tool_answer(answer)
         if decoded.lost is not None or decoded.result is None:
-            text = "the worker running this call stopped before it answered; the call may or may not have run"
-            return error_result(call_id, name, decoded.lost or "TOOL_OUTCOME_UNKNOWN", text, turn=turn, step=step)
+            code = decoded.lost or "TOOL_OUTCOME_UNKNOWN"
+            text = ("the worker could not read this call; it did not run" if code == "TOOL_NOT_STARTED" else
+                    "the worker running this call stopped before it answered; the call may or may not have run")
+            return error_result(call_id, name, code, text, turn=turn, step=step)
         for type_, data in decoded.appends:
             agent.session.append(type_, data)
         return msgspec.convert(decoded.result, ToolResultMessage)
@@ -187,9 +189,8 @@ class Placement:
                 if outcome is None or outcome.state == "withdrawn":
                     return None
                 if outcome.state == "done":
-                    answer = await asyncio.to_thread(self.desk.collect, key)
-                    if answer is not None:
-                        return answer
+                    await asyncio.to_thread(self.desk.settle, key)
+                    return outcome.result
                 if outcome.state == "queued" and time.monotonic() - posted >= self.grace_seconds:
                     if await asyncio.to_thread(self.desk.withdraw, key, taken_too=False):
                         log.info("placement.run_here", member=member, kind=kind)

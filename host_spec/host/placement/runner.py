@@ -36,6 +36,7 @@ from host_spec.lifetime import AbortSignal
 from host_spec.records import ToolSpec
 from host_spec.workspace import WriteAuditor
 
+from host_spec.host.agents.tools import error_result
 from host_spec.host.models.adapter import ModelRequest
 from host_spec.host.store.postgres.notify import Listener
 from host_spec.host.store.postgres.work import WORK_CHANNEL, Taken, WorkDesk, member_key, worker_key
@@ -57,6 +58,7 @@ _ROUND_SECONDS: Final = 0.5
 class _Held:
     epoch: int
     idle_since: float
+    root: str | None = None  # the Team whose calls it ran (its host is closed once no held member needs it)
     session: StandInSession | None = None
     running: dict[str, tuple[asyncio.Task[None], AbortSignal]] = attrs.Factory(dict)
 
@@ -144,7 +146,7 @@ class MemberRunner:
                 self._say(f"lost the lease of member {member}; another holder runs it now")
                 for _, signal in held.running.values():
                     signal.abort("fenced")
-                del self.held[member]
+                self._let_go(member)  # uncounted, so a later claim is a new one
         busy = {member: held.epoch for member, held in self.held.items() if held.running}
         if busy:  # a call the Lead withdrew (its member was interrupted) is aborted here
             mine = await asyncio.to_thread(self.desk.still_mine, busy)
@@ -156,6 +158,9 @@ class MemberRunner:
         for member, held in list(self.held.items()):
             if not held.running and now - held.idle_since >= self.linger_seconds:
                 self._let_go(member)
+        needed = {held.root for held in self.held.values()}
+        for root in [root for root in self._hosts if root not in needed]:
+            await self._hosts.pop(root).close()  # no member of that Team is held here any more
         room = self.max_members - len(self.held)
         if room > 0:
             claimed = [member for member in await asyncio.to_thread(self.desk.wanted, room) if await self._claim(member)]
@@ -190,22 +195,29 @@ class MemberRunner:
             held.idle_since = time.monotonic()
 
     async def _execute(self, member: str, held: _Held, taken: Taken, signal: AbortSignal) -> None:
+        held.root = taken.root
         try:
-            host = await self._host(taken.root)
-            if taken.kind == "model":
-                answer: Any = await self._model(host, held, member, decode_model_work(taken.request), signal)
-            else:
-                answer = await self._tool(host, held, member, decode_tool_work(taken.request), signal)
+            try:
+                answer = await self._answer(member, held, taken, signal)
+            except Exception as exc:  # the call never ran (no host for its run, the store unreadable): say so
+                log.exception("worker.call_failed", member=member, key=taken.key)
+                answer = _failed(taken, f"worker {self.store.holder} could not run this call: {type(exc).__name__}: {exc}")
             if await asyncio.to_thread(self.desk.finish, taken.key, held.epoch, encode(answer)):
                 self.answered += 1
             elif not signal.aborted:
                 self.fenced += 1
                 log.warning("worker.answer_refused", member=member, key=taken.key, epoch=held.epoch)
-        except Exception:
-            log.exception("worker.call_failed", member=member, key=taken.key)
+        except Exception:  # the answer could not be written: the lease expires and the call is recovered
+            log.exception("worker.answer_failed", member=member, key=taken.key)
         finally:
             held.running.pop(taken.key, None)
             held.idle_since = time.monotonic()
+
+    async def _answer(self, member: str, held: _Held, taken: Taken, signal: AbortSignal) -> Any:
+        host = await self._host(taken.root)
+        if taken.kind == "model":
+            return await self._model(host, held, member, decode_model_work(taken.request), signal)
+        return await self._tool(host, held, member, decode_tool_work(taken.request), signal)
 
     async def _host(self, root: str) -> Any:
         host = self._hosts.get(root)
@@ -247,6 +259,18 @@ class MemberRunner:
         result = await host.tools.execute(agent, work.call_id, work.name, work.arguments, signal,
                                           turn=work.turn, step=work.step)
         return ToolAnswer(result=msgspec.to_builtins(result), appends=collected)
+
+
+def _failed(taken: Taken, text: str) -> Any:
+    """The answer to a call this worker could not run: a model failure, or a tool call that did not start."""
+    if taken.kind == "model":
+        return ModelAnswer(failure=Failure("MODEL_ERROR", text))
+    try:
+        work = decode_tool_work(taken.request)
+    except msgspec.DecodeError:
+        return ToolAnswer(lost="TOOL_NOT_STARTED")
+    result = error_result(work.call_id, work.name, "TOOL_NOT_STARTED", text, turn=work.turn, step=work.step)
+    return ToolAnswer(result=msgspec.to_builtins(result))
 
 
 def audits_plugin() -> object:

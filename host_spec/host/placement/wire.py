@@ -82,7 +82,8 @@ class ModelAnswer(msgspec.Struct, frozen=True):
 class ToolAnswer(msgspec.Struct, frozen=True):
     """The tool's result message (as JSON) and the ``[type, data]`` events its body recorded.
 
-    ``lost`` names the code of a call whose holder died after taking it.
+    ``lost`` names the code of a call that has no result: its holder died after taking
+    it (``TOOL_OUTCOME_UNKNOWN``), or its request could not be read (``TOOL_NOT_STARTED``).
     """
 
     result: dict[str, Any] | None = None

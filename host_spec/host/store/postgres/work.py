@@ -21,7 +21,7 @@ call is answered ``TOOL_OUTCOME_UNKNOWN`` (it may have run: never run twice).
 Each row keeps when it was posted, taken and answered (the server's clock), so an
 operator can see how long calls wait for a worker.
 
-Once the Lead's process has read an answer it *collects* the row: its request
+Once the Lead's process has read an answer it *settles* the row: its request
 and answer are dropped (a model call's request is a whole conversation), so the
 table holds payloads only for calls in flight.
 
@@ -88,11 +88,7 @@ _WITHDRAW = """
 UPDATE dsh_work SET state = 'withdrawn', request = ''::bytea, result = NULL WHERE key = %(key)s AND state = ANY(%(states)s)
 RETURNING pg_notify('dsh_work', json_build_object('s', member, 'seq', n)::text)
 """
-_COLLECT = """
-WITH answered AS (SELECT key, result FROM dsh_work WHERE key = %s AND state = 'done' FOR UPDATE)
-UPDATE dsh_work w SET state = 'settled', request = ''::bytea, result = NULL
-FROM answered a WHERE w.key = a.key RETURNING a.result
-"""
+_SETTLE = "UPDATE dsh_work SET state = 'settled', request = ''::bytea, result = NULL WHERE key = %s AND state = 'done'"
 _LIVE_WORKERS = "SELECT count(*) FROM dsh_leases WHERE key LIKE 'worker:%' AND holder IS NOT NULL AND expires_at > now()"
 _WANTED = """
 SELECT w.member, min(w.n) FROM dsh_work w LEFT JOIN dsh_leases l ON l.key = 'member:' || w.member
@@ -181,14 +177,13 @@ class WorkDesk:
             return None
         return Outcome(str(row[0]), None if row[1] is None else bytes(row[1]), row[2], bool(row[3]))
 
-    def collect(self, key: str) -> bytes | None:
-        """Read an answered call's answer and settle it: its request and answer are dropped, its row stays slim.
+    def settle(self, key: str) -> None:
+        """An answered call whose answer was read: drop its request and answer; its row stays, slim.
 
-        ``None``: not answered (or collected already). A settled row keeps who ran
-        the call and when; settled and withdrawn rows may be deleted at any time.
+        Idempotent (a retried statement settles nothing twice). A settled row keeps
+        who ran the call and when; settled and withdrawn rows may be deleted at any time.
         """
-        row = self.link.run(lambda conn, _: conn.execute(_COLLECT, (key,)).fetchone())
-        return None if row is None else bytes(row[0])
+        self.link.run(lambda conn, _: conn.execute(_SETTLE, (key,)))
 
     def withdraw(self, key: str, *, taken_too: bool) -> bool:
         """Take a call back (``True``: it was still queued -- or taken, with ``taken_too``)."""
