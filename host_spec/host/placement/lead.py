@@ -113,7 +113,7 @@ class Placement:
         if not await self.placed(agent):
             return None
         tools = [ToolDef(t.name, t.description, dict(schema(t))) for t in request.tools]
-        work = ModelWork(asker=self._asker(agent), seq=agent.session.last_seq, system=request.system,
+        work = ModelWork(asker=self._asker(agent), seq=agent.session.durable_seq, system=request.system,
                          messages=[dict(m) for m in request.messages], tools=tools, purpose=request.purpose)
         answer = await self._run(agent, "model", encode(work))
         if answer is None:
@@ -135,7 +135,7 @@ class Placement:
         """
         if name not in PLACED_TOOLS or not await self.placed(agent):
             return None
-        work = ToolWork(asker=self._asker(agent), seq=agent.session.last_seq, call_id=call_id, name=name,
+        work = ToolWork(asker=self._asker(agent), seq=agent.session.durable_seq, call_id=call_id, name=name,
                         arguments=arguments.decode(), turn=turn, step=step, audits=self._audits(agent, name, arguments))
         finished, answer = await race(self._run(agent, "tool", encode(work)), signal)
         if not finished:  # interrupted: the call was withdrawn and the worker aborts it
