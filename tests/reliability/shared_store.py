@@ -50,7 +50,7 @@ from kit_postgres import PostgresServer  # noqa: E402
 from host_spec.host.store.jsonl import JsonlStore  # noqa: E402
 from host_spec.host.store.postgres import PostgresStore  # noqa: E402
 
-__all__ = ["SharedStoreDemo", "fenced_stale_processes", "outages", "takeovers"]
+__all__ = ["SharedStoreDemo", "events_of_epoch", "fenced_stale_processes", "lease_of", "outages", "takeovers", "until"]
 
 #: The lease of the processes under test: a dead holder's Team is free again after this long.
 LEASE_SECONDS = "1.0"
@@ -133,7 +133,7 @@ class SharedStoreDemo:
         return [{key: value for key, value in task.items() if key != "owner_id"} for task in json.loads(shown.stdout)["tasks"]]
 
 
-def _lease(url: str) -> tuple[str | None, int]:
+def lease_of(url: str) -> tuple[str | None, int]:
     try:
         with psycopg.connect(url, connect_timeout=2) as conn:
             row = conn.execute("SELECT holder, epoch FROM dsh_leases WHERE key = 'session-1'").fetchone()
@@ -142,7 +142,7 @@ def _lease(url: str) -> tuple[str | None, int]:
         return None, 0
 
 
-def _events_of_epoch(url: str, epoch: int) -> int:
+def events_of_epoch(url: str, epoch: int) -> int:
     with psycopg.connect(url, connect_timeout=2) as conn:
         row = conn.execute("SELECT count(*) FROM dsh_events WHERE epoch = %s", (epoch,)).fetchone()
         return int(row[0]) if row else 0
@@ -245,7 +245,7 @@ def outages(shared: SharedStoreDemo, points: Sequence[int], *, down_seconds: flo
     return figures
 
 
-def _until(condition: Any, seconds: float = 60.0) -> bool:
+def until(condition: Any, seconds: float = 60.0) -> bool:
     deadline = time.monotonic() + seconds
     while not condition():
         if time.monotonic() > deadline:

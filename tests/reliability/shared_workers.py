@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import psycopg
 from crash_sweep import TIMEOUT_S
 from figures import Figures
-from shared_store import SharedStoreDemo, _events_of_epoch, _lease, _until
+from shared_store import SharedStoreDemo, events_of_epoch, lease_of, until
 
 __all__ = ["member_takeovers", "start_workers", "stop_workers", "worker_takeovers"]
 
@@ -81,23 +81,23 @@ def worker_takeovers(shared: SharedStoreDemo, points: Sequence[int], *, after: i
             if lead.returncode != -signal.SIGKILL:
                 figures.record(f"lead killed at write {point}", [f"lead not killed (exit {lead.returncode})"])
                 continue
-            if not _until(lambda: _lease(url)[1] >= 2 and _events_of_epoch(url, 2) >= after):
+            if not until(lambda: lease_of(url)[1] >= 2 and events_of_epoch(url, 2) >= after):
                 problems.append("no worker took the Team over (or it wrote nothing)")
             else:
-                holder, epoch = _lease(url)
+                holder, epoch = lease_of(url)
                 pid = int(str(holder).split(":")[1])
                 if epoch == 2 and holder is not None and pid in workers:
                     os.kill(pid, signal.SIGKILL)  # mid-run: the worker dies holding the Team
                     workers.pop(pid).wait()
                     kills += 1
                     oracle = shared.jsonl_resume_board(url, f"workers-oracle-{point}")
-                    if not _until(lambda: _lease(url)[1] >= 3):
+                    if not until(lambda: lease_of(url)[1] >= 3):
                         problems.append("the second worker never took the Team over")
-                    elif not _until(lambda: _lease(url)[0] is None):  # released: it ran to quiescence
+                    elif not until(lambda: lease_of(url)[0] is None):  # released: it ran to quiescence
                         problems.append("the second worker never finished the Team")
                     else:
                         problems += shared.checks(url, oracle)
-                elif not _until(lambda: _lease(url)[0] is None):
+                elif not until(lambda: lease_of(url)[0] is None):
                     problems.append("the worker never finished the Team")
                 else:
                     problems += shared.checks(url)  # it finished before it could be killed
