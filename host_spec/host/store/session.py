@@ -135,7 +135,9 @@ class Session:
 
     @property
     def last_seq(self) -> int:
-        return len(self._events)
+        # ``len(self._events)`` without the call of History.__len__: read several times per Team call.
+        events = self._events
+        return events.base + len(events.recent)
 
     @property
     def durable_seq(self) -> int:
@@ -177,11 +179,12 @@ class Session:
         raw = encode_data(data)
         if cause is None:
             cause = current_cause.get()
-        event = Event(len(self._events) + 1, self._clock(), type, raw, cause)
+        events = self._events
+        event = Event(events.base + len(events.recent) + 1, self._clock(), type, raw, cause)
         self._publishing = True
         try:
             self._observer.pre_append(self, event)
-            self._events.append(event)
+            events.recent.append(event)  # History.append, without its call
             try:
                 if write_ahead:
                     self._commit.write_ahead()  # the disk starts while the observers run; raises no Exception
