@@ -118,6 +118,11 @@ class LeadFold:
         if start >= count:
             return self._state
         events = self.session.events
+        if start and count - start == 1 and events[start].type not in TEAM_EVENT_TYPES:
+            # The usual catch-up of a session that leads no Team (every flush of every
+            # member's log): one new event the fold ignores, so nothing is asked or folded.
+            self._folded = count
+            return self._state
         before = state = self._state
         pending = self._pending
         source = self._folds() if self._folds is not None else None

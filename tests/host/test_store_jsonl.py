@@ -186,6 +186,28 @@ class TestWrite:
         backend.close()
         assert store.read("s-1")[1] == events(1, 4)
 
+    def test_a_short_write_is_completed_at_the_right_offset(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A ``pwrite`` that lands only part of a batch (and no error) is followed by the rest, in place."""
+        store = JsonlStore(tmp_path)
+        backend = store.create(header())
+        write(backend, events(1, 2))
+        real_pwrite = os.pwrite
+        calls: list[int] = []
+
+        def at_most_ten(fd: int, data: bytes, offset: int) -> int:
+            calls.append(len(data))
+            return real_pwrite(fd, bytes(data[:10]), offset)
+
+        monkeypatch.setattr(os, "pwrite", at_most_ten)
+        backend.append(events(2, 4), expected_seq=1)
+        monkeypatch.setattr(os, "pwrite", real_pwrite)
+        backend.sync()
+        backend.close()
+        assert len(calls) > 2  # the batch took several writes
+        assert store.read("s-1")[1] == events(1, 4)
+
     def test_failed_truncate_is_repaired_before_the_next_write(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:

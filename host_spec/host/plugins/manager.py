@@ -114,7 +114,9 @@ class PluginManager(PluginLoading):
         taking ``(session, <name>)`` or ``(host, session, <name>)`` are called
         positionally, so no keyword dictionary is built per call.
         """
-        impls = self.impls(hook)
+        impls = self._impls.get(hook)  # the cache of :meth:`impls`, read without its call
+        if impls is None:
+            impls = self.impls(hook)
         if not impls:
             return
         host = self.host
@@ -146,7 +148,9 @@ class PluginManager(PluginLoading):
         Raises:
             InvariantError: naming the first vetoing plugin, with every reason.
         """
-        impls = self.impls("dsh_pre_append")
+        impls = self._impls.get("dsh_pre_append")  # the cache of :meth:`impls`, read without its call
+        if impls is None:
+            impls = self.impls("dsh_pre_append")
         if not impls:
             return
         host = self.host

@@ -43,15 +43,15 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import structlog
 
 from host_spec.errors import SessionNotLiveError
-from host_spec.events import Event
 from host_spec.storage import SessionLog
 
 from host_spec.host.store.batch import Batch, BatchWrite, loop_pass, running_loop, wake, write_batch
+from host_spec.host.store.history import History
 from host_spec.host.store.iothread import submit
 
 __all__ = ["GroupCommit", "INLINE_MAX_SECONDS"]
@@ -69,7 +69,10 @@ class GroupCommit:
 
     Args:
         name: Session id, for messages and logs.
-        events: The session's event list (appended to by the session, only read here).
+        events: The session's history (appended to by the session, only read here). Its
+            ``base`` and ``recent`` are read directly: the events not yet durable are
+            always in ``recent`` (only durable ones are forgotten), and a length or a
+            slice through ``History``'s methods would cost a call on every flush.
         backend: The session's log (``append`` + ``sync`` per batch); ``None`` makes
             every flush succeed at once (in-memory sessions).
         durable_seq: How many leading events are already stored.
@@ -79,7 +82,7 @@ class GroupCommit:
     def __init__(
         self,
         name: str,
-        events: Sequence[Event],
+        events: History,
         backend: SessionLog | None,
         durable_seq: int,
         on_flushed: Callable[[int], None],
@@ -112,7 +115,8 @@ class GroupCommit:
 
     async def flush(self) -> None:
         """Return once every event present at the call is durable (see the module doc)."""
-        target = len(self._events)
+        events = self._events
+        target = events.base + len(events.recent)
         if self._durable >= target:
             return
         if self._backend is None:
@@ -165,9 +169,11 @@ class GroupCommit:
             start = self._durable
             if self._written != start or self._forming is not None or self._inflight is not None or not self._open:
                 return
-            end = len(self._events)
+            events = self._events
+            base, recent = events.base, events.recent
+            end = base + len(recent)
             try:
-                ahead = backend.write_ahead(self._events[start:end], expected_seq=start)  # type: ignore[attr-defined]
+                ahead = backend.write_ahead(recent[start - base : end - base], expected_seq=start)  # type: ignore[attr-defined]
             except Exception as exc:  # the log is back at its synced tail: the batch appends again
                 log.info("session.write_ahead_failed", session=self._name, error=repr(exc))
                 return
@@ -182,10 +188,12 @@ class GroupCommit:
                 return
             started = self._open
             if started:
-                batch.end = end = len(self._events)
+                events = self._events
+                base, recent = events.base, events.recent
+                batch.end = end = base + len(recent)
                 self._inflight = batch
                 tail = self._written
-                pending = self._events[tail:end]
+                pending = recent[tail - base : end - base]
         if started:
             backend = self._backend
             assert backend is not None  # a backend-less flush never forms a batch

@@ -200,7 +200,7 @@ class History(Sequence[Event]):
     def __getitem__(self, index: int | slice) -> Event | list[Event]:
         base = self.base
         if isinstance(index, slice):
-            start, stop, step = index.indices(len(self))
+            start, stop, step = index.indices(base + len(self.recent))
             if step == 1 and start >= base:
                 return self.recent[start - base : max(start, stop) - base]
             return [self[i] for i in range(start, stop, step)]

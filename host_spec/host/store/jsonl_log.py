@@ -149,7 +149,9 @@ class JsonlSessionLog:
                 self._allocated = self._end
                 self._dirty = False
             self._dirty = True
-            _write_all(fd, data, self._end)
+            written = os.pwrite(fd, data, self._end)  # one event line: a single pwrite, no loop
+            if written < len(data):
+                _write_all(fd, data[written:], self._end + written)
             if end > self._allocated:
                 self._grown = True
                 self._allocated = end

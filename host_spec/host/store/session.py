@@ -105,6 +105,9 @@ class Session:
         self._header = header
         #: The session id: a plain attribute, read on every append and Team call (a property costs a call).
         self.id: str = header.id
+        #: The newest event's seq (``len(events)``): a plain attribute like :attr:`id`, read
+        #: several times per Team call. Only :meth:`append` changes it; nobody else may.
+        self.last_seq: int = len(items)
         self._events = history = History(items)
         self._view = EventsView(history)
         self._own = EventsView(history, header.seed_length)
@@ -132,10 +135,6 @@ class Session:
     def held_events(self) -> int:
         """How many events are held decoded in memory (the rest are read back from the log)."""
         return len(self._events.recent)
-
-    @property
-    def last_seq(self) -> int:
-        return len(self._events)
 
     @property
     def durable_seq(self) -> int:
@@ -177,11 +176,13 @@ class Session:
         raw = encode_data(data)
         if cause is None:
             cause = current_cause.get()
-        event = Event(len(self._events) + 1, self._clock(), type, raw, cause)
+        seq = self.last_seq + 1
+        event = Event(seq, self._clock(), type, raw, cause)
         self._publishing = True
         try:
             self._observer.pre_append(self, event)
-            self._events.append(event)
+            self._events.recent.append(event)  # History.append, without its call
+            self.last_seq = seq  # visible with the event: the observers below read it
             try:
                 if write_ahead:
                     self._commit.write_ahead()  # the disk starts while the observers run; raises no Exception
