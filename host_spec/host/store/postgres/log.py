@@ -4,12 +4,22 @@
 queued event to ``dsh_append`` in one statement and one transaction (lease
 check, compare-and-set of the tail, insert, ``pg_notify``). A created log
 stores its header with its first batch, so a session closed before anything was
-written leaves no trace, as in the JSONL store.
+written leaves no trace, as in the JSONL store. A short batch passes each body
+as a parameter of its own (``ARRAY[%s, ...]``): the driver encodes a list
+parameter far more slowly than the round trip it rides on.
+
+The log is ``inline``: a host may sync it on its event loop's thread, which
+saves two thread hand-offs per batch (a round trip on a near server costs about
+what a local ``fsync`` does). There it never waits for the connection: when the
+link is busy with another thread's query or has to reconnect, ``sync`` raises
+:class:`BlockingIOError` (a medium failure, so the log is back at its synced
+tail) and the host writes the batch again from a worker thread, which waits.
 
 A lost connection is retried by the store's :class:`~.link.Link`. A commit
-whose acknowledgement was lost is recognised on the retry: the rows at the
-batch's seqs carry this writer's epoch and the same bytes, and only this writer
-can write under its epoch, so they are its own and the batch counts as stored.
+whose acknowledgement was lost is recognised on the retry, or on the next write
+after a failed one: the rows at the batch's seqs carry this writer's epoch and
+the same bytes, and only this writer can write under its epoch, so they are its
+own and the batch counts as stored.
 
 A live session keeps only its newest events decoded and reads older ones back
 through :meth:`PostgresLog.read_events` (a range of seqs, one page at a time):
@@ -35,11 +45,17 @@ from host_spec.errors import (
 )
 from host_spec.events import Event, SessionHeader, decode_event, encode_event, encode_header
 
+from host_spec.host.store.batch import running_loop
 from host_spec.host.store.postgres.link import Link
 
 __all__ = ["PostgresLog", "decode_rows"]
 
-_APPEND = "SELECT status, tail, epoch FROM dsh_append(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+#: Batches of up to this many events pass each body as its own parameter; longer ones one ``bytea[]``.
+SPREAD_MAX = 32
+_CALL = "SELECT status, tail, epoch FROM dsh_append(%s, %s, %s, %s, %s, {bodies}, %s, %s, %s)"
+#: The append statement by batch size (0: the one ``bytea[]`` parameter form).
+_APPEND = [_CALL.format(bodies="%s")] + [
+    _CALL.format(bodies=f"ARRAY[{', '.join(['%s'] * count)}]::bytea[]") for count in range(1, SPREAD_MAX + 1)]
 _OURS = "SELECT body FROM dsh_events WHERE session = %s AND seq > %s AND seq <= %s AND epoch = %s ORDER BY seq"
 _RANGE = "SELECT seq, body FROM dsh_events WHERE session = %s AND seq >= %s AND seq < %s ORDER BY seq"
 
@@ -78,7 +94,10 @@ class PostgresLog:
     Attributes:
         lease_key: The session tree whose lease this writer holds (its root id).
         epoch: The lease epoch every append carries (the fencing token).
+        inline: A host may sync this log on its event loop's thread (see the module docstring).
     """
+
+    inline = True
 
     def __init__(self, link: Link, holder: str, header: SessionHeader, lease_key: str, epoch: int, tail: int,
                  release: Callable[[], None]) -> None:
@@ -92,6 +111,7 @@ class PostgresLog:
         self._stored = tail > 0
         self._pending: list[Event] = []
         self._open = True
+        self._unsure = False  # a write failed without an answer: it may have committed
 
     def __repr__(self) -> str:
         return f"<PostgresLog {self.header.id} tail={self._tail} epoch={self.epoch}>"
@@ -131,16 +151,21 @@ class PostgresLog:
     def _write(self, bodies: list[bytes]) -> None:
         header = self.header
         new_header = None if self._stored else encode_header(header)
-        params = (header.id, self.lease_key, self._holder, self.epoch, self._synced, bodies,
-                  new_header, header.created_at, header.parent_session)
+        spread = len(bodies) <= SPREAD_MAX
+        params = (header.id, self.lease_key, self._holder, self.epoch, self._synced,
+                  *(bodies if spread else [bodies]), new_header, header.created_at, header.parent_session)
+        query = _APPEND[len(bodies) if spread else 0]
 
         def attempt(conn: psycopg.Connection[Any], number: int) -> tuple[str, int | None, int | None]:
-            status, tail, epoch = conn.execute(_APPEND, params).fetchone() or ("conflict", None, None)
-            if status != "ok" and number > 0 and self._ours(conn, bodies):
-                return "ok", self._synced + len(bodies), self.epoch  # the lost-acknowledgement case
+            self._unsure = True  # until the server's answer is in
+            status, tail, epoch = conn.execute(query, params).fetchone() or ("conflict", None, None)
+            if status != "ok" and (number > 0 or unsure) and self._ours(conn, bodies):
+                status, tail, epoch = "ok", self._synced + len(bodies), self.epoch  # the lost-acknowledgement case
+            self._unsure = False
             return status, tail, epoch
 
-        status, tail, epoch = self._link.run(attempt)
+        unsure = self._unsure
+        status, tail, epoch = self._link.run(attempt, wait=running_loop() is None)
         if status == "ok":
             return
         if status == "fenced":
