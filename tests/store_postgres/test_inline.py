@@ -1,0 +1,112 @@
+"""Writes on the event loop's thread: the PostgreSQL log is ``inline`` and never makes the loop wait.
+
+A host syncs an inline log on its loop; a round trip to a near server costs
+about what a local ``fsync`` does, so that saves two thread hand-offs per batch.
+What must not happen there is waiting: for another thread's query on the shared
+connection, or for a reconnection. Then the sync refuses with
+``BlockingIOError`` (a medium failure: the log is back at its synced tail), and
+the group commit writes the same batch again from a worker thread. The oracle is
+the database, read back through a fresh handle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import pytest
+from kit_postgres import shared_server
+
+from host_spec.events import Event, SessionHeader
+from host_spec.host.store.postgres import PostgresStore
+from host_spec.host.store.postgres.log import SPREAD_MAX
+from host_spec.host.store.session import Session
+from host_spec.testing import FaultyStorage, make_events
+
+
+@pytest.fixture
+def url() -> str:
+    return shared_server().new_database()
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[PostgresStore]:
+    store = PostgresStore(url, retry_seconds=10)
+    yield store
+    store.close()
+
+
+def _stored(url: str, session_id: str = "s") -> list[Event]:
+    reader = PostgresStore(url)
+    try:
+        return reader.read(session_id)[1]
+    finally:
+        reader.close()
+
+
+def _seqs(url: str, session_id: str = "s") -> list[int]:
+    return [event.seq for event in _stored(url, session_id)]
+
+
+class TestOnTheLoop:
+    async def test_a_sync_on_the_loop_does_not_wait_for_another_threads_query(self, url: str, store: PostgresStore) -> None:
+        log = store.create(SessionHeader(id="s", created_at=1))
+        log.append(make_events(1, 1), expected_seq=0)
+        log.sync()
+        busy, release = threading.Event(), threading.Event()
+        holder = threading.Thread(target=store.link.run, args=(lambda conn, _: (busy.set(), release.wait(10)),))
+        holder.start()
+        try:
+            assert await asyncio.to_thread(busy.wait, 10)
+            log.append(make_events(2, 2), expected_seq=1)
+            with pytest.raises(BlockingIOError):
+                log.sync()
+            assert log.tail_seq == 1 and _seqs(url) == [1]  # back at the synced tail, nothing stored
+        finally:
+            release.set()
+            await asyncio.to_thread(holder.join, 10)
+        log.append(make_events(2, 2), expected_seq=1)  # the same batch again, from a worker
+        await asyncio.to_thread(log.sync)
+        assert log.tail_seq == 3 and _seqs(url) == [1, 2, 3]
+        log.close()
+
+    async def test_a_sync_on_the_loop_does_not_open_a_connection(self, url: str, store: PostgresStore) -> None:
+        log = store.create(SessionHeader(id="s", created_at=1))
+        store.link.close()
+        log.append(make_events(1, 2), expected_seq=0)
+        with pytest.raises(BlockingIOError):
+            log.sync()
+        assert log.tail_seq == 0 and not store.exists("s")
+        log.append(make_events(1, 2), expected_seq=0)
+        await asyncio.to_thread(log.sync)  # a worker may wait: it connects
+        log.append(make_events(3, 1), expected_seq=2)
+        log.sync()  # and the loop writes again on that connection
+        assert _seqs(url) == [1, 2, 3]
+        log.close()
+
+    async def test_a_session_on_the_store_is_flushed_on_its_loop_thread(self, url: str, store: PostgresStore) -> None:
+        writers: list[str] = []
+        log = FaultyStorage(store).create(SessionHeader(id="s", created_at=1))
+        log.before_write(lambda number: writers.append(threading.current_thread().name))
+        session = Session(log.header, backend=log)
+        for index in range(3):
+            session.append("a/b", {"i": index})
+            await session.flush()
+        assert writers == [threading.current_thread().name] * 3 and session.durable_seq == 3
+        assert _seqs(url) == [1, 2, 3]
+        session.close()
+
+
+class TestBatchSizes:
+    @pytest.mark.parametrize("size", [1, 2, SPREAD_MAX, SPREAD_MAX + 1, 300])
+    def test_a_batch_of_any_size_is_stored_byte_for_byte(self, url: str, store: PostgresStore, size: int) -> None:
+        """Short batches pass one parameter per body, longer ones one array: both store the exact events."""
+        log = store.create(SessionHeader(id="s", created_at=1))
+        first, second = make_events(1, size), make_events(size + 1, size)
+        log.append(first, expected_seq=0)
+        log.sync()  # the creating batch (it stores the header too)
+        log.append(second, expected_seq=size)
+        log.sync()
+        assert _stored(url) == first + second
+        log.close()
