@@ -118,7 +118,7 @@ class _CuttingRelay:
     def _pump(self, source: socket.socket, target: socket.socket, upstream: bool, muted: threading.Event) -> None:
         try:
             while data := source.recv(65536):
-                cut = upstream and self.cut_next and b"dsh_append" in data
+                cut = upstream and self.cut_next and b"INSERT INTO dsh_events" in data
                 if cut:
                     muted.set()
                 if not muted.is_set() or upstream:

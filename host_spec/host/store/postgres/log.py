@@ -1,11 +1,11 @@
 """The writer of one session in the PostgreSQL store (implements :class:`host_spec.storage.SessionLog`).
 
 ``append`` only checks the tail and queues the batch; ``sync`` sends every
-queued event to ``dsh_append`` in one statement and one transaction (lease
-check, compare-and-set of the tail, insert, ``pg_notify``). A created log
+queued event in one statement and one transaction (:data:`~.schema.APPEND`:
+lease check, compare-and-set of the tail, insert, ``pg_notify``). A created log
 stores its header with its first batch, so a session closed before anything was
 written leaves no trace, as in the JSONL store. A short batch passes each body
-as a parameter of its own (``ARRAY[%s, ...]``): the driver encodes a list
+as a parameter of its own (one ``VALUES`` row each): the driver encodes a list
 parameter far more slowly than the round trip it rides on.
 
 The log is ``inline``: a host may sync it on its event loop's thread, which
@@ -47,15 +47,20 @@ from host_spec.events import Event, SessionHeader, decode_event, encode_event, e
 
 from host_spec.host.store.batch import running_loop
 from host_spec.host.store.postgres.link import Link
+from host_spec.host.store.postgres.schema import ADD_SESSION, APPEND, MOVE_TAIL
 
 __all__ = ["PostgresLog", "decode_rows"]
 
 #: Batches of up to this many events pass each body as its own parameter; longer ones one ``bytea[]``.
 SPREAD_MAX = 32
-_CALL = "SELECT status, tail, epoch FROM dsh_append(%s, %s, %s, %s, %s, {bodies}, %s, %s, %s)"
-#: The append statement by batch size (0: the one ``bytea[]`` parameter form).
-_APPEND = [_CALL.format(bodies="%s")] + [
-    _CALL.format(bodies=f"ARRAY[{', '.join(['%s'] * count)}]::bytea[]") for count in range(1, SPREAD_MAX + 1)]
+#: The body names of a spread batch.
+_NAMES = [f"b{index}" for index in range(1, SPREAD_MAX + 1)]
+_ROWS = ["unnest(%(bodies)s::bytea[]) WITH ORDINALITY AS t(body, n)"] + [
+    "(VALUES " + ", ".join(f"(%({name})s::bytea, {index})" for index, name in enumerate(_NAMES[:count], 1)) + ") AS t(body, n)"
+    for count in range(1, SPREAD_MAX + 1)]
+#: The append statement by ``[is the first batch][batch size]`` (size 0: the one ``bytea[]`` parameter).
+_APPEND = [[APPEND.format(head=head, bodies=rows) for rows in _ROWS] for head in (MOVE_TAIL, ADD_SESSION)]
+_TAIL = "SELECT tail FROM dsh_sessions WHERE id = %s"
 _OURS = "SELECT body FROM dsh_events WHERE session = %s AND seq > %s AND seq <= %s AND epoch = %s ORDER BY seq"
 _RANGE = "SELECT seq, body FROM dsh_events WHERE session = %s AND seq >= %s AND seq < %s ORDER BY seq"
 
@@ -150,17 +155,33 @@ class PostgresLog:
 
     def _write(self, bodies: list[bytes]) -> None:
         header = self.header
-        new_header = None if self._stored else encode_header(header)
-        spread = len(bodies) <= SPREAD_MAX
-        params = (header.id, self.lease_key, self._holder, self.epoch, self._synced,
-                  *(bodies if spread else [bodies]), new_header, header.created_at, header.parent_session)
-        query = _APPEND[len(bodies) if spread else 0]
+        first = not self._stored
+        count = len(bodies)
+        params: dict[str, Any] = {
+            "session": header.id, "lease": self.lease_key, "holder": self._holder, "epoch": self.epoch,
+            "expected": self._synced, "tail": self._synced + count}
+        if first:
+            params.update(created=header.created_at, parent=header.parent_session, header=encode_header(header))
+        if count <= SPREAD_MAX:
+            params.update(zip(_NAMES, bodies))
+        else:
+            params["bodies"], count = bodies, 0
+        query = _APPEND[first][count]
 
         def attempt(conn: psycopg.Connection[Any], number: int) -> tuple[str, int | None, int | None]:
             self._unsure = True  # until the server's answer is in
-            status, tail, epoch = conn.execute(query, params).fetchone() or ("conflict", None, None)
-            if status != "ok" and (number > 0 or unsure) and self._ours(conn, bodies):
-                status, tail, epoch = "ok", self._synced + len(bodies), self.epoch  # the lost-acknowledgement case
+            stored, epoch, holder = conn.execute(query, params).fetchone() or (0, None, None)
+            tail = params["tail"]
+            if stored:
+                status = "ok"
+            elif (number > 0 or unsure) and self._ours(conn, bodies):
+                status = "ok"  # the lost-acknowledgement case
+            elif epoch != self.epoch or holder != self._holder:
+                status = "fenced"
+            elif first:
+                status = "exists"
+            else:
+                status, tail = "conflict", (conn.execute(_TAIL, (header.id,)).fetchone() or (None,))[0]
             self._unsure = False
             return status, tail, epoch
 
