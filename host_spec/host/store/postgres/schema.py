@@ -1,4 +1,4 @@
-"""The tables and the one append function of the PostgreSQL store.
+"""The tables and the append statement of the PostgreSQL store.
 
 The tables, created on first use (under an advisory lock, so two processes
 starting together do not race on ``CREATE``):
@@ -27,7 +27,7 @@ which PostgreSQL delivers only if the transaction commits. Its answer is the
 number of notices sent (``1``: stored) and the lease's epoch and holder, from
 which the writer tells a fenced append from a moved tail.
 
-One statement costs the server about a quarter less than the same steps as
+One statement costs the server measurably less than the same steps as
 statements of a ``plpgsql`` function, ``dsh_append``, which hosts used before;
 the function stays in the layout, unchanged, so those hosts keep working on a
 database this one created.
