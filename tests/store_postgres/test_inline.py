@@ -7,6 +7,10 @@ connection, or for a reconnection. Then the sync refuses with
 ``BlockingIOError`` (a medium failure: the log is back at its synced tail), and
 the group commit writes the same batch again from a worker thread. The oracle is
 the database, read back through a fresh handle.
+
+The append is one statement whose answer is only "stored or not" plus the
+lease row; the refusals it tells apart (a moved tail, a session stored by
+another creator) are checked here too.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Iterator
 import pytest
 from kit_postgres import shared_server
 
+from host_spec.errors import SequenceConflictError, SessionExistsError
 from host_spec.events import Event, SessionHeader
 from host_spec.host.store.postgres import PostgresStore
 from host_spec.host.store.postgres.log import SPREAD_MAX
@@ -110,3 +115,35 @@ class TestBatchSizes:
         log.sync()
         assert _stored(url) == first + second
         log.close()
+
+
+class TestRefusals:
+    def test_a_moved_tail_is_a_conflict_naming_the_stored_tail(self, url: str, store: PostgresStore) -> None:
+        created = store.create(SessionHeader(id="s", created_at=1))
+        created.append(make_events(1, 2), expected_seq=0)
+        created.sync()
+        created.close()
+        ahead, _ = store.resume("s")
+        behind, _ = store.resume("s")  # a second writer of the same handle: its tail goes stale
+        ahead.append(make_events(3, 2), expected_seq=2)
+        ahead.sync()
+        behind.append(make_events(3, 1), expected_seq=2)
+        with pytest.raises(SequenceConflictError) as caught:
+            behind.sync()
+        assert caught.value.details == {"session": "s", "expected": 2, "actual": 4}
+        assert behind.tail_seq == 2 and _seqs(url) == [1, 2, 3, 4]
+        ahead.close()
+        behind.close()
+
+    def test_a_first_batch_of_a_session_another_creator_stored_is_refused(self, url: str, store: PostgresStore) -> None:
+        first = store.create(SessionHeader(id="s", created_at=1))
+        second = store.create(SessionHeader(id="s", created_at=2))  # neither is stored yet
+        first.append(make_events(1, 1), expected_seq=0)
+        first.sync()
+        second.append(make_events(1, 2), expected_seq=0)
+        with pytest.raises(SessionExistsError):
+            second.sync()
+        assert second.tail_seq == 0 and _seqs(url) == [1]
+        assert store.header("s").created_at == 1
+        first.close()
+        second.close()

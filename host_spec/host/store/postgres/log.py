@@ -14,6 +14,10 @@ what a local ``fsync`` does). There it never waits for the connection: when the
 link is busy with another thread's query or has to reconnect, ``sync`` raises
 :class:`BlockingIOError` (a medium failure, so the log is back at its synced
 tail) and the host writes the batch again from a worker thread, which waits.
+The round trip itself does hold the loop: a slow server makes the host's moving
+average of write times send later batches to the worker, and a server that
+stops answering without closing the connection holds the loop until the
+connection fails, as a stalled disk holds a JSONL store's inline write.
 
 A lost connection is retried by the store's :class:`~.link.Link`. A commit
 whose acknowledgement was lost is recognised on the retry, or on the next write
