@@ -10,7 +10,8 @@ the database, read back through a fresh handle.
 
 The append is one statement whose answer is only "stored or not" plus the
 lease row; the refusals it tells apart (a moved tail, a session stored by
-another creator) are checked here too.
+another creator) are checked here too, and so is the ``dsh_append`` function
+older hosts of the same layout still call.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import asyncio
 import threading
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 from kit_postgres import shared_server
 
 from host_spec.errors import SequenceConflictError, SessionExistsError
-from host_spec.events import Event, SessionHeader
+from host_spec.events import Event, SessionHeader, encode_event
 from host_spec.host.store.postgres import PostgresStore
 from host_spec.host.store.postgres.log import SPREAD_MAX
 from host_spec.host.store.session import Session
@@ -147,3 +149,21 @@ class TestRefusals:
         assert store.header("s").created_at == 1
         first.close()
         second.close()
+
+
+class TestOlderHosts:
+    def test_the_append_function_of_older_hosts_still_appends_and_fences(self, url: str, store: PostgresStore) -> None:
+        """A database this host created keeps ``dsh_append``: an older host's batches land between ours."""
+        log = store.create(SessionHeader(id="s", created_at=1))
+        log.append(make_events(1, 1), expected_seq=0)
+        log.sync()
+        call = "SELECT status, tail, epoch FROM dsh_append(%s, %s, %s, %s, %s, %s, NULL, NULL, NULL)"
+        older = [encode_event(event) for event in make_events(2, 2)]
+        with psycopg.connect(url, autocommit=True) as conn:
+            assert conn.execute(call, ("s", "s", store.holder, log.epoch, 1, older)).fetchone() == ("ok", 3, log.epoch)
+            assert conn.execute(call, ("s", "s", "another", log.epoch, 3, older)).fetchone() == ("fenced", None, log.epoch)
+        log.append(make_events(2, 1), expected_seq=1)
+        with pytest.raises(SequenceConflictError):  # our writer's tail is behind what the older host stored
+            log.sync()
+        assert _stored(url) == make_events(1, 3)
+        log.close()
