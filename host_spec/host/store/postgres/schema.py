@@ -29,8 +29,8 @@ which the writer tells a fenced append from a moved tail.
 
 One statement costs the server measurably less than the same steps as
 statements of a ``plpgsql`` function, ``dsh_append``, which hosts used before;
-the function stays in the layout, unchanged, so those hosts keep working on a
-database this one created.
+the function stays in the layout, unchanged, so hosts of this layout that still
+call it keep working on a database this one created.
 """
 
 from __future__ import annotations
