@@ -44,8 +44,12 @@ class SessionLog(Protocol):
 
     One caller drives a log at a time (the host never runs two ``append`` or
     ``sync`` calls of one log concurrently), possibly from a worker thread.
-    A log may declare ``inline = True`` when its calls are fast local I/O that
-    a host may run on its event-loop thread; without it a host uses a thread.
+    A log may declare ``inline = True`` when its calls are fast I/O (a local
+    file, a near database) that a host may run on its event-loop thread; without
+    it a host uses a thread. On that thread an inline log may refuse a ``sync``
+    that would have to wait (a connection to re-open) with
+    :class:`BlockingIOError`, a medium failure like any ``OSError``; the host
+    then appends and syncs the same batch again from a thread.
     """
 
     @property

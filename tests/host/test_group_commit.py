@@ -442,6 +442,20 @@ class TestInlineWrites:
         assert backend.threads == ["loop", "loop"]  # the failed write ran inline too
         assert backend.log.written == [1] and session.durable_seq == 1
 
+    async def test_an_inline_write_that_would_wait_is_written_again_by_a_worker(self) -> None:
+        """A log that refuses to wait on the loop (``BlockingIOError``) gets the same batch from a worker."""
+        backend = InlineBackend()
+        backend.log.fail_next(BlockingIOError(11, "the store connection is busy"))
+        session = Session(header(), backend=backend.log, observer=(observer := Recorder()))
+        session.append("a/b", {})
+        session.append("a/b", {})
+        await session.flush()  # no error reaches the flusher
+        assert backend.threads == ["loop", "worker"] and backend.log.batches == [[1, 2]]
+        assert session.durable_seq == 2 and observer.kinds("flushed") == [2]
+        session.append("a/b", {})
+        await session.flush()
+        assert backend.threads[-1] == "loop" and backend.log.written == [1, 2, 3]
+
 
 def slow_log() -> FaultyLog:
     """A worker-written log slow enough that the next batch always forms during a write."""

@@ -8,6 +8,7 @@ so the server commits and the client only sees the connection drop.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -117,7 +118,7 @@ class _CuttingRelay:
     def _pump(self, source: socket.socket, target: socket.socket, upstream: bool, muted: threading.Event) -> None:
         try:
             while data := source.recv(65536):
-                cut = upstream and self.cut_next and b"dsh_append" in data
+                cut = upstream and self.cut_next and b"INSERT INTO dsh_events" in data
                 if cut:
                     muted.set()
                 if not muted.is_set() or upstream:
@@ -164,6 +165,31 @@ def test_a_commit_whose_answer_was_lost_is_recognised_and_stored_once(url: str, 
     log.sync()  # a later batch: the compare-and-set it won looks lost, and is recognised
     assert relay.cuts == 2 and store.link.reconnects == 2
     assert [event.seq for event in PostgresStore(url).read("s")[1]] == [1, 2, 3, 4]
+    log.append(make_events(5, 1), expected_seq=4)
+    log.sync()
+    log.close()
+    store.close()
+    assert [event.seq for event in PostgresStore(url).read("s")[1]] == [1, 2, 3, 4, 5]
+
+
+async def test_an_answer_lost_on_the_loop_is_recognised_when_a_worker_writes_the_batch_again(
+        url: str, relay: _CuttingRelay) -> None:
+    """On the loop a lost answer is not retried there (``BlockingIOError``); the worker's retry finds its rows."""
+    database = url.split("?")[0].rsplit("/", 1)[1]
+    store = PostgresStore(f"postgresql://postgres@127.0.0.1:{relay.port}/{database}?sslmode=disable", retry_seconds=10)
+    log = store.create(SessionHeader(id="s", created_at=1))
+    log.append(make_events(1, 2), expected_seq=0)
+    log.sync()
+    batch = make_events(3, 2)
+    log.append(batch, expected_seq=2)
+    relay.cut_next = True
+    with pytest.raises(BlockingIOError):
+        log.sync()  # on the loop thread: the batch committed, the answer is lost
+    assert log.tail_seq == 2 and relay.cuts == 1
+    assert [event.seq for event in PostgresStore(url).read("s")[1]] == [1, 2, 3, 4]
+    log.append(batch, expected_seq=2)  # the group commit's worker writes the same batch again
+    await asyncio.to_thread(log.sync)  # its first attempt meets a moved tail, and its own rows
+    assert log.tail_seq == 4 and store.link.reconnects == 1
     log.append(make_events(5, 1), expected_seq=4)
     log.sync()
     log.close()

@@ -6,9 +6,12 @@ back through a fresh handle and must hold exactly what the rightful holder wrote
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
+import psycopg
 import pytest
 
 from host_spec.errors import SessionFencedError, SessionLockedError
@@ -99,4 +102,71 @@ class TestFencing:
         log.append(make_events(2, 1), expected_seq=1)
         log.sync()
         assert _seqs(other) == [1, 2] and not holder.leases.lost
+        log.close()
+
+
+def _waiting(conn: psycopg.Connection[Any], count: int) -> None:
+    """Return once ``count`` lock requests of other sessions wait (blocked statements)."""
+    deadline = time.monotonic() + 10
+    while conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone() != (count,):
+        assert time.monotonic() < deadline, "the statements never blocked"
+        time.sleep(0.01)
+
+
+def _in_thread(call: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except Exception as exc:  # handed to the test's assertions
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+class TestFencingRaces:
+    """A claim and an append in flight at once: the append commits before the claim, or is fenced."""
+
+    def test_an_append_in_flight_when_a_claim_comes_commits_before_the_claim(self, open_store: Opener) -> None:
+        stale, taker = open_store(lease_seconds=0.5), open_store()
+        log = stale.create(SessionHeader(id="root", created_at=1))
+        log.append(make_events(1, 2), expected_seq=0)
+        log.sync()
+        stale.leases.close()
+        time.sleep(1.0)  # the lease expired: the stale writer does not know yet
+        with psycopg.connect(stale.url) as blocker:
+            blocker.execute("SELECT 1 FROM dsh_sessions WHERE id = 'root' FOR UPDATE")  # the append stalls on the tail
+            log.append(make_events(3, 1), expected_seq=2)
+            append, appended = _in_thread(log.sync)
+            _waiting(blocker, 1)  # the append has read the lease and waits for the tail row
+            claim, claimed = _in_thread(lambda: taker.resume("root"))
+            _waiting(blocker, 2)  # the claim waits for the append that holds the lease row
+            blocker.rollback()
+        append.join(10)
+        claim.join(10)
+        assert appended == [None]  # committed under the old epoch, before the claim
+        resumed, events = claimed[0]
+        assert resumed.epoch == log.epoch + 1 and [event.seq for event in events] == [1, 2, 3]
+        assert _seqs(open_store()) == [1, 2, 3]  # the new holder read everything the old one stored
+        resumed.close()
+        log.close()
+
+    def test_an_append_that_comes_during_a_claim_waits_for_it_and_is_fenced(self, open_store: Opener) -> None:
+        stale = open_store()
+        log = stale.create(SessionHeader(id="root", created_at=1))
+        log.append(make_events(1, 2), expected_seq=0)
+        log.sync()
+        with psycopg.connect(stale.url) as claimer:
+            claimer.execute("UPDATE dsh_leases SET holder = 'other', epoch = epoch + 1 WHERE key = 'root'")
+            log.append(make_events(3, 1), expected_seq=2)
+            append, appended = _in_thread(log.sync)
+            _waiting(claimer, 1)  # the append waits for the claim's row
+            claimer.commit()
+        append.join(10)
+        assert isinstance(appended[0], SessionFencedError)
+        assert appended[0].details == {"session": "root", "epoch": log.epoch, "current": log.epoch + 1}
+        assert log.tail_seq == 2 and _seqs(open_store()) == [1, 2]
         log.close()

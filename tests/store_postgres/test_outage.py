@@ -8,6 +8,7 @@ exactly once.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
@@ -17,6 +18,7 @@ from kit_postgres import PostgresServer, own_server, running_database
 from host_spec.errors import StoreUnavailableError
 from host_spec.events import SessionHeader
 from host_spec.host.store.postgres import Listener, PostgresStore
+from host_spec.host.store.session import Session
 from host_spec.testing import make_events
 
 
@@ -67,6 +69,35 @@ class TestOutage:
         log.sync()
         assert [event.seq for event in store.read("root")[1]] == [1, 2, 3, 4]
         log.close()
+        store.close()
+
+    async def test_a_flush_on_the_loop_during_an_outage_waits_in_a_worker_while_the_loop_runs(
+            self, server: PostgresServer, url: str) -> None:
+        """The log is written inline, but a lost connection is waited for off the loop: other tasks keep running."""
+        store = PostgresStore(url, retry_seconds=30)
+        log = store.create(SessionHeader(id="root", created_at=1))
+        session = Session(log.header, backend=log)
+        session.append("a/b", {})
+        await session.flush()
+        server.stop("immediate")
+        restart = _restart_later(server, 1.0)
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        ticker = asyncio.ensure_future(tick())
+        session.append("a/b", {})
+        await session.flush()  # the inline attempt fails at once; a worker waits for the server
+        ticker.cancel()
+        await asyncio.to_thread(restart.join)
+        assert ticks >= 20  # about a second of outage, the loop ran meanwhile
+        assert session.durable_seq == 2 and store.link.reconnects >= 1
+        assert [event.seq for event in PostgresStore(url).read("root")[1]] == [1, 2]
+        session.close()
         store.close()
 
     def test_a_password_in_the_url_never_reaches_the_error(self) -> None:

@@ -6,14 +6,17 @@ no write is running. The flusher that formed a batch while no write ran (its
 *leader*) submits it itself after one yield to the loop, so a lone flusher pays
 one loop iteration, not a scheduled callback plus a wake-up; a cancelled leader
 still submits (other flushers may have joined). A backend that declares
-``inline = True`` (a local file) is written on the loop thread while its writes
-stay fast: handing a 300 µs fsync to a thread and waking the loop afterwards
-costs a third of the fsync again, and no flusher could join the batch during the
-write anyway. While the moving average of recent write times exceeds :data:`INLINE_MAX_SECONDS`, writes go to the worker
-thread (:mod:`.iothread`) instead, so a slow or stalled disk does not stall the
-loop; they come back inline once writes are fast again. The worker does the
-bookkeeping (``durable_seq``, next batch) under a lock, so a write's outcome is
-never lost even if the loop that started it has closed.
+``inline = True`` (a local file, a near database) is written on the loop thread
+while its writes stay fast: handing a 300 µs fsync to a thread and waking the
+loop afterwards costs a third of the fsync again, and no flusher could join the
+batch during the write anyway. While the moving average of recent write times
+exceeds :data:`INLINE_MAX_SECONDS`, writes go to the worker thread
+(:mod:`.iothread`) instead, so a slow or stalled disk does not stall the loop;
+they come back inline once writes are fast again. An inline log that would have
+to wait (its database connection busy in another thread, or lost) refuses with
+:class:`BlockingIOError`, and that batch goes to the worker, which waits. The
+worker does the bookkeeping (``durable_seq``, next batch) under a lock, so a
+write's outcome is never lost even if the loop that started it has closed.
 
 A write is one :class:`~host_spec.storage.SessionLog` ``append`` at the written
 tail (its compare-and-set) followed by ``sync``; :mod:`.batch` holds that write,
@@ -200,8 +203,9 @@ class GroupCommit:
             job = (backend, tail, pending)
             if not getattr(backend, "inline", False):
                 submit(write_batch, job, lambda error, _: self._finished(batch, error))
-            elif self._write_seconds <= INLINE_MAX_SECONDS and running_loop() is batch.loop:
-                self._finished(batch, self._timed(job))
+            elif self._write_seconds <= INLINE_MAX_SECONDS and running_loop() is batch.loop and not isinstance(
+                    error := self._timed(job), BlockingIOError):  # that log would have waited: a worker does
+                self._finished(batch, error)
             else:
                 submit(self._timed, job, lambda _, error: self._finished(batch, error))
         else:

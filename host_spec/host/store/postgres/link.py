@@ -10,11 +10,17 @@ is told which attempt it is, so a write whose commit acknowledgement was lost
 can recognise its own rows on the next attempt instead of failing a
 compare-and-set it actually won.
 
+An operation run with ``wait=False`` (a write on an event loop's thread, which
+must not stall) never waits: when another thread's operation holds the
+connection, or there is no live connection, or it breaks, it raises
+:class:`BlockingIOError` at once and leaves the reconnection to a caller that may wait.
+
 The URL may carry a password; :func:`redact` keeps it out of every message.
 """
 
 from __future__ import annotations
 
+import errno
 import re
 import threading
 import time
@@ -62,12 +68,19 @@ class Link:
     def __repr__(self) -> str:
         return f"<Link {redact(self.url)}>"
 
-    def run(self, operation: Callable[[psycopg.Connection[Any], int], T]) -> T:
+    def run(self, operation: Callable[[psycopg.Connection[Any], int], T], *, wait: bool = True) -> T:
         """``operation(connection, attempt)`` with reconnection; attempt counts from 0.
+
+        Args:
+            operation: Run with the connection and its attempt number.
+            wait: ``False``: one attempt on the open connection, never waiting for it (see the module docstring).
 
         Raises:
             StoreUnavailableError: the database stayed unreachable for ``retry_seconds``.
+            BlockingIOError: only with ``wait=False``: the operation would have had to wait.
         """
+        if not wait:
+            return self._run_now(operation)
         deadline = time.monotonic() + self.retry_seconds
         delay, attempt = 0.02, 0
         while True:
@@ -85,6 +98,20 @@ class Link:
                     log.warning("store.connection_lost", url=redact(self.url), attempt=attempt, error=type(exc).__name__)
             time.sleep(delay)
             delay, attempt = min(delay * 2, _MAX_BACKOFF), attempt + 1
+
+    def _run_now(self, operation: Callable[[psycopg.Connection[Any], int], T]) -> T:
+        if not self._lock.acquire(blocking=False):
+            raise BlockingIOError(errno.EAGAIN, "the store connection is busy")
+        try:
+            if self._conn is None or self._conn.closed:
+                raise BlockingIOError(errno.EAGAIN, "the store connection is not open")
+            try:
+                return operation(self._conn, 0)
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                self._drop()
+                raise BlockingIOError(errno.EAGAIN, f"the store connection broke: {type(exc).__name__}") from None
+        finally:
+            self._lock.release()
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:

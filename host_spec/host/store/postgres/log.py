@@ -1,15 +1,29 @@
 """The writer of one session in the PostgreSQL store (implements :class:`host_spec.storage.SessionLog`).
 
 ``append`` only checks the tail and queues the batch; ``sync`` sends every
-queued event to ``dsh_append`` in one statement and one transaction (lease
-check, compare-and-set of the tail, insert, ``pg_notify``). A created log
+queued event in one statement and one transaction (:data:`~.schema.APPEND`:
+lease check, compare-and-set of the tail, insert, ``pg_notify``). A created log
 stores its header with its first batch, so a session closed before anything was
-written leaves no trace, as in the JSONL store.
+written leaves no trace, as in the JSONL store. A short batch passes each body
+as a parameter of its own (one ``VALUES`` row each): the driver encodes a list
+parameter far more slowly than the round trip it rides on.
+
+The log is ``inline``: a host may sync it on its event loop's thread, which
+saves two thread hand-offs per batch (a round trip on a near server costs about
+what a local ``fsync`` does). There it never waits for the connection: when the
+link is busy with another thread's query or has to reconnect, ``sync`` raises
+:class:`BlockingIOError` (a medium failure, so the log is back at its synced
+tail) and the host writes the batch again from a worker thread, which waits.
+The round trip itself does hold the loop: a slow server makes the host's moving
+average of write times send later batches to the worker, and a server that
+stops answering without closing the connection holds the loop until the
+connection fails, as a stalled disk holds a JSONL store's inline write.
 
 A lost connection is retried by the store's :class:`~.link.Link`. A commit
-whose acknowledgement was lost is recognised on the retry: the rows at the
-batch's seqs carry this writer's epoch and the same bytes, and only this writer
-can write under its epoch, so they are its own and the batch counts as stored.
+whose acknowledgement was lost is recognised on the retry, or on the next write
+after a failed one: the rows at the batch's seqs carry this writer's epoch and
+the same bytes, and only this writer can write under its epoch, so they are its
+own and the batch counts as stored.
 
 A live session keeps only its newest events decoded and reads older ones back
 through :meth:`PostgresLog.read_events` (a range of seqs, one page at a time):
@@ -35,11 +49,22 @@ from host_spec.errors import (
 )
 from host_spec.events import Event, SessionHeader, decode_event, encode_event, encode_header
 
+from host_spec.host.store.batch import running_loop
 from host_spec.host.store.postgres.link import Link
+from host_spec.host.store.postgres.schema import ADD_SESSION, APPEND, MOVE_TAIL
 
 __all__ = ["PostgresLog", "decode_rows"]
 
-_APPEND = "SELECT status, tail, epoch FROM dsh_append(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+#: Batches of up to this many events pass each body as its own parameter; longer ones one ``bytea[]``.
+SPREAD_MAX = 32
+#: The body names of a spread batch.
+_NAMES = [f"b{index}" for index in range(1, SPREAD_MAX + 1)]
+_ROWS = ["unnest(%(bodies)s::bytea[]) WITH ORDINALITY AS t(body, n)"] + [
+    "(VALUES " + ", ".join(f"(%({name})s::bytea, {index})" for index, name in enumerate(_NAMES[:count], 1)) + ") AS t(body, n)"
+    for count in range(1, SPREAD_MAX + 1)]
+#: The append statement by ``[is the first batch][batch size]`` (size 0: the one ``bytea[]`` parameter).
+_APPEND = [[APPEND.format(head=head, bodies=rows) for rows in _ROWS] for head in (MOVE_TAIL, ADD_SESSION)]
+_TAIL = "SELECT tail FROM dsh_sessions WHERE id = %s"
 _OURS = "SELECT body FROM dsh_events WHERE session = %s AND seq > %s AND seq <= %s AND epoch = %s ORDER BY seq"
 _RANGE = "SELECT seq, body FROM dsh_events WHERE session = %s AND seq >= %s AND seq < %s ORDER BY seq"
 
@@ -78,7 +103,10 @@ class PostgresLog:
     Attributes:
         lease_key: The session tree whose lease this writer holds (its root id).
         epoch: The lease epoch every append carries (the fencing token).
+        inline: A host may sync this log on its event loop's thread (see the module docstring).
     """
+
+    inline = True
 
     def __init__(self, link: Link, holder: str, header: SessionHeader, lease_key: str, epoch: int, tail: int,
                  release: Callable[[], None]) -> None:
@@ -92,6 +120,7 @@ class PostgresLog:
         self._stored = tail > 0
         self._pending: list[Event] = []
         self._open = True
+        self._unsure = False  # a write failed without an answer: it may have committed
 
     def __repr__(self) -> str:
         return f"<PostgresLog {self.header.id} tail={self._tail} epoch={self.epoch}>"
@@ -130,17 +159,38 @@ class PostgresLog:
 
     def _write(self, bodies: list[bytes]) -> None:
         header = self.header
-        new_header = None if self._stored else encode_header(header)
-        params = (header.id, self.lease_key, self._holder, self.epoch, self._synced, bodies,
-                  new_header, header.created_at, header.parent_session)
+        first = not self._stored
+        count = len(bodies)
+        params: dict[str, Any] = {
+            "session": header.id, "lease": self.lease_key, "holder": self._holder, "epoch": self.epoch,
+            "expected": self._synced, "tail": self._synced + count}
+        if first:
+            params.update(created=header.created_at, parent=header.parent_session, header=encode_header(header))
+        if count <= SPREAD_MAX:
+            params.update(zip(_NAMES, bodies))
+        else:
+            params["bodies"], count = bodies, 0
+        query = _APPEND[first][count]
 
         def attempt(conn: psycopg.Connection[Any], number: int) -> tuple[str, int | None, int | None]:
-            status, tail, epoch = conn.execute(_APPEND, params).fetchone() or ("conflict", None, None)
-            if status != "ok" and number > 0 and self._ours(conn, bodies):
-                return "ok", self._synced + len(bodies), self.epoch  # the lost-acknowledgement case
+            self._unsure = True  # until the server's answer is in
+            stored, epoch, holder = conn.execute(query, params).fetchone() or (0, None, None)
+            tail = params["tail"]
+            if stored:
+                status = "ok"
+            elif (number > 0 or unsure) and self._ours(conn, bodies):
+                status = "ok"  # the lost-acknowledgement case
+            elif epoch != self.epoch or holder != self._holder:
+                status = "fenced"
+            elif first:
+                status = "exists"
+            else:
+                status, tail = "conflict", (conn.execute(_TAIL, (header.id,)).fetchone() or (None,))[0]
+            self._unsure = False
             return status, tail, epoch
 
-        status, tail, epoch = self._link.run(attempt)
+        unsure = self._unsure
+        status, tail, epoch = self._link.run(attempt, wait=running_loop() is None)
         if status == "ok":
             return
         if status == "fenced":
