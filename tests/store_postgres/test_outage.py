@@ -141,3 +141,12 @@ class TestNotifications:
             assert time.monotonic() < deadline
         assert listener.connects == 2
         listener.close()
+
+
+class TestSilentLinks:
+    def test_a_tcp_link_gives_up_on_a_silent_server_within_seconds_unless_the_url_says_otherwise(self) -> None:
+        from host_spec.host.store.postgres.link import tcp_bounds
+
+        bounds = tcp_bounds("postgresql://dsh@db-host/dsh")
+        assert bounds["tcp_user_timeout"] <= 10_000 and bounds["keepalives"] == 1
+        assert "tcp_user_timeout" not in tcp_bounds("postgresql://dsh@db-host/dsh?tcp_user_timeout=60000")

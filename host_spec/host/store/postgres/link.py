@@ -25,18 +25,32 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 import structlog
 
 from host_spec.errors import StoreUnavailableError
 
-__all__ = ["Link", "redact"]
+__all__ = ["Link", "TCP_BOUNDS", "redact", "tcp_bounds"]
 
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
+
+#: A TCP link to a server that went silent (a cut without a reset) fails within about
+#: ten seconds instead of the kernel's retransmission time (minutes): a write run on an
+#: event loop's thread must not hold it that long. Unix sockets ignore these.
+TCP_BOUNDS: Final = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
+                     "tcp_user_timeout": 10_000}
+
+
+def tcp_bounds(url: str) -> dict[str, Any]:
+    """:data:`TCP_BOUNDS` minus what ``url`` sets itself (the user's settings win)."""
+    given = conninfo_to_dict(url)
+    return {key: value for key, value in TCP_BOUNDS.items() if key not in given}
+
 
 #: Longest pause between two reconnection attempts.
 _MAX_BACKOFF = 0.5
@@ -115,7 +129,7 @@ class Link:
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:
-            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5)
+            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5, **tcp_bounds(self.url))
             try:
                 if self._setup is not None:
                     self._setup(conn)

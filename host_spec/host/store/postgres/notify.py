@@ -19,7 +19,7 @@ import attrs
 import psycopg
 import structlog
 
-from host_spec.host.store.postgres.link import redact
+from host_spec.host.store.postgres.link import redact, tcp_bounds
 from host_spec.host.store.postgres.schema import CHANNEL
 
 __all__ = ["Listener", "Wakeup"]
@@ -62,7 +62,7 @@ class Listener:
         """Open and LISTEN if needed; ``True`` when a new connection was made."""
         if self._conn is not None and not self._conn.closed:
             return False
-        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5)
+        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5, **tcp_bounds(self.url))
         conn.execute(f"LISTEN {self.channel}")
         self._conn = conn
         return True
