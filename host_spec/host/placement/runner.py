@@ -21,6 +21,7 @@ answers refused; it drops the member and goes on. A call the Lead withdrew
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 import time
 from pathlib import Path
@@ -38,6 +39,7 @@ from host_spec.workspace import WriteAuditor
 
 from host_spec.host.agents.tools import error_result
 from host_spec.host.models.adapter import ModelRequest
+from host_spec.host.store.postgres.link import Link
 from host_spec.host.store.postgres.notify import Listener
 from host_spec.host.store.postgres.work import WORK_CHANNEL, Taken, WorkDesk, member_key, worker_key
 from host_spec.host.placement.stand_in import Audits, StandIn, StandInSession, collecting, judging
@@ -52,6 +54,8 @@ log = structlog.get_logger(__name__)
 #: Seconds a member without work stays with its worker before its lease is let go.
 LINGER_SECONDS: Final = 5.0
 _ROUND_SECONDS: Final = 0.5
+#: How many more wanted members than it has room for a worker looks at (see ``_round``).
+_SPREAD: Final = 4
 
 
 @attrs.define(eq=False)
@@ -90,7 +94,9 @@ class MemberRunner:
     def __init__(self, store: Any, *, max_members: int, workspace: Path | None, open_host: Any,
                  linger_seconds: float = LINGER_SECONDS, say: Any = None) -> None:
         self.store = store
-        self.desk = WorkDesk(store)
+        self._control = Link(store.url, retry_seconds=store.link.retry_seconds)
+        self.desk = WorkDesk(store, self._control)  # taking and claiming; answers go over the store's link
+        self.answers = WorkDesk(store)
         self.max_members = max_members
         self.workspace = workspace
         self.linger_seconds = linger_seconds
@@ -112,8 +118,8 @@ class MemberRunner:
         listener.start()
         try:
             while not stop.is_set():
+                self._wake.clear()  # before the round: a post during it wakes the next one at once
                 await self._round()
-                self._wake.clear()
                 waits = [asyncio.ensure_future(self._wake.wait()), asyncio.ensure_future(stop.wait())]
                 await asyncio.wait(waits, timeout=_ROUND_SECONDS, return_when=asyncio.FIRST_COMPLETED)
                 for waiting in waits:
@@ -126,6 +132,7 @@ class MemberRunner:
             for member in list(self.held):
                 self._let_go(member)
             self.store.leases.release(presence)
+            self._control.close()
             for host in self._hosts.values():
                 await host.close()
 
@@ -148,13 +155,13 @@ class MemberRunner:
                     signal.abort("fenced")
                 self._let_go(member)  # uncounted, so a later claim is a new one
         busy = {member: held.epoch for member, held in self.held.items() if held.running}
+        await self._take()  # first: a posted call waits for nothing else this round does
         if busy:  # a call the Lead withdrew (its member was interrupted) is aborted here
             mine = await asyncio.to_thread(self.desk.still_mine, busy)
             for member in busy:
                 for key, (_, signal) in self.held[member].running.items():
                     if key not in mine and not signal.aborted:
                         signal.abort("withdrawn")
-        await self._take()
         for member, held in list(self.held.items()):
             if not held.running and now - held.idle_since >= self.linger_seconds:
                 self._let_go(member)
@@ -163,7 +170,15 @@ class MemberRunner:
             await self._hosts.pop(root).close()  # no member of that Team is held here any more
         room = self.max_members - len(self.held)
         if room > 0:
-            claimed = [member for member in await asyncio.to_thread(self.desk.wanted, room) if await self._claim(member)]
+            # Several workers wake on the same post: each tries the wanted members in an
+            # order of its own, so they spread over the workers instead of all racing
+            # for the oldest few (a lost race costs a round trip and a round).
+            wanted = await asyncio.to_thread(self.desk.wanted, room * _SPREAD)
+            random.shuffle(wanted)
+            claimed = 0
+            for member in wanted:
+                if claimed < room and await self._claim(member):
+                    claimed += 1
             if claimed:
                 await self._take()
 
@@ -202,7 +217,7 @@ class MemberRunner:
             except Exception as exc:  # the call never ran (no host for its run, the store unreadable): say so
                 log.exception("worker.call_failed", member=member, key=taken.key)
                 answer = _failed(taken, f"worker {self.store.holder} could not run this call: {type(exc).__name__}: {exc}")
-            if await asyncio.to_thread(self.desk.finish, taken.key, held.epoch, encode(answer)):
+            if await asyncio.to_thread(self.answers.finish, taken.key, held.epoch, encode(answer)):
                 self.answered += 1
             elif not signal.aborted:
                 self.fenced += 1

@@ -156,11 +156,14 @@ class WorkDesk:
 
     Args:
         store: A :class:`~host_spec.host.store.postgres.PostgresStore` (its ``link`` and ``leases``).
+        link: The connection to run the statements on (default: the store's; a worker
+            gives its taking and claiming a connection of their own, so they never
+            queue behind its answers and reads).
     """
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Any, link: Any = None) -> None:
         self.store = store
-        self.link = store.link
+        self.link = link if link is not None else store.link
         self.holder: str = store.holder
 
     # ------------------------------------------------------------ the poster (the Lead's process)
