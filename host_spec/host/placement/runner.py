@@ -126,12 +126,12 @@ class MemberRunner:
                     waiting.cancel()
         finally:
             self._stop_listening.set()
+            self.store.leases.release(presence)  # first: Leads stop handing this worker new calls
             running = [task for held in self.held.values() for task, _ in held.running.values()]
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
             for member in list(self.held):
                 self._let_go(member)
-            self.store.leases.release(presence)
             self._control.close()
             for host in self._hosts.values():
                 await host.close()
