@@ -12,7 +12,7 @@ import asyncio
 import itertools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -29,11 +29,8 @@ from host_spec.host.store.session import Session
 from host_spec.host.store.sessions import SessionStore
 from host_spec.testing import FaultyStorage
 
+from _history_kit import HistoryReads, filled, payload
 from _store_kit import header
-
-
-def _payload(index: int) -> dict[str, Any]:
-    return {"n": index, "text": "x" * (index * 37 % 300)}
 
 
 @pytest.fixture
@@ -51,66 +48,24 @@ _example_ids = itertools.count(1)
 
 
 async def _filled(store: PostgresStore, count: int, kept: int, batch: int = 7, name: str = "s-1") -> tuple[Session, list[Event]]:
-    session = Session(header(name), backend=store.create(header(name)), kept_events=kept)
-    appended = []
-    for index in range(count):
-        appended.append(session.append("a/b", _payload(index)))
-        if index % batch == batch - 1:
-            await session.flush()
-    await session.flush()
-    return session, appended
+    return await filled(store, count, kept, batch, name)
 
 
-class TestReads:
-    async def test_every_read_equals_the_list_of_appended_events(self, url: str) -> None:
-        """Indexes (negative too), slices, iteration, reversal and equality answer like the full list."""
-        store = PostgresStore(url)
-        session, appended = await _filled(store, 300, kept=5)
-        events = session.events
-        assert session.held_events < 2 * 5 + 7 + 1  # the rest was forgotten
-        assert len(events) == 300
-        assert list(events) == appended
-        assert [events[i] for i in range(300)] == appended
-        assert [events[i] for i in range(-1, -301, -1)] == appended[::-1]
-        assert list(events[17:203]) == appended[17:203]
-        assert list(events[::-3]) == appended[::-3]
-        assert list(events[250:10]) == []
-        assert events == appended
-        assert list(reversed(events)) == appended[::-1]
-        with pytest.raises(IndexError):
-            events[300]
-        with pytest.raises(IndexError):
-            events[-301]
-        session.close()
+@pytest.fixture
+def open_backend(url: str) -> Iterator[Callable[[], PostgresStore]]:
+    opened: list[PostgresStore] = []
+
+    def open_() -> PostgresStore:
+        opened.append(PostgresStore(url))
+        return opened[-1]
+
+    yield open_
+    for store in opened:
         store.close()
 
-    async def test_reads_equal_what_the_store_reads_back_live_and_after_close(self, url: str) -> None:
-        """The live view, with a pending event, and after close, is the stored log; closed_events too."""
-        store = PostgresStore(url)
-        session, _ = await _filled(store, 120, kept=3)
-        session.append("a/c", {"late": True})  # pending: in memory only
-        assert session.events[-1].type == "a/c" and len(session.events) == 121
-        await session.flush()
-        session.close()
-        _, stored = PostgresStore(url).read("s-1")
-        assert list(session.events) == stored
-        assert [session.events[i] for i in (0, 60, 5, 119, 120)] == [stored[i] for i in (0, 60, 5, 119, 120)]
-        assert session.closed_events() == stored
-        store.close()
 
-    async def test_an_iterator_sees_events_appended_while_it_runs(self, url: str) -> None:
-        """Like a list iterator: it starts in the forgotten part and ends at the newest event."""
-        store = PostgresStore(url)
-        session, appended = await _filled(store, 60, kept=2)
-        seen = []
-        for event in session.events:
-            seen.append(event)
-            if event.seq == 59:
-                appended.append(session.append("a/b", {"during": True}))
-                await session.flush()  # forgets more while the iterator is suspended
-        assert seen == appended
-        session.close()
-        store.close()
+class TestReads(HistoryReads):
+    """The reads every forgetting backend shares (:mod:`_history_kit`), plus reads across several pages."""
 
     async def test_reads_across_several_pages_forwards_and_backwards(self, url: str) -> None:
         """A history of more than two pages reads in order both ways, and by random index."""
@@ -124,43 +79,6 @@ class TestReads:
         assert [session.events[i] for i in probes] == [appended[i] for i in probes]
         session.close()
         store.close()
-
-    async def test_own_events_skip_the_seed_and_read_back(self, url: str) -> None:
-        """The inherited prefix and the own part are both read through the history."""
-        store = SessionStore(PostgresStore(url), None)
-        store.kept_events = 2
-        parent = store.create("p")
-        for index in range(10):
-            parent.append("p/x", {"i": index})
-        await parent.flush()
-        child = store.create("c", seed=tuple(parent.events), parent_session="p")
-        for index in range(40):
-            child.append("c/x", {"i": index})
-            await child.flush()
-        own = child.own_events()
-        assert child.held_events <= 2 * 2 + 1
-        assert [e.type for e in own] == ["c/x"] * 40
-        assert [own[i].seq for i in (0, -1, 20)] == [11, 50, 31]
-        assert [e.seq for e in own[5:8]] == [16, 17, 18]
-        assert [e.type for e in child.events[:10]] == ["p/x"] * 10
-        assert tuple(child.events) == (await store.inspect("c")).events
-        await store.close()
-
-    async def test_a_resumed_log_forgets_at_its_first_flush_and_reads_the_same(self, url: str) -> None:
-        """Resume hands the whole stored list over; the next flush forgets all but the newest."""
-        first_store = PostgresStore(url)
-        first, appended = await _filled(first_store, 200, kept=4)
-        first.close()
-        first_store.close()
-        store = SessionStore(PostgresStore(url), None)
-        store.kept_events = 4
-        session = store.resume("s-1")
-        assert session.held_events == 200
-        appended.append(session.append("a/b", {"after": "resume"}))
-        await session.flush()
-        assert session.held_events == 4
-        assert list(session.events) == appended
-        await store.close()
 
     async def test_a_fault_injected_store_keeps_every_event(self, url: str) -> None:
         """A wrapper that is not the PostgreSQL writer itself cannot read back: nothing is forgotten."""
@@ -213,7 +131,7 @@ def test_random_appends_flushes_and_reads_match_the_list(examples_url: str, ops:
         appended: list[Event] = []
         for count, flush, probe in ops:
             for _ in range(count):
-                appended.append(session.append("a/b", _payload(len(appended))))
+                appended.append(session.append("a/b", payload(len(appended))))
             if flush:
                 await session.flush()
             index = probe % len(appended)
@@ -246,7 +164,7 @@ def test_history_over_the_store_reads_like_a_plain_list(examples_url: str, count
     try:
         log = store.create(header(name))
         session = Session(header(name), kept_events=kept)  # only to mint events: no backend
-        events = [session.append("a/b", _payload(index)) for index in range(count)]
+        events = [session.append("a/b", payload(index)) for index in range(count)]
         log.append(events, expected_seq=0)
         log.sync()
         history, plain = History(list(events)), list(events)
