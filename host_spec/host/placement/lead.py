@@ -43,6 +43,7 @@ from host_spec.workspace import WriteAuditor
 
 from host_spec.host.agents.loop import race
 from host_spec.host.agents.tools import error_result, schema
+from host_spec.host.workspace.paths import Workspace
 from host_spec.host.store.postgres.notify import Listener
 from host_spec.host.store.postgres.work import WORK_CHANNEL, WorkDesk, member_key
 from host_spec.host.placement.wire import (
@@ -83,7 +84,6 @@ class Placement:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.posted = 0  # calls handed to workers so far
 
     # ------------------------------------------------------------ deciding
 
@@ -158,8 +158,6 @@ class Placement:
         cwd = agent.session.header.cwd
         if auditor is None or cwd is None:
             return None
-        from host_spec.host.workspace.paths import Workspace
-
         try:
             path = msgspec.json.decode(arguments)["path"]
             workspace = Workspace.at(cwd)
@@ -175,7 +173,6 @@ class Placement:
         """Post one call and wait for its answer; ``None``: withdrawn unanswered, run it here."""
         member, key = agent.id, f"{agent.id}:{uuid.uuid4().hex}"
         await asyncio.to_thread(self.desk.post, key, self._root(agent), member, kind, request)
-        self.posted += 1
         self._ensure_listening()
         woken = asyncio.Event()
         entry = (asyncio.get_running_loop(), woken)

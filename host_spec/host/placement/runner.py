@@ -106,8 +106,6 @@ class MemberRunner:
         self._hosts: dict[str, Any] = {}
         self._wake = asyncio.Event()
         self._stop_listening = threading.Event()
-        self.answered = 0
-        self.fenced = 0
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set, then let the running calls finish and release every lease."""
@@ -201,9 +199,7 @@ class MemberRunner:
         """Take every queued call of every held member (one statement) and start running each."""
         epochs = {member: held.epoch for member, held in self.held.items()}
         for taken in await asyncio.to_thread(self.desk.take, epochs):
-            held = self.held.get(taken.member)
-            if held is None:  # pragma: no cover - taken under a lease this round has just dropped
-                continue
+            held = self.held[taken.member]  # taken under the epochs of the members held now
             signal = AbortSignal()
             task = asyncio.create_task(self._execute(taken.member, held, taken, signal))
             held.running[taken.key] = (task, signal)
@@ -217,10 +213,8 @@ class MemberRunner:
             except Exception as exc:  # the call never ran (no host for its run, the store unreadable): say so
                 log.exception("worker.call_failed", member=member, key=taken.key)
                 answer = _failed(taken, f"worker {self.store.holder} could not run this call: {type(exc).__name__}: {exc}")
-            if await asyncio.to_thread(self.answers.finish, taken.key, held.epoch, encode(answer)):
-                self.answered += 1
-            elif not signal.aborted:
-                self.fenced += 1
+            stored = await asyncio.to_thread(self.answers.finish, taken.key, held.epoch, encode(answer))
+            if not stored and not signal.aborted:
                 log.warning("worker.answer_refused", member=member, key=taken.key, epoch=held.epoch)
         except Exception:  # the answer could not be written: the lease expires and the call is recovered
             log.exception("worker.answer_failed", member=member, key=taken.key)

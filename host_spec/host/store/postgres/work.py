@@ -80,7 +80,7 @@ WITH w AS (
 ) SELECT pg_notify('dsh_work', json_build_object('s', member, 'seq', n)::text) FROM w
 """
 _OUTCOME = """
-SELECT w.state, w.result, w.holder, l.holder IS NOT NULL AND l.epoch = w.epoch AND l.holder = w.holder
+SELECT w.state, w.result, l.holder IS NOT NULL AND l.epoch = w.epoch AND l.holder = w.holder
        AND l.expires_at > now()
 FROM dsh_work w LEFT JOIN dsh_leases l ON l.key = 'member:' || w.member WHERE w.key = %s
 """
@@ -147,7 +147,6 @@ class Outcome:
 
     state: str
     result: bytes | None
-    holder: str | None
     holder_live: bool
 
 
@@ -178,7 +177,7 @@ class WorkDesk:
         row = self.link.run(lambda conn, _: conn.execute(_OUTCOME, (key,)).fetchone())
         if row is None:
             return None
-        return Outcome(str(row[0]), None if row[1] is None else bytes(row[1]), row[2], bool(row[3]))
+        return Outcome(str(row[0]), None if row[1] is None else bytes(row[1]), bool(row[2]))
 
     def settle(self, key: str) -> None:
         """An answered call whose answer was read: drop its request and answer; its row stays, slim.
