@@ -172,8 +172,6 @@ class TestTheDemoOnTwoWorkers:
         holders = {holder for *_, holder in rows}
         assert len(holders) == 2, holders  # one member on each worker
         assert all("running member" in workers.stderr(i) for i in (0, 1))
-        transcript = PostgresStore(workers.url).read("session-1")[1]
-        assert transcript  # the Lead's log is in the store, written by the Lead's process
 
 
 class TestAWorkerDiesMidCall:
