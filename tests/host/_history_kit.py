@@ -22,7 +22,7 @@ from host_spec.host.store.sessions import SessionStore
 
 from _store_kit import header
 
-__all__ = ["HistoryReads", "filled", "payload"]
+__all__ = ["HistoryReads", "filled", "payload", "random_reads"]
 
 Opener = Callable[[], Any]
 
@@ -42,6 +42,25 @@ async def filled(backend: Any, count: int, kept: int, batch: int = 7, name: str 
             await session.flush()
     await session.flush()
     return session, appended
+
+
+async def random_reads(backend: Any, name: str, ops: Any, kept: int) -> None:
+    """Appends, flushes and reads in the order ``ops`` gives (count, flush?, probe); each read equals the list's."""
+    session = Session(header(name), backend=backend.create(header(name)), kept_events=kept)
+    appended: list[Event] = []
+    for count, flush, probe in ops:
+        for _ in range(count):
+            appended.append(session.append("a/b", payload(len(appended))))
+        if flush:
+            await session.flush()
+        index = probe % len(appended)
+        assert session.events[index] == appended[index]
+        assert session.events[-1 - index] == appended[-1 - index]
+        assert list(session.events[index : index + 5]) == appended[index : index + 5]
+        assert list(session.events[::-2]) == appended[::-2]
+    assert list(session.events) == appended
+    await session.flush()
+    session.close()
 
 
 class HistoryReads:

@@ -25,7 +25,7 @@ from host_spec.host.store.jsonl import JsonlStore
 from host_spec.host.store.session import Session
 from host_spec.testing import make_events
 
-from _history_kit import HistoryReads, filled, payload
+from _history_kit import HistoryReads, filled, random_reads
 from _store_kit import header
 
 
@@ -78,21 +78,7 @@ def test_random_appends_flushes_and_reads_match_the_list(tmp_path_factory: Any, 
     directory = tmp_path_factory.mktemp("history")
 
     async def scenario() -> None:
-        store = JsonlStore(directory)
-        session = Session(header("h"), backend=store.create(header("h")), kept_events=kept)
-        appended: list[Event] = []
-        for count, flush, probe in ops:
-            for _ in range(count):
-                appended.append(session.append("a/b", payload(len(appended))))
-            if flush:
-                await session.flush()
-            index = probe % len(appended)
-            assert session.events[index] == appended[index]
-            assert session.events[-1 - index] == appended[-1 - index]
-            assert list(session.events[index : index + 5]) == appended[index : index + 5]
-        assert list(session.events) == appended
-        await session.flush()
-        session.close()
+        await random_reads(JsonlStore(directory), "h", ops, kept)
 
     asyncio.run(scenario())
 

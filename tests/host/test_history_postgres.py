@@ -29,7 +29,7 @@ from host_spec.host.store.session import Session
 from host_spec.host.store.sessions import SessionStore
 from host_spec.testing import FaultyStorage
 
-from _history_kit import HistoryReads, filled, payload
+from _history_kit import HistoryReads, filled, payload, random_reads
 from _store_kit import header
 
 
@@ -127,21 +127,7 @@ def test_random_appends_flushes_and_reads_match_the_list(examples_url: str, ops:
     name = f"h-{next(_example_ids)}"
 
     async def scenario(store: PostgresStore) -> None:
-        session = Session(header(name), backend=store.create(header(name)), kept_events=kept)
-        appended: list[Event] = []
-        for count, flush, probe in ops:
-            for _ in range(count):
-                appended.append(session.append("a/b", payload(len(appended))))
-            if flush:
-                await session.flush()
-            index = probe % len(appended)
-            assert session.events[index] == appended[index]
-            assert session.events[-1 - index] == appended[-1 - index]
-            assert list(session.events[index : index + 5]) == appended[index : index + 5]
-            assert list(session.events[::-2]) == appended[::-2]
-        assert list(session.events) == appended
-        await session.flush()
-        session.close()
+        await random_reads(store, name, ops, kept)
 
     store = PostgresStore(examples_url)
     try:
