@@ -16,13 +16,14 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The scripted team shipped in the package: `dsh demo` (what `pip install dsh-team` users run), kept in .dsh-demo.
 demo: $(STAMP)
-	$(BIN)/python examples/run_demo.py
+	$(BIN)/dsh demo .dsh-demo
 
 # The same team shape using a real MCP server's tools (examples/mcp_server.py over stdio).
 mcp-demo: $(STAMP)
-	$(BIN)/python examples/run_demo.py --profile examples/mcp_profile.toml --script examples/mcp_demo.json \
-		--data-dir .dsh-mcp-demo --prompt "Use an Agent Team: write docs/terms.md from the glossary MCP server."
+	$(BIN)/dsh demo .dsh-mcp-demo --profile examples/mcp_profile.toml --script examples/mcp_demo.json \
+		--prompt "Use an Agent Team: write docs/terms.md from the glossary MCP server."
 
 # Static types: strict on the plugin packages, default on host_spec (see [tool.mypy]).
 check: $(STAMP)

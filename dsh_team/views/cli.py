@@ -137,8 +137,12 @@ async def serve_command(args: argparse.Namespace, env: CliEnv) -> int:
     another process may be running; from a data directory it shows the logs as read.
 
     Raises:
+        ExtraNotInstalledError: ``EXTRA_NOT_INSTALLED`` without the ``web`` extra.
         DshError: nothing can be read (the host reports it and exits 2).
     """
+    from dsh_team.web import require_web
+
+    require_web("dsh team serve")
     from dsh_team.web.serve import serve_followed, serve_stored  # the web extra is needed only here
 
     reader = env.open_store(args.data_dir)

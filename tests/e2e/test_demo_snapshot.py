@@ -69,11 +69,11 @@ class DemoRun:
 
 @pytest.fixture(scope="module")
 def make_demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
-    """``examples/run_demo.py`` exactly as ``make demo`` runs it (``--profile agent-teams``)."""
+    """``dsh demo`` exactly as ``make demo`` runs it (``--profile agent-teams``)."""
     tmp = tmp_path_factory.mktemp("make-demo")
     data = tmp / "data"
     result = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "run_demo.py"), "--data-dir", str(data)],
+        [sys.executable, "-m", "host_spec.host.cli.main", "demo", str(data)],
         env=environment(tmp),
         capture_output=True,
         text=True,

@@ -172,7 +172,7 @@ class TestLightCore:
         with pytest.raises(Exception) as caught:
             await Host.open(None, prof, ScriptedModel.from_mapping({}))
         error = caught.value
-        assert getattr(error, "code", None) == "MCP_SDK_MISSING", error
+        assert getattr(error, "code", None) == "EXTRA_NOT_INSTALLED", error
         assert "pip install 'dsh-team[mcp]'" in str(error)
 
 

@@ -243,7 +243,7 @@ def test_the_time_slider_shows_an_earlier_roster(live: tuple[LoopThread, Team], 
 def test_the_finished_demo_board_served_from_its_logs(tmp_path: Path, page: Any) -> None:
     """``make demo``'s run, opened with ``dsh team serve`` as the demo's closing lines say; screenshot saved."""
     data = tmp_path / "demo"
-    demo = subprocess.run([sys.executable, str(REPO / "examples" / "run_demo.py"), "--data-dir", str(data)],
+    demo = subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "demo", str(data)],
                           capture_output=True, text=True, timeout=120, check=True)
     assert f"dsh team serve --data-dir {data}" in demo.stdout.splitlines()[-1]
     serve = subprocess.Popen([sys.executable, "-m", "host_spec.host.cli.main", "team", "serve", "--data-dir", str(data)],

@@ -170,9 +170,10 @@ class CliEnvironment:
         """A read-only reader (``host_spec.cli.SessionReader``) of the chosen store."""
         url = chosen_store(self.store_flag)
         if url is not None:
+            backend = open_backend(url)  # first: it names the postgres extra when it is missing
             from host_spec.host.cli.backend_reader import BackendReader
 
-            return BackendReader(open_backend(url))
+            return BackendReader(backend)
         return StoreReader(JsonlStore(self.check_data_dir(Path(data_dir), create=False)))
 
     def open_appender(self, data_dir: Path, session_id: str) -> StoreAppender:

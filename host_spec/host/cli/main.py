@@ -11,6 +11,7 @@
     dsh chat --model llm:MODEL         # talk with the Lead in the terminal; dsh chat --resume continues
     dsh team show [SESSION_ID]         # from an installed CLI extension (entry points "dsh.cli")
     dsh worker --store URL             # take over Teams of a shared store whose process died
+    dsh demo [DIR]                     # the scripted demo team shipped in the package, then what it did
     dsh --version                      # dsh <version of the installed dsh-team distribution>
 
 Every subcommand takes ``--data-dir`` (default ``$DSH_DATA_DIR`` or ``./.dsh-data``).
@@ -20,8 +21,9 @@ the only module that configures structlog (to stderr; ``-v`` for more).
 
 Each built-in command lives in a module of its own (:mod:`~host_spec.host.cli.run_commands`,
 :mod:`~host_spec.host.cli.session_log`, :mod:`~host_spec.host.cli.plugins_list`,
-:mod:`~host_spec.host.cli.traces`); this module only assembles the parser and
-reports errors. Extension commands come from entry-point group ``dsh.cli``
+:mod:`~host_spec.host.cli.traces`, :mod:`~host_spec.host.cli.demo`); this module only assembles the parser and
+reports errors. Nothing it imports needs an optional extra: each command imports
+its extra's modules when it runs, after :func:`host_spec.extras.require`. Extension commands come from entry-point group ``dsh.cli``
 (:mod:`host_spec.cli`, :mod:`host_spec.host.cli.extensions`); their handlers return
 their own exit status and their errors are reported like the built-in commands'.
 """
@@ -42,7 +44,7 @@ import structlog
 from host_spec.cli import HANDLER_KEY
 from host_spec.errors import DshError
 
-from host_spec.host.cli import chat, plugins_list, run_commands, session_log, traces, worker
+from host_spec.host.cli import chat, demo, plugins_list, run_commands, session_log, traces, worker
 from host_spec.host.cli.extensions import CliEnvironment, Extension, discover_extensions, register_extensions
 from host_spec.host.cli.usage import check_data_dir, default_data_dir
 
@@ -78,6 +80,7 @@ def build_parser(
     traces.add_parser(commands, env, trace_contributors)
     chat.add_parser(commands, env)
     worker.add_parser(commands)
+    demo.add_parser(commands)
     register_extensions(commands, env, discover_extensions() if extensions is None else extensions)
     return parser
 
@@ -115,6 +118,7 @@ _HANDLERS = {
     "trace": traces.run,
     "chat": chat.run,
     "worker": worker.run,
+    "demo": demo.run,
 }
 
 

@@ -44,13 +44,13 @@ from typing import Any
 import attrs
 
 from host_spec.errors import DshError, SessionLockedError
+from host_spec.extras import require
 
 from host_spec.host.app import Host
 from host_spec.host.cli.run_commands import _NoModel
 from host_spec.host.cli.run_settings import decode_settings
 from host_spec.host.cli.transcript import Transcript
 from host_spec.host.cli.usage import CliError
-from host_spec.host.placement.runner import MemberRunner, audits_plugin
 from host_spec.host.plugins.profiles import load_profile
 from host_spec.host.runs import agent_name
 from host_spec.host.store.selection import STORE_ENV, chosen_store, open_backend
@@ -90,7 +90,7 @@ def _recorded(records: Any, root: str, args: argparse.Namespace) -> tuple[str, A
     return profile, model
 
 
-def _member_host_opener(store: Any, args: argparse.Namespace) -> Any:
+def _member_host_opener(store: Any, args: argparse.Namespace, audits_plugin: Any) -> Any:
     """``await open(root)``: a host for running Team ``root``'s members' calls here.
 
     It has the run's model (and the profile's member models) and, of the
@@ -139,8 +139,12 @@ async def run(args: argparse.Namespace) -> int:
     """Watch the store until SIGINT/SIGTERM; exit status 0.
 
     Raises:
+        ExtraNotInstalledError: ``EXTRA_NOT_INSTALLED`` without the ``postgres`` extra.
         CliError: ``CLI_USAGE`` when no shared store is named, or ``--max-teams`` is below 1.
     """
+    require("psycopg", extra="postgres", feature="dsh worker")
+    from host_spec.host.placement.runner import MemberRunner, audits_plugin  # the postgres extra: only here
+
     url = chosen_store(args.store)
     if url is None:
         raise CliError(f"dsh worker needs a shared store: --store postgresql://... or ${STORE_ENV}", code="CLI_USAGE")
@@ -158,7 +162,7 @@ async def run(args: argparse.Namespace) -> int:
     running: dict[str, asyncio.Task[None]] = {}
     print(f"dsh worker: {store.holder} is watching the store", file=sys.stderr, flush=True)
     members = MemberRunner(store, max_members=args.max_members, workspace=workspace,
-                           open_host=_member_host_opener(store, args), linger_seconds=args.linger,
+                           open_host=_member_host_opener(store, args, audits_plugin), linger_seconds=args.linger,
                            say=lambda text: print(f"dsh worker: {text}", file=sys.stderr, flush=True))
     serving = asyncio.create_task(members.run(stop))
     try:

@@ -22,8 +22,7 @@ SCRUBBED: Final = "[redacted]"
 class McpServerError(DshError):
     """An MCP server could not serve a call, or its configuration cannot be used.
 
-    Codes: ``MCP_SDK_MISSING`` (the extra is not installed), ``MCP_SERVER_FAILED``
-    (it did not start), ``MCP_SERVER_UNAVAILABLE`` (it stopped earlier),
+    Codes: ``MCP_SERVER_FAILED`` (it did not start), ``MCP_SERVER_UNAVAILABLE`` (it stopped earlier),
     ``MCP_SERVER_DIED`` (it stopped during this call), ``MCP_TOOL_TIMEOUT``,
     ``MCP_TOOL_ERROR`` (the server answered with an error).
     """

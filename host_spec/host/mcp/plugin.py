@@ -26,6 +26,7 @@ import structlog
 
 from host_spec import hookimpl
 from host_spec.events import json_encode
+from host_spec.extras import require
 from host_spec.records import Handle, PromptSection, ToolSpec
 
 from host_spec.host.mcp.config import CONFIG_PATH, expand, load_config
@@ -59,13 +60,9 @@ def require_sdk() -> None:
     """Fail with a clear error when the MCP SDK (the ``mcp`` extra) is missing.
 
     Raises:
-        McpServerError: ``MCP_SDK_MISSING``.
+        ExtraNotInstalledError: ``EXTRA_NOT_INSTALLED``.
     """
-    try:
-        import mcp  # noqa: F401
-    except ImportError:
-        raise McpServerError("the profile configures MCP servers (mcp.servers) but the MCP SDK is not installed: "
-                             "pip install 'dsh-team[mcp]'", code="MCP_SDK_MISSING") from None
+    require("mcp", extra="mcp", feature="[mcp.servers] in the profile")
 
 
 def render(result: Any, limit: int, server: str, tool: str, scrub: Scrubber) -> dict[str, Any]:

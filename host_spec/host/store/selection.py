@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from host_spec.errors import ConfigError
+from host_spec.extras import require
 from host_spec.storage import StorageBackend
 
 __all__ = ["LEASE_ENV", "STORE_ENV", "chosen_store", "is_store_url", "open_backend", "profile_store_url"]
@@ -41,8 +42,8 @@ def open_backend(location: str | os.PathLike[str], **options: Any) -> StorageBac
     without ``lease_seconds``, ``$DSH_LEASE_SECONDS`` sets it.
 
     Raises:
-        ConfigError: ``STORE_DRIVER_MISSING`` when a URL is given without the ``postgres`` extra;
-            ``STORE_INVALID`` when ``$DSH_LEASE_SECONDS`` is not a positive number.
+        ExtraNotInstalledError: ``EXTRA_NOT_INSTALLED`` when a URL is given without the ``postgres`` extra.
+        ConfigError: ``STORE_INVALID`` when ``$DSH_LEASE_SECONDS`` is not a positive number.
     """
     if is_store_url(location):
         lease = os.environ.get(LEASE_ENV)
@@ -54,13 +55,9 @@ def open_backend(location: str | os.PathLike[str], **options: Any) -> StorageBac
             if not 0 < options["lease_seconds"] < 86_400:
                 raise ConfigError(f"{LEASE_ENV} must be a number of seconds above 0, got {lease!r}",
                                   code="STORE_INVALID")
-        try:
-            from host_spec.host.store.postgres import PostgresStore
-        except ImportError as exc:
-            raise ConfigError(
-                f"a PostgreSQL store needs the postgres extra: pip install 'dsh-team[postgres]' ({exc})",
-                code="STORE_DRIVER_MISSING",
-            ) from None
+        require("psycopg", extra="postgres", feature="a PostgreSQL store (--store postgresql://...)")
+        from host_spec.host.store.postgres import PostgresStore
+
         return PostgresStore(str(location), **options)
     from host_spec.host.store.jsonl import JsonlStore
 
