@@ -51,8 +51,12 @@ RULE: Final = "=" * 78
 
 
 def dsh_command() -> list[str]:
-    """The ``dsh`` CLI of this interpreter (works inside a virtual environment without activating it)."""
-    return [sys.executable, "-m", "host_spec.host.cli.main"]
+    """The ``dsh`` CLI of this interpreter (works inside a virtual environment without activating it).
+
+    ``-P``: the working directory is not put on ``sys.path``, so the installed
+    package runs even from inside a checkout of another version.
+    """
+    return [sys.executable, "-P", "-m", "host_spec.host.cli.main"]
 
 
 def fresh_data_dir(path: Path) -> Path:
