@@ -26,16 +26,8 @@ __all__ = ["DISTRIBUTION", "EXTRAS", "ExtraNotInstalledError", "install_command"
 #: The distribution whose extras these are.
 DISTRIBUTION: Final = "dsh-team"
 
-#: Each user-facing extra and what it enables (``all`` installs every one of them).
-EXTRAS: Final = {
-    "postgres": "a shared PostgreSQL store (--store postgresql://..., dsh worker)",
-    "web": "the Team panel in the browser (dsh team serve, dsh run --web)",
-    "mcp": "MCP servers in a profile ([mcp.servers])",
-    "dev": "plugin reloads while a team runs (--watch)",
-    "openai": "the openai: model kind",
-    "llm": "the llm: model kind",
-    "acp": "editors speaking the Agent Client Protocol (dsh acp)",
-}
+#: Every user-facing extra (``all`` installs each of them; ``docs/error-codes.md`` lists what each enables).
+EXTRAS: Final = ("postgres", "web", "mcp", "dev", "openai", "llm", "acp")
 
 
 class ExtraNotInstalledError(DshError):

@@ -21,9 +21,10 @@ the only module that configures structlog (to stderr; ``-v`` for more).
 
 Each built-in command lives in a module of its own (:mod:`~host_spec.host.cli.run_commands`,
 :mod:`~host_spec.host.cli.session_log`, :mod:`~host_spec.host.cli.plugins_list`,
-:mod:`~host_spec.host.cli.traces`, :mod:`~host_spec.host.cli.demo`); this module only assembles the parser and
-reports errors. Nothing it imports needs an optional extra: each command imports
-its extra's modules when it runs, after :func:`host_spec.extras.require`. Extension commands come from entry-point group ``dsh.cli``
+:mod:`~host_spec.host.cli.traces`, :mod:`~host_spec.host.cli.demo`); this module only
+assembles the parser and reports errors. Nothing it imports needs an optional extra:
+a command imports its extra's modules when it runs, after
+:func:`host_spec.extras.require`. Extension commands come from entry-point group ``dsh.cli``
 (:mod:`host_spec.cli`, :mod:`host_spec.host.cli.extensions`); their handlers return
 their own exit status and their errors are reported like the built-in commands'.
 """
