@@ -108,7 +108,7 @@ class Shutdowns:
         self.sender = sender
         self.timeout_ms = timeout_ms
         self.book = ShutdownBook()
-        self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self._timers: dict[tuple[str, str], asyncio.Future[None]] = {}
 
     def gone(self, journal: Journal, member_id: str) -> bool:
         """Whether ``member_id`` was released or stopped for good."""
@@ -201,17 +201,27 @@ class Shutdowns:
     # ------------------------------------------------------------ the deadline
 
     def _arm(self, journal: Journal, member_id: str, deadline: int) -> None:
+        """Time the open request: host work the run waits for, so a quiet Team still meets its deadline.
+
+        A bare loop timer would not keep ``dsh run`` alive: the Team could go quiet with
+        the request open, the run exit, and the deadline be enforced only by a later
+        resume. The wait is tracked host work instead; an answer cancels it.
+        """
         self._disarm(journal.team_id, member_id)
-        delay = (deadline - _now_ms()) / 1000
-        if delay <= 0:  # passed already (a resume after the deadline): host work the run waits for
-            self._soon(lambda: self._expire(journal, member_id))
-            return
+        key = (journal.team_id, member_id)
 
-        def expired() -> None:
-            self._timers.pop((journal.team_id, member_id), None)
+        async def expire_at_deadline() -> None:
+            delay = (deadline - _now_ms()) / 1000
+            if delay > 0:  # passed already (a resume after the deadline): expire at once
+                await asyncio.sleep(delay)
+            self._timers.pop(key, None)
             self._soon(lambda: self._expire(journal, member_id))
 
-        self._timers[(journal.team_id, member_id)] = asyncio.get_running_loop().call_later(delay, expired)
+        # Host work (the run's quiescence waits for it), not an admitted operation:
+        # disposal cancels the wait (close) instead of waiting out the deadline.
+        timer = asyncio.ensure_future(expire_at_deadline())
+        self._timers[key] = timer
+        self.host.call_soon(lambda: timer)
 
     def _disarm(self, team_id: str, member_id: str) -> None:
         timer = self._timers.pop((team_id, member_id), None)
