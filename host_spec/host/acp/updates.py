@@ -110,6 +110,9 @@ def event_updates(name: str, session_id: str, event: Event, *, lead: bool, repla
         if len(text) > RESULT_CHARS:
             text = text[:RESULT_CHARS] + f"\n... ({len(text) - RESULT_CHARS} more characters in the log)"
         failed = bool(value.get("is_error"))
+        code = (value.get("error") or {}).get("code") if failed else None
+        if code and not text.startswith(str(code)):
+            text = f"{code}: {text}"  # the editor shows the typed code first, as dsh prints errors
         return [acp.update_tool_call(tool_call_id(session_id, str(value.get("call_id"))),
                                      status="failed" if failed else "completed",
                                      content=[acp.tool_content(acp.text_block(text))] if text else None,
