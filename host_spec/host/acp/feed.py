@@ -60,6 +60,10 @@ class Outbox:
         while True:
             item = await self._queue.get()
             try:
+                if isinstance(item, asyncio.Future):  # a drained() mark: everything before it was sent
+                    if not item.done():
+                        item.set_result(None)
+                    continue
                 if item is _PROGRESS:
                     self._progress_queued = False
                     item = self.progress.update() if self.progress is not None else None
@@ -71,8 +75,10 @@ class Outbox:
                 self._queue.task_done()
 
     async def drained(self) -> None:
-        """Wait until everything queued so far was sent."""
-        await self._queue.join()
+        """Wait until everything queued so far was sent (not what a busy Team queues meanwhile)."""
+        mark: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(mark)
+        await mark
 
 
 @attrs.define(eq=False)
