@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from acp import RequestError
 from kit_acp import DEMO, Editor, agent, initialized, prompt, until
 
 pytestmark = pytest.mark.slow
@@ -47,6 +48,13 @@ async def test_a_team_run_streams_to_the_editor(tmp_path: Path) -> None:
         await until(editor, lambda: editor.plans() and all(s == "completed" for _, s in editor.plans()[-1]),
                     "a plan with every task completed")
 
+        # One process per run: a second agent cannot load the session while this one holds it.
+        async with agent(Editor(), data, log=tmp_path / "other.log") as (other, _):
+            await initialized(other)
+            with pytest.raises(RequestError) as locked:
+                await other.load_session(cwd=str(workspace), session_id=session.session_id, mcp_servers=[])
+            assert locked.value.data == {"code": "SESSION_LOCKED"}
+
     calls = editor.tool_calls()
     titles = [call["title"] for call in calls.values()]
     assert "builder: write_file src/greet.py" in titles
@@ -72,3 +80,16 @@ async def test_a_team_run_streams_to_the_editor(tmp_path: Path) -> None:
     seen = {(content.split()[0], status) for plan in plans for content, status in plan}
     assert {("task-1", "pending"), ("task-1", "in_progress"), ("task-1", "completed")} <= seen
     assert all(a != b for a, b in zip(plans, plans[1:]))  # a plan is sent only when it changed
+
+    # Loaded again: the replay ends with the board as it stands; a member's session is no run to load.
+    member = next(call_id.split(":")[0] for call_id, call in calls.items() if call["title"].startswith("builder:"))
+    loaded = Editor()
+    async with agent(loaded, data, log=tmp_path / "agent.log") as (conn, _):
+        await initialized(conn)
+        await conn.load_session(cwd=str(workspace), session_id=session.session_id, mcp_servers=[])
+        assert loaded.plans()[-1] == plans[-1]
+        assert "Summary: builder wrote src/greet.py" in loaded.message_text()
+        assert TASK in "".join(u.content.text for u in loaded.of("user_message_chunk"))
+        with pytest.raises(RequestError) as not_root:
+            await conn.load_session(cwd=str(workspace), session_id=member, mcp_servers=[])
+        assert not_root.value.data == {"code": "SESSION_NOT_FOUND"} and "member's session" in str(not_root.value)

@@ -36,6 +36,7 @@ from host_spec.host.acp.progress import Progress, progress_sources
 from host_spec.host.acp.servers import joined_profile
 from host_spec.host.acp.updates import event_updates
 from host_spec.host.app import Host
+from host_spec.host.cli.extensions import StoreReader
 from host_spec.host.cli.resume import continue_run
 from host_spec.host.cli.run_commands import claim_root
 from host_spec.host.cli.run_settings import RunSettings, absolute_spec, decode_settings, encode_settings, lookup, record
@@ -128,23 +129,35 @@ async def open_new(options: AcpOptions, cwd: str, servers: Any, outbox: Outbox) 
     return _start(host, root, feed)
 
 
+def _not_a_run(session_id: str) -> SessionNotFoundError:
+    return SessionNotFoundError(f"session {session_id} is a member's session, not a run's root: load the Lead's session",
+                                session=session_id)
+
+
 def _recorded(options: AcpOptions, url: str | None, session_id: str) -> RunSettings | None:
-    """The stored session's profile and model (``None``: never recorded).
+    """The stored run's profile and model (``None``: never recorded).
 
     Raises:
-        SessionNotFoundError: nothing is stored under ``session_id``.
+        SessionNotFoundError: nothing is stored under ``session_id``, or it is a member's session.
     """
     if url is not None:
+        from host_spec.host.cli.backend_reader import BackendReader  # needs the postgres extra
+
         shared: Any = open_backend(url)
         try:
             if not shared.exists(session_id):
                 raise SessionNotFoundError(f"session {session_id} not found in the store", session=session_id)
+            if BackendReader(shared).header(session_id).parent_session is not None:
+                raise _not_a_run(session_id)
             data = shared.get_run(session_id)
             return decode_settings(data) if data is not None else None
         finally:
             shared.close()
-    if not JsonlStore(options.data_dir).exists(session_id):
+    store = JsonlStore(options.data_dir)
+    if not store.exists(session_id):
         raise SessionNotFoundError(f"session {session_id} not found in {options.data_dir}", session=session_id)
+    if StoreReader(store).header(session_id).parent_session is not None:
+        raise _not_a_run(session_id)
     return lookup(options.data_dir, session_id)
 
 
@@ -176,10 +189,6 @@ async def open_stored(options: AcpOptions, session_id: str, servers: Any, outbox
     run: RunSession | None = None
     try:
         session = await host.resume_session(session_id)
-        if session.header.parent_session is not None:
-            await host.release_session(session)
-            raise SessionNotFoundError(f"session {session_id} is a member's session, not a run's root: "
-                                       "load the Lead's session", session=session_id)
         root = host.start_agent(session, name=agent_name(session), source="resume", model=host.models.default_spec)
         run = _start(host, root, feed)
         # No await since the agent started: the replay holds exactly what the log holds now,
