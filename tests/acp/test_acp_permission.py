@@ -1,4 +1,4 @@
-"""The ``session/request_permission`` seam, driven through the SDK on both sides over real OS pipes.
+"""The ``session/request_permission`` seam, driven through the SDK on both sides over a real socket pair.
 
 :func:`ask_editor` runs on an ``AgentSideConnection`` and the SDK's own
 ``ClientSideConnection`` answers it, as an editor would: the user allows, denies,
@@ -9,7 +9,7 @@ error, not an answer.
 from __future__ import annotations
 
 import asyncio
-import os
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,14 +22,6 @@ from kit_acp import Editor
 from host_spec.host.acp.permission import ALLOW_ONCE, REJECT_ONCE, PermissionAnswerError, ask_editor
 
 
-async def _streams(read_fd: int, write_fd: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", 0))
-    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, os.fdopen(write_fd, "wb", 0))
-    return reader, asyncio.StreamWriter(transport, protocol, None, loop)
-
-
 class _NoAgent:
     """The agent methods this exchange never calls."""
 
@@ -37,10 +29,9 @@ class _NoAgent:
 @asynccontextmanager
 async def connected(editor: Editor) -> AsyncIterator[AgentSideConnection]:
     """An agent-side connection whose peer is the SDK's client side answering as ``editor``."""
-    to_client, from_agent = os.pipe()
-    to_agent, from_client = os.pipe()
-    agent_reader, agent_writer = await _streams(to_agent, from_agent)
-    client_reader, client_writer = await _streams(to_client, from_client)
+    agent_end, client_end = socket.socketpair()
+    agent_reader, agent_writer = await asyncio.open_connection(sock=agent_end)
+    client_reader, client_writer = await asyncio.open_connection(sock=client_end)
     agent_side = AgentSideConnection(_NoAgent(), agent_writer, agent_reader)
     client_side = ClientSideConnection(editor, client_writer, client_reader)
     try:

@@ -18,9 +18,11 @@ with the store after the agents exited.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +45,7 @@ SCRIPT = {"lead": [
 
 
 @pytest.fixture
-def setup(tmp_path: Path) -> tuple[Path, Path, list[str]]:
+def setup(tmp_path: Path) -> Iterator[tuple[Path, Path, list[str]]]:
     script = tmp_path / "lead.json"
     script.write_text(json.dumps(SCRIPT))
     workspace = tmp_path / "workspace"
@@ -69,8 +71,6 @@ def _lead_texts(data: Path, session_id: str) -> list[str]:
 
 async def _first_turn(conn: Any, editor: Editor, workspace: Path) -> tuple[str, Any]:
     """A new session whose prompt is left running in the long shell call; returns its id and the prompt task."""
-    import asyncio
-
     await initialized(conn)
     session = await conn.new_session(cwd=str(workspace), mcp_servers=[])
     task = asyncio.ensure_future(prompt(conn, session.session_id, "check everything"))
@@ -117,7 +117,7 @@ async def test_sigkill_mid_turn_then_load_recovers_the_run(setup: tuple[Path, Pa
         session_id, running = await _first_turn(conn, editor, workspace)
         process.send_signal(signal.SIGKILL)
         assert await process.wait() == -signal.SIGKILL
-        with pytest.raises(Exception):
+        with pytest.raises(ConnectionError):
             await running  # the connection died under the prompt
     loaded = Editor()
     async with agent(loaded, data, log=tmp_path / "agent.log") as (conn, _):

@@ -1,8 +1,10 @@
 """What an editor sees of a run: committed events as Agent Client Protocol ``session/update`` payloads.
 
 The mapping is one pure function, :func:`event_updates`, used for both a live run
-and the replay of a stored one (``session/load``), so an editor shows a loaded
-run exactly as it would have shown it live:
+and the replay of a stored one (``session/load`` replays the Lead's log: the
+conversation, its tool calls and the Team mail it received; members' own logs
+are not replayed, their activity streams from the load on), so the Lead's part
+of a loaded run reads exactly as it did live:
 
 * the Lead's assistant text is an **agent message chunk** (one per model step);
   a replayed user line is a **user message chunk** (live, the editor already
