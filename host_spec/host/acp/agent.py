@@ -36,7 +36,7 @@ from host_spec.errors import DshError
 from host_spec.messages import text_block, user_message
 from host_spec.records import CancelCause
 
-from host_spec.host.acp.feed import Outbox
+from host_spec.host.acp.feed import UpdateSender
 from host_spec.host.acp.session import AcpOptions, RunSession, open_new, open_stored
 from host_spec.host.acp.turns import stop_reason
 
@@ -90,13 +90,13 @@ class DshAgent:
     def on_connect(self, conn: Any) -> None:
         self.client = conn
 
-    def _outbox(self) -> Outbox:
+    def _sender(self) -> UpdateSender:
         client = self.client
 
         async def send(session_id: str, update: Any) -> None:
             await client.session_update(session_id=session_id, update=update)
 
-        return Outbox(send)
+        return UpdateSender(send)
 
     def _run(self, session_id: str) -> RunSession:
         run = self.sessions.get(session_id)
@@ -118,7 +118,7 @@ class DshAgent:
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> NewSessionResponse:
         try:
-            run = await open_new(self.options, cwd, mcp_servers, self._outbox())
+            run = await open_new(self.options, cwd, mcp_servers, self._sender())
         except DshError as exc:
             raise request_error(exc) from None
         self.sessions[run.id] = run
@@ -130,7 +130,7 @@ class DshAgent:
         if session_id in self.sessions:
             raise RequestError.invalid_params({"reason": f"session {session_id} is already open in this agent"})
         try:
-            run = await open_stored(self.options, session_id, mcp_servers, self._outbox())
+            run = await open_stored(self.options, session_id, mcp_servers, self._sender())
         except DshError as exc:
             raise request_error(exc) from None
         self.sessions[run.id] = run
@@ -147,7 +147,7 @@ class DshAgent:
             run.feed.turns.drop(wait)
             raise request_error(exc) from None
         reason = await wait.done
-        await run.feed.outbox.drained()
+        await run.feed.sender.drained()
         stop = stop_reason(reason)
         if stop is None:
             error = reason.get("error") or {}

@@ -2,10 +2,10 @@
 
 :class:`RunFeed` is loaded into the session's host before the profile's plugins
 (so it sees every event, in commit order, and unloads last). Hooks are
-synchronous and must not block, so it only queues: :class:`Outbox` sends the
+synchronous and must not block, so it only queues: :class:`UpdateSender` sends the
 updates in order on one task, and asks the progress contributors for the plan
 there, after the Team's own fold of the event has run. A prompt's answer waits
-for the outbox to drain, so every update of a turn reaches the editor before the
+for the sender to drain, so every update of a turn reaches the editor before the
 turn's ``stopReason``.
 
 While a stored run is replayed (``session/load``) the feed is not ``live``: what
@@ -31,13 +31,13 @@ from host_spec.host.acp.turns import TurnWaits
 from host_spec.host.acp.updates import ToolCalls, Update, event_updates, tool_call_id
 from host_spec.host.runs import agent_name
 
-__all__ = ["Outbox", "RunFeed"]
+__all__ = ["UpdateSender", "RunFeed"]
 
 log = structlog.get_logger(__name__)
 _PROGRESS: Final = object()
 
 
-class Outbox:
+class UpdateSender:
     """The updates of one editor session, sent in order by one task (:meth:`run`)."""
 
     def __init__(self, send: Callable[[str, Update], Awaitable[None]]) -> None:
@@ -85,7 +85,7 @@ class Outbox:
 class RunFeed:
     """Observer plugin: every agent's committed events as updates; the Lead's turns for the prompts."""
 
-    outbox: Outbox
+    sender: UpdateSender
     turns: TurnWaits = attrs.Factory(TurnWaits)
     root_id: str | None = None
     live: bool = True
@@ -102,7 +102,7 @@ class RunFeed:
     @hookimpl
     def dsh_agent_session_start(self, agent: Any, source: str) -> None:
         if self.live and source == "resume" and agent.id != self.root_id:
-            self.outbox.put(acp.update_agent_thought_text(f"[{agent.name}] (resumed from disk)\n"))
+            self.sender.put(acp.update_agent_thought_text(f"[{agent.name}] (resumed from disk)\n"))
 
     @hookimpl
     def dsh_agent_status(self, agent: Any, status: str) -> None:
@@ -110,7 +110,7 @@ class RunFeed:
             if status == "idle":
                 self.turns.idle()
         elif self.live and status == "running":
-            self.outbox.put(acp.update_agent_thought_text(f"[{agent.name}] working\n"))
+            self.sender.put(acp.update_agent_thought_text(f"[{agent.name}] working\n"))
 
     @hookimpl
     def dsh_session_event(self, session: Any, event: Event) -> None:
@@ -127,16 +127,16 @@ class RunFeed:
             else:
                 self.calls.finished(session.id, str(value.get("name")), call)
         for update in event_updates(self._name(session), session.id, event, lead=lead):
-            self.outbox.put(update)
+            self.sender.put(update)
         if lead:
-            self.outbox.progress_changed()
+            self.sender.progress_changed()
 
     @hookimpl
     def dsh_tool_pre_call(self, agent: Any, tool: str) -> None:
         if self.live:
             update = self.calls.started(agent.id, tool)
             if update is not None:
-                self.outbox.put(update)
+                self.sender.put(update)
 
     @hookimpl
     def dsh_agent_turn_end(self, agent: Any, turn: int, reason: dict[str, Any]) -> None:

@@ -31,7 +31,7 @@ import attrs
 from host_spec.errors import SessionNotFoundError
 from host_spec.events import EventType
 
-from host_spec.host.acp.feed import Outbox, RunFeed
+from host_spec.host.acp.feed import RunFeed, UpdateSender
 from host_spec.host.acp.progress import Progress, progress_sources
 from host_spec.host.acp.servers import joined_profile
 from host_spec.host.acp.updates import event_updates
@@ -68,7 +68,7 @@ class RunSession:
     host: Host
     root: Any
     feed: RunFeed
-    sender: asyncio.Task[None]
+    sending: asyncio.Task[None]
 
     @property
     def id(self) -> str:
@@ -79,8 +79,8 @@ class RunSession:
         try:
             await self.host.close()
         finally:
-            self.sender.cancel()
-            await asyncio.gather(self.sender, return_exceptions=True)
+            self.sending.cancel()
+            await asyncio.gather(self.sending, return_exceptions=True)
 
 
 def _location(options: AcpOptions, profile: str, *, create: bool) -> tuple[str | None, Any]:
@@ -95,12 +95,12 @@ async def _host(location: Any, profile: str, servers: Any, model: str, feed: Run
 
 
 def _start(host: Host, root: Any, feed: RunFeed) -> RunSession:
-    feed.root_id = feed.outbox.session_id = root.id
-    feed.outbox.progress = Progress(host, root, progress_sources())
-    return RunSession(host, root, feed, asyncio.get_running_loop().create_task(feed.outbox.run()))
+    feed.root_id = feed.sender.session_id = root.id
+    feed.sender.progress = Progress(host, root, progress_sources())
+    return RunSession(host, root, feed, asyncio.get_running_loop().create_task(feed.sender.run()))
 
 
-async def open_new(options: AcpOptions, cwd: str, servers: Any, outbox: Outbox) -> RunSession:
+async def open_new(options: AcpOptions, cwd: str, servers: Any, sender: UpdateSender) -> RunSession:
     """A new root session in ``cwd`` and its Lead (``session/new``).
 
     Raises:
@@ -113,7 +113,7 @@ async def open_new(options: AcpOptions, cwd: str, servers: Any, outbox: Outbox) 
     profile = options.profile or DEFAULT_PROFILE
     url, location = _location(options, profile, create=True)
     model = absolute_spec(options.model, prefix="scripted:")
-    feed = RunFeed(outbox)
+    feed = RunFeed(sender)
     host = await _host(location, profile, servers, model, feed)
     try:
         session = await claim_root(host, workspace)
@@ -168,8 +168,8 @@ def _last_turn_failed(events: Any) -> bool:
     return False
 
 
-async def open_stored(options: AcpOptions, session_id: str, servers: Any, outbox: Outbox) -> RunSession:
-    """The stored root ``session_id``, replayed into ``outbox``, then continued as ``dsh resume`` would.
+async def open_stored(options: AcpOptions, session_id: str, servers: Any, sender: UpdateSender) -> RunSession:
+    """The stored root ``session_id``, replayed into ``sender``, then continued as ``dsh resume`` would.
 
     Raises:
         SessionNotFoundError: nothing stored under ``session_id``, or it is a member's session.
@@ -184,7 +184,7 @@ async def open_stored(options: AcpOptions, session_id: str, servers: Any, outbox
         raise CliError(f"session {session_id} has no recorded model: start dsh acp with --model", code="CLI_USAGE")
     if options.model is not None:
         model = absolute_spec(model, prefix="scripted:")
-    feed = RunFeed(outbox, live=False)  # the log's events are sent once, by the replay below
+    feed = RunFeed(sender, live=False)  # the log's events are sent once, by the replay below
     host = await _host(location, profile, servers, model, feed)
     run: RunSession | None = None
     try:
@@ -195,11 +195,11 @@ async def open_stored(options: AcpOptions, session_id: str, servers: Any, outbox
         # and everything appended from here on streams live, after it.
         for event in session.own_events():
             for update in event_updates("lead", root.id, event, lead=True, replay=True):
-                outbox.put(update)
+                sender.put(update)
         feed.live = True
-        outbox.progress_changed()
+        sender.progress_changed()
         await continue_run(host, root, interrupted=bool(root.repaired), failed=_last_turn_failed(session.events))
-        await outbox.drained()
+        await sender.drained()
         return run
     except BaseException:
         await (run.close() if run is not None else host.close())

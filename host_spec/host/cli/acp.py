@@ -19,6 +19,7 @@ starts without the extra, and ``dsh acp`` without it fails with
 from __future__ import annotations
 
 import argparse
+from importlib import metadata
 from typing import Any
 
 from host_spec.host.cli.extensions import CliEnvironment
@@ -58,7 +59,14 @@ async def run(args: argparse.Namespace) -> int:
         raise extra_not_installed("acp", "agent-client-protocol") from None
     from host_spec.host.acp.server import serve
     from host_spec.host.acp.session import AcpOptions
-    from host_spec.host.cli.main import version
 
     options = AcpOptions(data_dir=args.data_dir, profile=args.profile, model=args.model, store=args.store)
-    return await serve(options, version())
+    return await serve(options, _version())
+
+
+def _version() -> str:
+    """The installed ``dsh-team`` version the agent reports in ``initialize`` (as ``dsh --version``)."""
+    try:
+        return metadata.version("dsh-team")
+    except metadata.PackageNotFoundError:  # a source tree that was never installed
+        return "unknown"
