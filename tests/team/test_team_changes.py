@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_team.core import DELTA_CAP, TeamDelta, evolve, initial_state, team_delta
-from dsh_team.core.changes import RECENT_KEPT, SETTLED_KEPT, UpdateSender
+from dsh_team.core.changes import RECENT_KEPT, SETTLED_KEPT, Outbox
 from dsh_team.core.state import TeamState
 from dsh_team.views.show_messages import recent_messages
 from host_spec.events import Event
@@ -72,7 +72,7 @@ def read_ids(events: list[Event]) -> set[str]:
     return {i.value()["message_id"] for i in events if i.type == "team/message/read"}
 
 
-def outbox_seqs(box: UpdateSender) -> tuple[dict[str, int], dict[str, int], int]:
+def outbox_seqs(box: Outbox) -> tuple[dict[str, int], dict[str, int], int]:
     """An outbox as ``(open id -> seq, kept read id -> seq, dropped)``."""
     return {m: e.seq for m, e in box.open.items()}, {e.message_id: e.seq for e in box.settled}, box.dropped
 
