@@ -131,3 +131,24 @@ async def test_sigkill_mid_turn_then_load_recovers_the_run(setup: tuple[Path, Pa
         assert answer.stop_reason == "end_turn"
         assert "Second prompt answered." in loaded.message_text()
     assert _lead_texts(data, session_id) == [LONG, "Back after the interruption.", "Second prompt answered."]
+
+
+@pytest.mark.timeout_s(120)
+async def test_sigterm_closes_the_run_cleanly_for_a_later_load(setup: tuple[Path, Path, list[str]],
+                                                               tmp_path: Path) -> None:
+    data, workspace, flags = setup
+    editor = Editor()
+    async with agent(editor, data, *flags, log=tmp_path / "agent.log") as (conn, process):
+        session_id, running = await _first_turn(conn, editor, workspace)
+        process.send_signal(signal.SIGTERM)  # how an editor stops its agent
+        assert await process.wait() == 0
+        with pytest.raises(ConnectionError):
+            await running
+    _, events = JsonlStore(data).read(session_id)
+    assert [e.value()["reason"]["kind"] for e in events if e.type == EventType.TURN_END] == ["aborted"]
+    loaded = Editor()
+    async with agent(loaded, data, log=tmp_path / "agent.log") as (conn, _):
+        await initialized(conn)
+        await conn.load_session(cwd=str(workspace), session_id=session_id, mcp_servers=[])
+        answer = await prompt(conn, session_id, "still there?")
+        assert answer.stop_reason == "end_turn" and "Back after the interruption." in loaded.message_text()
