@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from acp.schema import EnvVariable, HttpHeader, HttpMcpServer, McpServerStdio, S
 
 from host_spec.events import Event, EventType, encode_data
 from host_spec.host.acp.agent import prompt_blocks
+from host_spec.host.acp.feed import UpdateSender
 from host_spec.host.acp.progress import Progress
 from host_spec.host.acp.servers import joined_profile
 from host_spec.host.acp.turns import NOT_STARTED, TurnWaits, stop_reason
@@ -162,3 +164,30 @@ class TestPromptBlocks:
             prompt_blocks([])
 
 
+
+
+class TestUpdateSender:
+    async def test_in_order_a_failed_send_is_survived_and_drained_marks_what_came_before(self) -> None:
+        sent: list[Any] = []
+
+        async def send(session_id: str, update: Any) -> None:
+            if update == "broken":
+                raise ConnectionError("the editor went away")
+            sent.append((session_id, update))
+
+        sender = UpdateSender(send)
+        sender.session_id = "session-1"
+        task = asyncio.ensure_future(sender.run())
+        try:
+            board = [ProgressItem("task-1 a", "pending")]
+            sender.progress = Progress(None, None, [("board", lambda h, r: board)])
+            sender.put("one")
+            sender.put("broken")
+            sender.progress_changed()
+            sender.progress_changed()  # one ask queued at a time
+            sender.put("two")
+            await sender.drained()
+        finally:
+            task.cancel()
+        assert [u if isinstance(u, str) else u.session_update for _, u in sent] == ["one", "plan", "two"]
+        assert {session for session, _ in sent} == {"session-1"}
