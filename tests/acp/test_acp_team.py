@@ -81,13 +81,17 @@ async def test_a_team_run_streams_to_the_editor(tmp_path: Path) -> None:
     assert {("task-1", "pending"), ("task-1", "in_progress"), ("task-1", "completed")} <= seen
     assert all(a != b for a, b in zip(plans, plans[1:]))  # a plan is sent only when it changed
 
-    # Loaded again: the replay ends with the board as it stands; a member's session is no run to load.
+    # Loaded again: every log replayed, the board as it stands; a member's session is no run to load.
     member = next(call_id.split(":")[0] for call_id, call in calls.items() if call["title"].startswith("builder:"))
     loaded = Editor()
     async with agent(loaded, data, log=tmp_path / "agent.log") as (conn, _):
         await initialized(conn)
         await conn.load_session(cwd=str(workspace), session_id=session.session_id, mcp_servers=[])
         assert loaded.plans()[-1] == plans[-1]
+        replayed = {call["title"]: call["statuses"] for call in loaded.tool_calls().values()}
+        assert replayed["builder: write_file src/greet.py"] == ["pending", "completed"]  # members' logs too
+        assert sorted(loaded.tool_calls()) == sorted(calls)  # every call of every member, by its id
+        assert "[reviewer] assistant: Reviewed src/greet.py and wrote docs/review.md." in loaded.thought_text()
         assert "Summary: builder wrote src/greet.py" in loaded.message_text()
         assert TASK in "".join(u.content.text for u in loaded.of("user_message_chunk"))
         with pytest.raises(RequestError) as not_root:

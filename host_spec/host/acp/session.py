@@ -10,7 +10,8 @@ can ``session/load`` it later, and ``dsh resume``, ``dsh chat --resume`` and
   (:mod:`host_spec.host.cli.run_settings`, or the shared store's run record), start
   the Lead. It waits for its first prompt.
 * **load** (:func:`open_stored`): resume the stored root (crash closers appended
-  while it is rebuilt), replay its log as updates, then
+  while it is rebuilt), replay its log and its members' logs as updates, in the
+  order they were written (:func:`replay`), then
   :func:`~host_spec.host.cli.resume.continue_run` exactly as ``dsh resume``: an
   interrupted turn gets the resume notice and the Lead carries on; a failed one is
   retried; members with work are cold-resumed.
@@ -23,13 +24,15 @@ prompts: the Team goes on working, and its updates keep streaming.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
+import structlog
 
-from host_spec.errors import SessionNotFoundError
-from host_spec.events import EventType
+from host_spec.errors import DshError, SessionNotFoundError
+from host_spec.events import Event, EventType
 
 from host_spec.host.acp.feed import RunFeed, UpdateSender
 from host_spec.host.acp.progress import Progress, progress_sources
@@ -45,7 +48,9 @@ from host_spec.host.runs import agent_name
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.host.store.selection import chosen_store, open_backend
 
-__all__ = ["DEFAULT_PROFILE", "AcpOptions", "RunSession", "open_new", "open_stored"]
+__all__ = ["DEFAULT_PROFILE", "AcpOptions", "RunSession", "open_new", "open_stored", "replay"]
+
+log = structlog.get_logger(__name__)
 
 #: The profile of a new session unless ``--profile`` says otherwise (as ``dsh chat``).
 DEFAULT_PROFILE = "agent-teams"
@@ -161,6 +166,38 @@ def _recorded(options: AcpOptions, url: str | None, session_id: str) -> RunSetti
     return lookup(options.data_dir, session_id)
 
 
+async def _member_logs(host: Host, root_id: str) -> list[tuple[str, str, Sequence[Event]]]:
+    """``(name, session id, own events)`` of each member of the run, read without loading it.
+
+    A member log that cannot be read is left out of the replay (logged); loading the run
+    reports it when the member is woken.
+    """
+    logs: list[tuple[str, str, Sequence[Event]]] = []
+    for child in await host.continuations.directory.list(root_id):
+        try:
+            stored = await host.sessions.inspect(child.child_id)
+        except DshError as exc:
+            log.warning("acp.member_not_replayed", member=child.child_id, error=str(exc))
+            continue
+        logs.append((child.name or child.label or child.child_id, child.child_id, stored.own_events()))
+    return logs
+
+
+def replay(logs: Sequence[tuple[str, str, Sequence[Event]]]) -> list[Any]:
+    """The updates of stored logs (the Lead's first), merged in the order they were written.
+
+    Events of different sessions interleave by commit time (then by log, then by seq), as
+    they streamed live; the first log is the Lead's.
+    """
+    merged = sorted(((event.time, index, event.seq, event) for index, (_, _, events) in enumerate(logs)
+                     for event in events), key=lambda entry: entry[:3])
+    updates: list[Any] = []
+    for _, index, _, event in merged:
+        name, session_id, _ = logs[index]
+        updates += event_updates(name, session_id, event, lead=index == 0, replay=True)
+    return updates
+
+
 def _last_turn_failed(events: Any) -> bool:
     for event in reversed(events):
         if event.type == EventType.TURN_END:
@@ -188,14 +225,14 @@ async def open_stored(options: AcpOptions, session_id: str, servers: Any, sender
     host = await _host(location, profile, servers, model, feed)
     run: RunSession | None = None
     try:
+        members = await _member_logs(host, session_id)  # asleep on disk until continue_run wakes them
         session = await host.resume_session(session_id)
         root = host.start_agent(session, name=agent_name(session), source="resume", model=host.models.default_spec)
         run = _start(host, root, feed)
-        # No await since the agent started: the replay holds exactly what the log holds now,
+        # No await since the agent started: the replay holds exactly what the logs hold now,
         # and everything appended from here on streams live, after it.
-        for event in session.own_events():
-            for update in event_updates("lead", root.id, event, lead=True, replay=True):
-                sender.put(update)
+        for update in replay([("lead", root.id, session.own_events()), *members]):
+            sender.put(update)
         feed.live = True
         sender.progress_changed()
         await continue_run(host, root, interrupted=bool(root.repaired), failed=_last_turn_failed(session.events))

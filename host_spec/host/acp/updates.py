@@ -1,10 +1,8 @@
 """What an editor sees of a run: committed events as Agent Client Protocol ``session/update`` payloads.
 
 The mapping is one pure function, :func:`event_updates`, used for both a live run
-and the replay of a stored one (``session/load`` replays the Lead's log: the
-conversation, its tool calls and the Team mail it received; members' own logs
-are not replayed, their activity streams from the load on), so the Lead's part
-of a loaded run reads exactly as it did live:
+and the replay of a stored one (``session/load`` replays the Lead's log and its
+members' logs, merged in commit order), so a loaded run reads as it did live:
 
 * the Lead's assistant text is an **agent message chunk** (one per model step);
   a replayed user line is a **user message chunk** (live, the editor already
