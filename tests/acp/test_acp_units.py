@@ -8,7 +8,7 @@ from typing import Any
 
 import acp
 import pytest
-from acp.schema import EnvVariable, HttpHeader, HttpMcpServer, McpServerStdio, SseMcpServer
+from acp.schema import AcpMcpServer, EnvVariable, HttpHeader, HttpMcpServer, McpServerStdio, SseMcpServer
 
 from host_spec.events import Event, EventType, encode_data
 from host_spec.host.acp.agent import prompt_blocks
@@ -46,6 +46,11 @@ class TestJoinedProfile:
         path.write_text('extends = "agent-teams"\n[mcp.servers.files]\ncommand = "/bin/own"\n')
         servers = joined_profile(str(path), [_stdio("files"), _stdio("extra")]).config("mcp")["servers"]
         assert servers["files"]["command"] == "/bin/own" and servers["extra"]["command"] == "/bin/true"
+
+    def test_a_transport_not_offered_is_left_out(self) -> None:
+        over_acp = AcpMcpServer(type="acp", name="tunnel", server_id="s-1")
+        assert joined_profile("agent-teams", [over_acp]).config("mcp") is None
+        assert joined_profile("agent-teams", [over_acp, _stdio("files")]).config("mcp")["servers"].keys() == {"files"}
 
     def test_a_profile_disabling_mcp_gets_none(self, tmp_path: Path) -> None:
         path = tmp_path / "p.toml"
