@@ -26,11 +26,15 @@ from dsh_team.log.journal import Append
 
 if TYPE_CHECKING:
     from dsh_team.controls.ledger import ControlsState, LiveControls
+    from dsh_team.core.snapshots import TeamMemberSnapshot
     from dsh_team.core.state import TeamState
     from dsh_team.log.journal import Journal
     from dsh_team.roster.membership import Membership
 
-__all__ = ["GATED_TOOLS", "PLAN_STEPS", "Plans", "decide_step", "not_approved", "notice", "step_action"]
+__all__ = [
+    "GATED_TOOLS", "PLAN_STEPS", "Plans", "active_teammate", "decide_plan", "decide_step", "not_approved", "notice",
+    "step_action",
+]
 
 #: The tools a teammate in planning may not call.
 GATED_TOOLS: Final = frozenset({"write_file", "edit_file", "bash"})
@@ -112,8 +116,8 @@ class Plans:
             member, who = target, by
 
         def decide(state: TeamState) -> Append:
-            record = decide_step(self.controls.state(journal.session), membership.team_id, member, action, who, text)
-            return Append(TEAM_PLAN, record)
+            controls = self.controls.state(journal.session)
+            return Append(TEAM_PLAN, decide_plan(state, controls, membership.team_id, member, action, who, text))
 
         await journal.transact(decide, what=f"the plan of {member}")
         return notice(action, member, text)
@@ -131,6 +135,36 @@ def step_action(plan: Any, text: str) -> PlanAction:
     if len(text) > PLAN_TEXT_MAX:
         raise TeamError(f"a plan message has at most {PLAN_TEXT_MAX} characters", TeamCode.INVALID_ARGUMENT)
     return action
+
+
+def decide_plan(
+    state: TeamState, controls: ControlsState, team_id: str, member: str, action: PlanAction, by: str, text: str
+) -> PlanRecord:
+    """The ``team/plan`` record of one step, judged on the Team and its controls.
+
+    Pure, and the one decision both the live service (``send_message(plan=...)``) and
+    ``dsh team plan`` make, so they answer alike: a decision on a name that is no active
+    teammate is ``TEAM_MEMBER_NOT_FOUND`` (before asking whether it has a plan), then
+    :func:`decide_step` judges the plan's state. A submission is the caller's own.
+
+    Raises:
+        TeamError: ``TEAM_MEMBER_NOT_FOUND``, ``TEAM_PLAN_INVALID``.
+    """
+    if action != "submitted":
+        active_teammate(state, member)
+    return decide_step(controls, team_id, member, action, by, text)
+
+
+def active_teammate(state: TeamState, name: str) -> TeamMemberSnapshot:
+    """The active teammate called ``name``.
+
+    Raises:
+        TeamError: ``TEAM_MEMBER_NOT_FOUND`` (no such member, or not active).
+    """
+    row = state.members.by_name(name)
+    if row is None or row.phase != "active":
+        raise TeamError(f'active teammate "{name}" not found', TeamCode.MEMBER_NOT_FOUND, target=name)
+    return row
 
 
 def decide_step(

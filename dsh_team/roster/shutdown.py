@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import msgspec
@@ -37,10 +37,11 @@ import structlog
 from dsh_team.core.snapshots import NonEmpty, SafeCount
 from dsh_team.errors import TeamCode, TeamError, render_reason
 from dsh_team.log.journal import Append
-from dsh_team.roster.member_records import MemberRecords, RecordKind
+from dsh_team.roster.member_records import MemberRecords, RecordKind, fold_latest
 from dsh_team.roster.roster import resolve_target
 
 if TYPE_CHECKING:
+    from host_spec.events import Event
     from host_spec.protocols import Agent, Host, Session
 
     from dsh_team.core.state import TeamState
@@ -50,7 +51,10 @@ if TYPE_CHECKING:
     from dsh_team.mail.send import MessageSender, SendResult
     from dsh_team.roster.membership import MembershipResolver
 
-__all__ = ["TEAM_SHUTDOWN", "SHUTDOWN_VERSION", "SHUTDOWN_RECORDS", "ShutdownRecord", "ShutdownBook", "Shutdowns"]
+__all__ = [
+    "TEAM_SHUTDOWN", "SHUTDOWN_VERSION", "SHUTDOWN_RECORDS", "ShutdownRecord", "ShutdownBook", "Shutdowns",
+    "gone_members",
+]
 
 TEAM_SHUTDOWN: Final = "team/shutdown"
 SHUTDOWN_VERSION: Final = 1
@@ -108,12 +112,13 @@ class Shutdowns:
         self.sender = sender
         self.timeout_ms = timeout_ms
         self.book = ShutdownBook()
-        self._timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self._timers: dict[tuple[str, str], asyncio.Future[None]] = {}
 
     def gone(self, journal: Journal, member_id: str) -> bool:
         """Whether ``member_id`` was released or stopped for good."""
         record = self.book.latest(journal.session).get(member_id)
         return record is not None and record.phase in GONE
+
 
     def _append(self, journal: Journal, member_id: str, phase: Phase, **fields: Any) -> Append:
         record = ShutdownRecord(
@@ -201,17 +206,27 @@ class Shutdowns:
     # ------------------------------------------------------------ the deadline
 
     def _arm(self, journal: Journal, member_id: str, deadline: int) -> None:
+        """Time the open request: host work the run waits for, so a quiet Team still meets its deadline.
+
+        A bare loop timer would not keep ``dsh run`` alive: the Team could go quiet with
+        the request open, the run exit, and the deadline be enforced only by a later
+        resume. The wait is tracked host work instead; an answer cancels it.
+        """
         self._disarm(journal.team_id, member_id)
-        delay = (deadline - _now_ms()) / 1000
-        if delay <= 0:  # passed already (a resume after the deadline): host work the run waits for
-            self._soon(lambda: self._expire(journal, member_id))
-            return
+        key = (journal.team_id, member_id)
 
-        def expired() -> None:
-            self._timers.pop((journal.team_id, member_id), None)
+        async def expire_at_deadline() -> None:
+            delay = (deadline - _now_ms()) / 1000
+            if delay > 0:  # passed already (a resume after the deadline): expire at once
+                await asyncio.sleep(delay)
+            self._timers.pop(key, None)
             self._soon(lambda: self._expire(journal, member_id))
 
-        self._timers[(journal.team_id, member_id)] = asyncio.get_running_loop().call_later(delay, expired)
+        # Host work (the run's quiescence waits for it), not an admitted operation:
+        # disposal cancels the wait (close) instead of waiting out the deadline.
+        timer = asyncio.ensure_future(expire_at_deadline())
+        self._timers[key] = timer
+        self.host.call_soon(lambda: timer)
 
     def _disarm(self, team_id: str, member_id: str) -> None:
         timer = self._timers.pop((team_id, member_id), None)
@@ -275,3 +290,12 @@ class Shutdowns:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+
+
+def gone_members(events: Sequence[Event], team_id: str) -> frozenset[str]:
+    """The members of Team ``team_id`` released or stopped for good, from its Lead log ``events``.
+
+    The same fold the live book applies, for a command judging a stopped run.
+    """
+    latest = fold_latest(SHUTDOWN_RECORDS, events, team_id, {})
+    return frozenset(member_id for member_id, record in latest.items() if record.phase in GONE)

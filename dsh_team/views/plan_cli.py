@@ -6,7 +6,7 @@
     dsh team plan reject NAME --feedback TEXT [--data-dir D] [SESSION_ID]
 
 The decision is the same one the Lead (or the web panel) takes in a live run,
-decided by the same pure rule (:func:`~dsh_team.controls.plans.decide_step`) on
+decided by the same pure rule (:func:`~dsh_team.controls.plans.decide_plan`) on
 the Lead log folded from disk, and written as the same two records: the
 ``team/plan`` step and the Team message from the Lead that tells the teammate.
 Both are decided from the folded Lead log by the rules the invariant plugin holds
@@ -27,7 +27,7 @@ from host_spec.cli import CliEnv
 from host_spec.messages import text_block
 
 from dsh_team.controls.ledger import replay_controls
-from dsh_team.controls.plans import decide_step, notice, step_action
+from dsh_team.controls.plans import active_teammate, decide_plan, notice, step_action
 from dsh_team.controls.records import TEAM_PLAN
 from dsh_team.core.fold import replay
 from dsh_team.core.records import TEAM_MESSAGE_QUEUED, VERSION, MessageQueuedRecord
@@ -70,11 +70,9 @@ async def plan_command(args: Any, env: CliEnv) -> int:
         state, controls = replay(events, team_id), replay_controls(events, team_id)
         if state.failure is not None or controls.failure is not None:
             raise TeamError("the Team's log does not fold: nothing is decided on it", TeamCode.STREAM_FAILED)
-        member = state.members.by_name(args.member)
-        if member is None or member.phase != "active":
-            raise TeamError(f'active teammate "{args.member}" not found', TeamCode.MEMBER_NOT_FOUND)
         action = step_action(args.decision, args.feedback)
-        record = decide_step(controls, team_id, member.name, action, "user", args.feedback)
+        record = decide_plan(state, controls, team_id, args.member, action, "user", args.feedback)
+        member = active_teammate(state, record.member)
         _, text = notice(action, member.name, args.feedback)
         message = TeamMessageSnapshot(
             id=f"{MESSAGE_ID_PREFIX}{uuid.uuid4()}", sender_id=team_id, sender_name=LEAD_NAME, target_id=member.id,

@@ -245,7 +245,8 @@ class TestCoreInstall:
                             ("web", ["team", "serve", "--data-dir", "demo"]), ("web", ["run", "--web", *run[1:], "hi"]),
                             ("dev", [*run, "--watch", "hi"]), ("mcp", [*run, "--profile", "mcp.toml", "hi"]),
                             ("openai", ["run", "--model", "openai:gpt-4o-mini", "--data-dir", "missing", "hi"]),
-                            ("llm", ["run", "--model", "llm:gpt-4o-mini", "--data-dir", "missing", "hi"])):
+                            ("llm", ["run", "--model", "llm:gpt-4o-mini", "--data-dir", "missing", "hi"]),
+                            ("acp", ["acp", "--model", "scripted:hello.json", "--data-dir", "missing"])):
             assert_extra_missing(core.dsh(*args), extra)
         assert not any((core.work / "missing").glob("sessions/*")), "a refused command wrote a session"
 
@@ -336,6 +337,21 @@ def test_each_extra_alone_enables_its_command(tmp_path: Path, dist: Dist) -> Non
     assert glossed.returncode == 0, glossed.stderr
     assert "(From the glossary MCP server.)" in (work / "glossary" / "workspace" / "docs" / "terms.md").read_text()
 
-    # all: every user-facing extra (acp is the one not installed above)
+    # acp: an editor's first request over stdio, answered with this version
+    assert_extra_missing(venv.dsh("acp", "--model", "scripted:hello.json", "--data-dir", "acp"), "acp")
+    venv.install(f"{dist.wheel}[acp]")
+    agent = subprocess.Popen([str(venv.bin / "dsh"), "acp", "--model", "scripted:hello.json", "--data-dir", "acp"],
+                             cwd=work, env=venv.env(), text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+    assert agent.stdin is not None and agent.stdout is not None
+    agent.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                  "params": {"protocolVersion": 1, "clientCapabilities": {}}}) + "\n")
+    agent.stdin.flush()
+    answer = json.loads(agent.stdout.readline())
+    assert answer["id"] == 1 and answer["result"]["agentInfo"]["version"] == VERSION, answer
+    agent.stdin.close()  # the editor leaves
+    assert agent.wait(timeout=COMMAND_TIMEOUT_S) == 0
+
+    # all: every user-facing extra, each installed above, so nothing is missing and nothing else is asked for
     venv.install(f"{dist.wheel}[all]")
     assert venv.python("import acp, llm, mcp, openai, psycopg, uvicorn, watchfiles; print('ok')").strip() == "ok"

@@ -120,6 +120,8 @@ class TestSteps:
             ("lead", "submit", "lead", "p", "TEAM_PLAN_INVALID"),
             ("lead", "approve", "planner", "", "TEAM_PLAN_INVALID"),  # nothing submitted yet
             ("lead", "approve", "free", "", "TEAM_PLAN_INVALID"),  # spawned without plan approval
+            ("lead", "approve", "ghost", "", "TEAM_MEMBER_NOT_FOUND"),  # as `dsh team plan approve ghost` answers
+            ("lead", "reject", "ghost", "no", "TEAM_MEMBER_NOT_FOUND"),
             ("free", "submit", "lead", "p", "TEAM_PLAN_INVALID"),
             ("planner", "later", "lead", "p", "TEAM_INVALID_ARGUMENT"),
             ("planner", "submit", "lead", "x" * 16385, "TEAM_INVALID_ARGUMENT"),

@@ -117,7 +117,7 @@ class TestShutdown:
     async def test_refusals(self, tmp_path: Path) -> None:
         ask_self = {"when": "Shutdown request", "text": "me too", "tool_calls": [{"name": "send_message", "arguments": {
             "target": "worker", "message": "x", "shutdown": "request"}}]}
-        host, root, worker_id = await tools_team(tmp_path, [ask_self, {"text": "waiting"}])
+        host, root, worker_id = await tools_team(tmp_path, [ask_self, {"text": "waiting"}], shutdown_timeout_ms=300)
         service = teams_of(host)
         for target, code in (("lead", "TEAM_INVALID_TARGET"), ("nobody", "TEAM_MEMBER_NOT_FOUND")):
             with pytest.raises(TeamError) as refused:
@@ -232,3 +232,22 @@ def test_a_request_pending_at_a_sigkill_is_timed_from_its_recorded_deadline(tmp_
     notices = [t for t in lead_texts(lead_events) if "did not answer the shutdown request" in t]
     assert len(notices) == 1
     assert any("noted" in json.dumps(e) for e in of_type(lead_events, "assistant/message"))
+
+
+class TestDeadlineKeepsTheRunUp:
+    async def test_a_quiet_team_with_an_open_request_quiesces_only_after_the_deadline(self, tmp_path: Path) -> None:
+        # The run's quiescence (what `dsh run` waits for) must include the open request's deadline:
+        # a quiet Team used to quiesce at once, so the deadline was only enforced by a later resume.
+        host, root, worker_id = await tools_team(tmp_path, [{"when": "NEVER", "text": "x"}], shutdown_timeout_ms=300)
+        await teams_of(host).request_shutdown(root, "worker", "wrap up")
+        await host.quiesce()
+        assert phases(root.session.events, worker_id) == ["requested", "stopped"]
+        assert any("did not answer the shutdown request" in t for t in lead_texts(root.session.events))
+        await host.close()
+
+    async def test_an_answer_ends_the_wait_before_the_deadline(self, tmp_path: Path) -> None:
+        host, root, worker_id = await tools_team(tmp_path, [APPROVE, {"text": "bye"}], shutdown_timeout_ms=600_000)
+        await teams_of(host).request_shutdown(root, "worker", "wrap up")
+        await host.quiesce()  # would wait out the 10-minute deadline (and time the test out) if not cancelled
+        assert phases(root.session.events, worker_id) == ["requested", "approved", "released"]
+        await host.close()
