@@ -47,6 +47,7 @@ from dsh_team.worktrees.room import spot_of
 if TYPE_CHECKING:
     from host_spec.protocols import Agent, Session
 
+    from dsh_team.controls.gates import Complete, Notify
     from dsh_team.core.snapshots import TeamTaskSnapshot
     from dsh_team.core.state import TeamState
     from dsh_team.core.task_view import TaskView
@@ -58,12 +59,6 @@ if TYPE_CHECKING:
 __all__ = ["MergeBook", "Merges", "conflict_text"]
 
 log = structlog.get_logger(__name__)
-
-#: ``complete(lead agent, task id, revision)``: a completion recovery makes (through the merge path again).
-Complete = Callable[["Agent", str, int], Awaitable["TaskView"]]
-#: ``notify(lead agent, member name, text)``: Team mail to the member of a recovered merge.
-Notify = Callable[["Agent", str, str], Awaitable[Any]]
-
 
 class MergeBook(MemberRecords[MergeRecord]):
     """Each member's latest ``team/merge`` record, per live Lead session (an open merge is an ``intent``)."""
