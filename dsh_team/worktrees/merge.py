@@ -15,6 +15,9 @@ there, :mod:`dsh_team.controls.gates`) is these steps:
 3. ``team/merge`` ``intent`` -- with the commit the Lead's branch is at and the one it
    will point at -- is appended and flushed (decided in the serialized section again).
 4. The Lead's branch moves by a compare-and-set, then the Lead's index and files follow.
+   Merges into one Team's branch are serialized, so each plans on the last one's
+   result; a branch moved by someone else (the user committing) fails the
+   compare-and-set: ``abandoned`` is recorded and the merge is planned again.
 5. The task's completion is appended, then ``team/merge`` ``done``.
 
 A crash anywhere leaves the merge done exactly once or not at all, never half:
@@ -57,6 +60,9 @@ if TYPE_CHECKING:
     from dsh_team.worktrees.room import MemberWorktrees
 
 __all__ = ["MergeBook", "Merges", "conflict_text"]
+
+#: Plans made before giving up when the Lead's branch keeps moving under the merge (a user committing).
+_ATTEMPTS = 3
 
 log = structlog.get_logger(__name__)
 
@@ -103,6 +109,7 @@ class Merges:
         self.lifecycle = lifecycle
         self.call_soon = call_soon
         self.book = MergeBook()
+        self._locks: dict[str, asyncio.Lock] = {}
 
     def applies(self, journal: Journal, task_id: Any) -> WorktreeRecord | None:
         """The owner's worktree when completing ``task_id`` merges a branch (``None``: an ordinary completion)."""
@@ -128,6 +135,26 @@ class Merges:
                 ``TEAM_MERGE_BLOCKED``, and whatever ``decide``, ``check`` and ``finish`` raise.
         """
         check(journal.authoritative())
+        decide(journal.authoritative())  # a refusal touches nothing, not even the member's branch
+        lock = self._locks.setdefault(journal.team_id, asyncio.Lock())
+        async with lock:  # one merge into the Lead's branch at a time: each plans on the last one's result
+            for _ in range(_ATTEMPTS):
+                merged = await self._attempt(journal, record, decide, check, finish)
+                if merged is not None:
+                    return merged
+        task_id = decide(journal.authoritative()).id
+        raise TeamError(f"{task_id} stays in_progress: the Lead's branch kept moving while merging; complete again",
+                        TeamCode.MERGE_BLOCKED, task_id=task_id)
+
+    async def _attempt(
+        self,
+        journal: Journal,
+        record: WorktreeRecord,
+        decide: Callable[[TeamState], TeamTaskSnapshot],
+        check: Callable[[TeamState], None],
+        finish: Callable[[], Awaitable[TaskView]],
+    ) -> TaskView | None:
+        """One plan, intent, move and completion; ``None`` when the Lead's branch moved under it (abandoned)."""
         task = decide(journal.authoritative())
         git = self.worktrees.git()
         spot = spot_of(record)
@@ -155,17 +182,12 @@ class Merges:
 
         def start(state: TeamState) -> Append:
             decide(state)
-            if any(m.member_id == record.member_id for m in self.open_merges(journal.session)):
-                raise TeamError(f"a merge of {record.branch} is in progress already", TeamCode.MERGE_BLOCKED,
-                                task_id=task.id)
             return Append(TEAM_MERGE, intent)
 
         await journal.transact(start, what="the merge", check=check)
-        moved = await asyncio.to_thread(git.move_ref, record.root, plan)
-        if not moved:
-            await self._settle(journal, intent, "abandoned")
-            raise TeamError(f"{task.id} stays in_progress: {_branch_name(plan.target)} moved while merging; "
-                            "complete again", TeamCode.MERGE_BLOCKED, task_id=task.id)
+        if not await asyncio.to_thread(git.move_ref, record.root, plan):
+            await self._settle(journal, intent, "abandoned")  # someone committed on the branch meanwhile
+            return None
         await self._sync(record.root, plan)
         try:
             return await finish()
