@@ -1,8 +1,8 @@
 """SIGKILL at every durable point of worktree creation and of the merge, then resume (real subprocesses).
 
 Each case runs a one-member Team in a real subprocess (:mod:`wt_crash_driver`)
-until it SIGKILLs itself at the point, then resumes the run in a second process
-with the same script. Git is the oracle:
+until it SIGKILLs itself at the point, then resumes the run (``dsh resume``, here
+in the test's own process) with the same script. Git is the oracle:
 
 * creation: no worktree nobody knows about -- the member ends ``active`` with its
   worktree, or ``failed`` with none; ``git worktree list`` holds exactly the
@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from dsh_team.core.fold import replay
+from host_spec.host.app import Host
 from wt_kit import git, lead_events, make_repo, records, write_profile, write_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout_s(180)]
@@ -52,7 +53,7 @@ CREATION = ["worktree-recorded", "worktree-created", "member-started"]
 MERGE = ["merge-committed", "merge-intent", "ref-moved", "checkout-synced", "task-completed"]
 
 
-def drive(tmp_path: Path, point: str) -> tuple[Path, Path, str]:
+async def drive(tmp_path: Path, point: str) -> tuple[Path, Path, str]:
     repo = make_repo(tmp_path / "repo")
     data = tmp_path / "data"
     script = write_script(tmp_path, SCRIPT)
@@ -62,8 +63,11 @@ def drive(tmp_path: Path, point: str) -> tuple[Path, Path, str]:
     assert killed.returncode == -9, killed.stderr[-2000:]
     lead_id = "session-1"
     in_window(point, repo, data, lead_id)
-    resumed = subprocess.run([*args, "none", f"RESUME:{lead_id}"], capture_output=True, text=True, timeout=120)
-    assert resumed.returncode == 3, resumed.stderr[-2000:]
+    host = await Host.open(data, str(profile), f"scripted:{script}")  # dsh resume, in this process
+    try:
+        await host.resume(lead_id)
+    finally:
+        await host.close()
     return repo, data, lead_id
 
 
@@ -98,8 +102,8 @@ def registered(repo: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("point", CREATION)
-def test_a_crash_while_creating_leaves_no_orphan(tmp_path: Path, point: str) -> None:
-    repo, data, lead_id = drive(tmp_path, point)
+async def test_a_crash_while_creating_leaves_no_orphan(tmp_path: Path, point: str) -> None:
+    repo, data, lead_id = await drive(tmp_path, point)
     state = replay(lead_events(data, lead_id), lead_id)
     (dana,) = state.members.listed()
     recorded = records(data, lead_id, "team/worktree")
@@ -116,8 +120,8 @@ def test_a_crash_while_creating_leaves_no_orphan(tmp_path: Path, point: str) -> 
 
 
 @pytest.mark.parametrize("point", MERGE)
-def test_a_crash_while_merging_merges_exactly_once(tmp_path: Path, point: str) -> None:
-    repo, data, lead_id = drive(tmp_path, point)
+async def test_a_crash_while_merging_merges_exactly_once(tmp_path: Path, point: str) -> None:
+    repo, data, lead_id = await drive(tmp_path, point)
     state = replay(lead_events(data, lead_id), lead_id)
     assert state.tasks.tasks["task-1"].status == "completed"
     authors = git(repo, "log", "--format=%an", "main").splitlines()

@@ -13,22 +13,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dsh_team.core.fold import replay
+from host_spec.host.cli.main import main
 from host_spec.host.store.jsonl import JsonlStore
 from wt_kit import git, lead_events, make_repo, records, run_team, write_profile, write_script
 
 pytestmark = pytest.mark.timeout_s(120)
-
-DSH = [sys.executable, "-m", "host_spec.host.cli.main"]
-
 
 def _step(text: str, *calls: dict[str, Any], when: str | None = None) -> dict[str, Any]:
     step: dict[str, Any] = {"text": text, "tool_calls": list(calls)}
@@ -103,28 +100,43 @@ LEFT = {
 }  # fmt: skip
 
 
-async def test_unmerged_work_remains_and_show_and_diff_report_it(tmp_path: Path) -> None:
+def test_unmerged_work_remains_and_show_and_diff_report_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     repo = make_repo(tmp_path / "repo")
     data = tmp_path / "data"
-    lead_id = await run_team(data, repo, write_script(tmp_path, LEFT), write_profile(tmp_path))
+    lead_id = asyncio.run(run_team(data, repo, write_script(tmp_path, LEFT), write_profile(tmp_path)))
     spot = repo / ".git" / "dsh-worktrees" / lead_id / "carol"
     assert (spot / "carol.txt").read_text() == "unfinished\n"  # kept: its work is not merged
     assert not (repo / "carol.txt").exists()
-    shown = subprocess.run([*DSH, "team", "show", "--data-dir", str(data), "--json"], capture_output=True,
-                           text=True, check=True)
-    section = json.loads(shown.stdout)["worktrees"]
-    assert section["remaining"] == 1
+    capsys.readouterr()  # the run's own log lines
+    assert main(["team", "show", "--data-dir", str(data), "--json"]) == 0
+    section = json.loads(capsys.readouterr().out)["worktrees"]
+    assert section["remaining"] == 1 and section["merges"] == []
     assert section["worktrees"] == [{"member": "carol", "member_id": section["worktrees"][0]["member_id"],
                                      "branch": f"dsh/{lead_id}/carol", "path": str(spot.resolve()),
                                      "exists": True, "ahead": 0, "dirty": True}]
-    text = subprocess.run([*DSH, "team", "show", "--data-dir", str(data)], capture_output=True, text=True,
-                          check=True).stdout
+    assert main(["team", "show", "--data-dir", str(data)]) == 0
+    text = capsys.readouterr().out
     assert f"carol: dsh/{lead_id}/carol -- " in text and "uncommitted changes" in text and "1 worktree(s) remain" in text
-    diff = subprocess.run([*DSH, "team", "diff", "--data-dir", str(data), "carol"], capture_output=True, text=True,
-                          check=True).stdout
+    assert main(["team", "diff", "--data-dir", str(data), "carol"]) == 0
+    diff = capsys.readouterr().out
     assert "+unfinished" in diff and "carol.txt" in diff
-    missing = subprocess.run([*DSH, "team", "diff", "--data-dir", str(data), "dave"], capture_output=True, text=True)
-    assert missing.returncode == 2 and "TEAM_NO_WORKTREE" in missing.stderr
+    assert main(["team", "diff", "--data-dir", str(data), "dave"]) == 2
+    assert "TEAM_NO_WORKTREE" in capsys.readouterr().err
+    # committed work is shown ahead, and the CLI's diff of the branch still shows it
+    git(spot, "add", "-A")
+    git(spot, "commit", "-q", "-m", "carol's commit")
+    assert main(["team", "show", "--data-dir", str(data)]) == 0
+    assert "(1 commit(s) ahead)" in capsys.readouterr().out
+    assert main(["team", "diff", "--data-dir", str(data), "carol"]) == 0
+    assert "+unfinished" in capsys.readouterr().out
+    git(repo, "worktree", "remove", "--force", str(spot))  # removed: the branch is still ahead
+    assert main(["team", "show", "--data-dir", str(data)]) == 0
+    assert "removed (1 commit(s) ahead)" in capsys.readouterr().out
+    git(repo, "branch", "-D", f"dsh/{lead_id}/carol")
+    assert main(["team", "show", "--data-dir", str(data)]) == 0
+    assert "removed (merged)" in capsys.readouterr().out
+    assert main(["team", "diff", "--data-dir", str(data), "carol"]) == 0
+    assert "nothing to merge" in capsys.readouterr().out
 
 
 NOT_GIT = {"lead": [_step("spawn", _call("spawn_teammate", name="erin", description="e", prompt="p")),

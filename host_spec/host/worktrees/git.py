@@ -131,7 +131,10 @@ class GitWorktrees:
         if os.path.isdir(spot.path) and self._registered(root, spot.path):
             return self._commit_of(spot.path, "HEAD") or head
         self._run(root, "worktree", "prune")  # a directory removed by hand leaves a stale registration
-        os.makedirs(os.path.dirname(spot.path), exist_ok=True)
+        try:
+            os.makedirs(os.path.dirname(spot.path), exist_ok=True)
+        except OSError as exc:
+            raise WorktreeError(f"cannot make {os.path.dirname(spot.path)}: {exc}", code=WorktreeCode.GIT_FAILED) from None
         existing = self._commit_of(root, f"refs/heads/{spot.branch}")
         if existing is not None:
             self._ok(root, "worktree", "add", "--quiet", spot.path, spot.branch)
