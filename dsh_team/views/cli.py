@@ -184,7 +184,7 @@ def show_command(args: argparse.Namespace, env: CliEnv) -> int:
     ledger = replay_costs(stored.events[:at], team_id)
     costs = build_report(state, ledger, uncharged_spend(reader, ids, ledger) if until is None else None, stored.events)
     controls = build_controls(replay_controls(stored.events[:at], team_id))
-    worktrees = build_worktrees(stored.events[:at], team_id, env.worktrees())
+    worktrees = build_worktrees(stored.events[:at], team_id, lambda: env.worktrees())
     show = build_show(state, session_id=asked, log_length=length, at=at, damage=damage, writes=writes,
                       usage=member_usage(reader, ids, until=until), costs=costs, controls=controls,
                       worktrees=worktrees)

@@ -10,7 +10,7 @@ that remain are listed with ``exists: true`` (``remaining`` counts them).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -81,12 +81,18 @@ def recorded_worktrees(events: Iterable[Event], team_id: str) -> dict[str, Workt
     return found
 
 
-def build_worktrees(events: Iterable[Event], team_id: str, git: Worktrees | None) -> WorktreeReport | None:
-    """The section from a Lead log's events (``None``: the Team never used worktrees)."""
+def build_worktrees(
+    events: Iterable[Event], team_id: str, git_of: Callable[[], Worktrees | None]
+) -> WorktreeReport | None:
+    """The section from a Lead log's events (``None``: the Team never used worktrees).
+
+    ``git_of`` is asked for the host's git only when the Team had worktrees.
+    """
     listed = list(events)
     records = recorded_worktrees(listed, team_id)
     if not records:
         return None
+    git = git_of()
     merges: dict[str, MergeRow] = {}
     for event in listed:
         if event.type == TEAM_MERGE:

@@ -180,10 +180,11 @@ class MemberWorktrees:
         parent = agent.session.header.parent_session
         journal = self.journals.find(parent) if parent is not None else None
         record = self.of(journal.session, agent.id) if journal is not None else None
-        if record is None or self.host.find_service(Worktrees) is None:
+        git = self.host.find_service(Worktrees)
+        if record is None or git is None:
             return
         try:
-            self.git().create(record.root, spot_of(record))  # a no-op for a worktree that is there
+            git.create(record.root, spot_of(record))  # a no-op for a worktree that is there
         except WorktreeError as exc:
             log.warning("team.worktree_restore_failed", member=record.member, path=record.path, error=exc.message)
 
@@ -201,8 +202,7 @@ class MemberWorktrees:
         for journal in list(self.journals):
             members = journal.state.members.members
             for member_id, record in self.records(journal.session).items():
-                member = members.get(member_id)
-                force = member is not None and member.phase == "failed"
+                force = getattr(members.get(member_id), "phase", None) == "failed"
                 try:
                     if self.config.keep_worktrees and not force:
                         outcome[record.member] = "kept"
