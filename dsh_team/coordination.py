@@ -151,7 +151,9 @@ class Coordination:
         """
         try:
             if plan:
-                await reconcile(self.host, self.journals.get(agent.session), plan)
+                journal = self.journals.get(agent.session)
+                await reconcile(self.host, journal, plan)
+                await self.worktrees.recover(journal)  # a member it settled as failed leaves no worktree
             await self.dispatcher.recover(agent)
             await self.receipts.reconcile(agent)
         except Exception as exc:

@@ -208,13 +208,12 @@ class Merges:
     # ------------------------------------------------------------ recovery
 
     def agent_started(self, lead: Agent, journal: Journal, complete: Complete, notify: Notify) -> None:
-        """Schedule the recovery of merges a crash left open (and of failed members' worktrees)."""
-        if self.open_merges(journal.session) or self.worktrees.failed_with_worktree(journal, journal.state):
+        """Schedule the recovery of the merges a crash left open."""
+        if self.open_merges(journal.session):
             self.call_soon(lambda: self.lifecycle.track(self.recover(lead, journal, complete, notify)))
 
     async def recover(self, lead: Agent, journal: Journal, complete: Complete, notify: Notify) -> None:
         """Settle each open merge by what the Lead's branch says; tell its member. Failures are logged."""
-        await self.worktrees.recover(journal)
         for intent in self.open_merges(journal.session):
             try:
                 git = self.worktrees.git()

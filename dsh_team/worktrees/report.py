@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from host_spec.worktrees import WorktreeError
-
 from dsh_team.worktrees.records import MERGE_RECORDS, TEAM_MERGE, TEAM_WORKTREE, WORKTREE_RECORDS, WorktreeRecord
 from dsh_team.worktrees.room import spot_of
 
@@ -109,12 +107,8 @@ def build_worktrees(
     for record in records.values():
         row = WorktreeRow(member=record.member, member_id=record.member_id, branch=record.branch, path=record.path)
         if git is not None:
-            try:
-                state = git.state(record.root, spot_of(record))
-            except WorktreeError:
-                state = None
-            if state is not None:
-                row = msgspec.structs.replace(row, exists=state.exists, ahead=state.ahead, dirty=state.dirty)
+            state = git.state(record.root, spot_of(record))
+            row = msgspec.structs.replace(row, exists=state.exists, ahead=state.ahead, dirty=state.dirty)
         rows.append(row)
     remaining = sum(1 for row in rows if row.exists) if git is not None else None
     ordered = tuple(sorted(merges.values(), key=lambda row: row.seq))

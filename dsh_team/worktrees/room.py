@@ -14,7 +14,7 @@ member by :class:`WorktreeBook`):
   (:meth:`MemberWorktrees.prepare`), created once the record is durable
   (:meth:`create`), removed when the member ends up ``failed`` (:meth:`discard`);
 * recovery: a member whose provisioning a crash cut and which recovery settled as
-  ``failed`` loses its worktree; an active member whose worktree is gone (removed
+  ``failed`` loses its worktree right after that settlement (:meth:`recover`); an active member whose worktree is gone (removed
   at a clean end, or by hand) gets it back from its branch when it starts
   (:meth:`ensure`);
 * the end of the Team: every worktree whose branch is merged and which holds no

@@ -240,3 +240,21 @@ def test_keep_worktrees_keeps_a_merged_one_and_a_gone_one_comes_back_on_wake(
     state = replay(lead_events(data, lead_id), lead_id)
     assert state.tasks.tasks["task-2"].status == "completed"
     assert not spot.exists()  # this time the Team's end removed it (keep_worktrees off)
+
+
+def test_a_member_whose_worktree_cannot_come_back_never_falls_back_to_the_main_checkout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wake = {"when": "please", "text": "write", "tool_calls": [_call("write_file", path="late.txt", content="x")]}
+    plan = script({"text": "claim only", "tool_calls": [
+        _call("team_task_update", task_id="task-1", expected_revision=1, action="claim"),
+        _call("write_file", path="early.txt", content="e\n")]}, wake)
+    repo, data, lead_id = asyncio.run(run(tmp_path, plan))
+    spot = repo / ".git" / "dsh-worktrees" / lead_id / "dana"
+    assert (spot / "early.txt").exists()  # unmerged work: kept at the end
+    git(repo, "worktree", "remove", "--force", str(spot))
+    capsys.readouterr()
+    assert main(["team", "send", "--data-dir", str(data), "dana", "please write"]) == 0
+    asyncio.run(run(tmp_path, plan, worktrees=CreateAndRemoveFail(), resume=lead_id))
+    assert errors(data, member_id(data, lead_id), "write_file")[-1] == "NO_WORKSPACE"
+    assert not (repo / "late.txt").exists() and not (spot / "late.txt").exists()
