@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo mcp-demo real-demo check test system-deps bench reliability install clean
+.PHONY: demo worktree-demo mcp-demo real-demo check test system-deps bench reliability install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -18,6 +18,10 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python examples/run_demo.py
+
+# The same team with each teammate in its own git worktree, merged into main per completed task.
+worktree-demo: $(STAMP)
+	$(BIN)/python examples/run_demo.py --worktrees --data-dir .dsh-worktree-demo
 
 # The same team shape using a real MCP server's tools (examples/mcp_server.py over stdio).
 mcp-demo: $(STAMP)

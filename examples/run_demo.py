@@ -24,6 +24,13 @@ The data directory is kept so you can look around afterwards::
     dsh log --data-dir .dsh-demo <session id>     # every event of one session
     ls -R .dsh-demo/workspace                     # what the team wrote
 
+``--worktrees`` (``make worktree-demo``) runs the same team with each teammate in its
+own git worktree (``examples/worktrees_profile.toml``, script
+``examples/team_demo_worktrees.json``): the workspace becomes a git repository (one
+empty commit), every completed task is merged into ``main``, and the builder, instead
+of meeting ``FILE_STALE``, rebases its worktree on the reviewer's merged change and
+merges its type hints as a task of its own. The final files are the same.
+
 Options: ``--data-dir DIR`` (default ``./.dsh-demo``; a directory this script
 created before is reset, any other non-empty directory is refused), ``--script
 FILE`` to run your own script, ``--prompt TEXT``, ``--profile PROFILE`` (``make
@@ -42,6 +49,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_SCRIPT = HERE / "team_demo.json"
+WORKTREE_SCRIPT = HERE / "team_demo_worktrees.json"
+WORKTREE_PROFILE = HERE / "worktrees_profile.toml"
 DEFAULT_DATA_DIR = Path(".dsh-demo")
 MARKER = ".dsh-demo"
 #: The team's workspace, inside the data dir so that a reset starts from an empty checkout.
@@ -75,6 +84,18 @@ def fresh_data_dir(path: Path) -> Path:
     return path
 
 
+def git_init(workspace: Path) -> None:
+    """Make ``workspace`` a git repository on ``main`` with one empty commit (members start from it)."""
+    identity = ["-c", "user.name=dsh demo", "-c", "user.email=demo@dsh.invalid"]
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=workspace, check=True)
+    subprocess.run(["git", *identity, "commit", "-q", "--allow-empty", "-m", "empty start"], cwd=workspace, check=True)
+
+
+def workspace_files(workspace: Path) -> list[Path]:
+    """The files the team wrote (git's own directory left out)."""
+    return sorted(p for p in workspace.rglob("*") if p.is_file() and ".git" not in p.relative_to(workspace).parts)
+
+
 def _shown(path: Path) -> Path:
     """``path`` relative to the working directory when it is below it (shorter to read and copy)."""
     try:
@@ -89,12 +110,20 @@ def run(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR, help="where the session logs go")
     parser.add_argument("--script", type=Path, default=DEFAULT_SCRIPT, help="scripted model file")
     parser.add_argument("--prompt", default=PROMPT, help="the user's request to the Lead")
-    parser.add_argument("--profile", default="agent-teams", help="profile to run (e.g. examples/mcp_profile.toml)")
+    parser.add_argument("--profile", default=None, help="profile to run (e.g. examples/mcp_profile.toml)")
+    parser.add_argument("--worktrees", action="store_true",
+                        help="each teammate in its own git worktree (the workspace becomes a git repository)")
     args = parser.parse_args(argv)
+    if args.profile is None:
+        args.profile = str(WORKTREE_PROFILE) if args.worktrees else "agent-teams"
+    if args.worktrees and args.script == DEFAULT_SCRIPT:
+        args.script = WORKTREE_SCRIPT
     data_dir = fresh_data_dir(args.data_dir)
     common = ["--data-dir", str(data_dir)]
     workspace = data_dir / WORKSPACE
     workspace.mkdir()
+    if args.worktrees:
+        git_init(workspace)
 
     print("=" * 78)
     print(f"dsh run --profile {args.profile} --model scripted:{_shown(args.script)} --data-dir {data_dir} "
@@ -122,10 +151,16 @@ def run(argv: list[str] | None = None) -> int:
     print("=" * 78)
     print(f"files in {workspace}")
     print("=" * 78)
-    for path in sorted(p for p in workspace.rglob("*") if p.is_file()):
+    for path in workspace_files(workspace):
         print(f"--- {path.relative_to(workspace)}")
         print(path.read_text(), end="")
     print()
+    if args.worktrees:
+        print("=" * 78)
+        print(f"git log of {workspace}  (one commit per completed task, by its member)")
+        print("=" * 78, flush=True)
+        subprocess.run(["git", "log", "--oneline", "--graph", "--format=%h %an: %s"], cwd=workspace, check=False)
+        print()
     print(f"Logs are in {data_dir}/. Try: dsh team show --data-dir {data_dir} --at 20")
     print(f"Open this run in the browser: dsh team serve --data-dir {data_dir}  (then open the printed URL)")
     return 0
