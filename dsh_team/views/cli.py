@@ -150,7 +150,7 @@ async def serve_command(args: argparse.Namespace, env: CliEnv) -> int:
     stored = reader.read(team_id, salvage=True)
     if isinstance(reader, FollowingReader):  # a shared store: another process may be running the Team
         return await serve_followed(stored, reader, host=args.host, port=args.port)
-    return await serve_stored(stored, reader, host=args.host, port=args.port)
+    return await serve_stored(stored, reader, host=args.host, port=args.port, worktrees=env.worktrees())
 
 
 def show_command(args: argparse.Namespace, env: CliEnv) -> int:
