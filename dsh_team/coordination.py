@@ -92,6 +92,7 @@ class Coordination:
         self.roles = RoleBook()
         self.shutdowns = Shutdowns(host, journals, members, lifecycle, self.sender, config.shutdown_timeout_ms)
         self.sender.gone = self.dispatcher.gone = self.shutdowns.gone
+        self.shutdowns.on_gone = self.worktrees.member_gone
 
     # ------------------------------------------------------------ host feed
 

@@ -17,7 +17,7 @@ member by :class:`WorktreeBook`):
   ``failed`` loses its worktree right after that settlement (:meth:`recover`); an active member whose worktree is gone (removed
   at a clean end, or by hand) gets it back from its branch when it starts
   (:meth:`ensure`);
-* the end of the Team: every worktree whose branch is merged and which holds no
+* a member shut down for good (:meth:`member_gone`), and the end of the Team: every worktree whose branch is merged and which holds no
   uncommitted change is removed with its branch (:meth:`cleanup`); one with work
   left is kept (and listed by ``dsh team show``), as is every one under
   ``keep_worktrees``.
@@ -187,6 +187,19 @@ class MemberWorktrees:
             git.create(record.root, spot_of(record))  # a no-op for a worktree that is there
         except WorktreeError as exc:
             log.warning("team.worktree_restore_failed", member=record.member, path=record.path, error=exc.message)
+
+    async def member_gone(self, journal: Journal, member_id: str) -> None:
+        """A member shut down for good: its worktree goes once merged (else, or with ``keep_worktrees``, it stays)."""
+        record = self.of(journal.session, member_id)
+        git = self.host.find_service(Worktrees)
+        if record is None or git is None or self.config.keep_worktrees:
+            return
+        try:
+            removed = await asyncio.to_thread(git.remove, record.root, spot_of(record))
+        except WorktreeError as exc:
+            log.warning("team.worktree_cleanup_failed", member=record.member, error=exc.message)
+            return
+        log.info("team.worktree_after_shutdown", member=record.member, removed=removed)
 
     def cleanup(self) -> dict[str, str]:
         """The Team ends: remove each merged, clean worktree with its branch. Never raises.

@@ -258,3 +258,47 @@ def test_a_member_whose_worktree_cannot_come_back_never_falls_back_to_the_main_c
     asyncio.run(run(tmp_path, plan, worktrees=CreateAndRemoveFail(), resume=lead_id))
     assert errors(data, member_id(data, lead_id), "write_file")[-1] == "NO_WORKSPACE"
     assert not (repo / "late.txt").exists() and not (spot / "late.txt").exists()
+
+
+SHUTDOWN = {
+    "lead": [
+        {"text": "plan", "tool_calls": [
+            _call("team_task_create", subject="gus's task", description="d"),
+            _call("spawn_teammate", name="gus", description="g", prompt="task-1")]},
+        {"when": "gus finished", "text": "stop him", "tool_calls": [
+            _call("send_message", target="gus", message="please stop", shutdown="request")]},
+        {"text": "waiting"}],
+    "gus": [
+        {"text": "work", "tool_calls": [
+            _call("team_task_update", task_id="task-1", expected_revision=1, action="claim"),
+            _call("write_file", path="gus.txt", content="g\n"),
+            _call("team_task_update", task_id="task-1", expected_revision=2, action="complete"),
+            _call("send_message", target="lead", message="gus finished")]},
+        {"when": "please stop", "text": "ok", "tool_calls": [
+            _call("send_message", target="lead", message="stopping", shutdown="approve")]},
+        {"text": "bye"}],
+}  # fmt: skip
+
+
+class RemoveFails(GitWorktrees):
+    def remove(self, root: str, spot: WorktreeSpot, *, force: bool = False) -> bool:
+        raise WorktreeError("locked")
+
+
+@pytest.mark.parametrize("variant", ["removed", "kept", "failing"])
+async def test_a_member_shut_down_loses_its_merged_worktree_before_the_team_ends(tmp_path: Path, variant: str) -> None:
+    repo = make_repo(tmp_path / "repo")
+    profile = write_profile(tmp_path, extra="keep_worktrees = true" if variant == "kept" else "")
+    extra = [("wrapped-git", Provided(RemoveFails()))] if variant == "failing" else []
+    host = await Host.open(tmp_path / "data", str(profile), f"scripted:{write_script(tmp_path, SHUTDOWN)}",
+                           extra_plugins=extra)
+    try:
+        agent = await host.run("go", cwd=str(repo))
+        spot = repo / ".git" / "dsh-worktrees" / agent.id / "gus"
+        shutdowns = [r["phase"] for r in records(tmp_path / "data", agent.id, "team/shutdown")]
+        assert shutdowns == ["requested", "approved", "released"]
+        assert (repo / "gus.txt").exists()  # merged on completion
+        assert spot.exists() == (variant != "removed")  # the Team has not ended yet: still running
+    finally:
+        await host.close()
+    assert spot.exists() == (variant != "removed")
