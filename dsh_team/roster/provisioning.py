@@ -281,9 +281,7 @@ class Provisioner:
                 f'teammate "{snapshot.name}" was reconciled as failed while creation was in progress',
                 TeamCode.PROVISIONING_CONFLICT,
             )
-            errors = await self._drain(request)
-            if request.worktree is not None:
-                await self.worktrees.discard(request.worktree)
+            errors = await self._drain(request)  # a worktree of this failed member goes when the Team ends
             if errors:
                 raise BaseExceptionGroup("teammate creation conflict cleanup failed", [conflict, *errors])
             raise conflict
