@@ -72,3 +72,26 @@ async def test_a_roles_mode_wins_over_the_teams(tmp_path: Path, team_mode: str) 
     assert (repo / "sha.txt").exists()  # shared: written straight into the Lead's checkout
     assert not (repo / "iso.txt").exists()  # its own worktree, never merged (no task): kept there
     assert (repo / ".git" / "dsh-worktrees" / lead_id / "iso" / "iso.txt").exists()
+
+
+def test_dsh_run_keep_worktrees_keeps_a_merged_worktree(tmp_path: Path) -> None:
+    from host_spec.host.cli.main import main
+
+    repo = make_repo(tmp_path / "repo")
+    script = write_script(tmp_path, {
+        "lead": [{"text": "t", "tool_calls": [
+            {"name": "team_task_create", "arguments": {"subject": "s", "description": "d"}},
+            {"name": "spawn_teammate", "arguments": {"name": "kim", "description": "k", "prompt": "task-1"}}]}],
+        "kim": [{"text": "w", "tool_calls": [
+            {"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 1, "action": "claim"}},
+            {"name": "write_file", "arguments": {"path": "kim.txt", "content": "k"}},
+            {"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 2,
+                                                       "action": "complete"}}]}],
+    })  # fmt: skip
+    profile = write_profile(tmp_path)
+    base = ["--profile", str(profile), "--model", f"scripted:{script}", "--data-dir", str(tmp_path / "data")]
+    assert main(["run", *base, "--workspace", str(repo), "--keep-worktrees", "go"]) == 0
+    spot = repo / ".git" / "dsh-worktrees" / "session-1" / "kim"
+    assert (repo / "kim.txt").read_text() == "k" and spot.is_dir()  # merged, and kept as asked
+    assert main(["resume", *base, "session-1"]) == 0  # without the flag: the clean end removes it
+    assert not spot.exists()
