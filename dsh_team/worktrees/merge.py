@@ -220,15 +220,17 @@ class Merges:
                 record = self.worktrees.of(journal.session, intent.member_id)
                 root = record.root if record is not None else lead.session.header.cwd or "."
                 plan = _plan_of(intent)
-                if await asyncio.to_thread(git.merge_applied, root, plan):
-                    await self._sync(root, plan)
-                    await self._settle(journal, intent, "done")
+                async with self._locks.setdefault(journal.team_id, asyncio.Lock()):  # no merge plans meanwhile
+                    applied = await asyncio.to_thread(git.merge_applied, root, plan)
+                    if applied:
+                        await self._sync(root, plan)
+                    await self._settle(journal, intent, "done" if applied else "abandoned")
+                if applied:  # completing goes through the merge path again (nothing left to merge): unlocked
                     task = journal.state.tasks.tasks.get(intent.task_id)
                     if task is not None and task.status == "in_progress" and task.revision == intent.revision:
                         await complete(lead, intent.task_id, intent.revision)
                     text = f"The merge of {intent.task_id} finished after a restart: it is completed."
                 else:
-                    await self._settle(journal, intent, "abandoned")
                     text = (f"The merge of {intent.task_id} was cut by a restart before "
                             f"{_branch_name(intent.target)} moved: nothing was merged; complete it again.")
                 await notify(lead, intent.member, text)
