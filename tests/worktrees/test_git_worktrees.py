@@ -198,6 +198,7 @@ def test_state_diff_and_remove(tmp_path: Path) -> None:
     assert state.dirty and state.ahead == 0 and not state.merged
     diff = GIT.diff(str(repo), spot)
     assert "+changed" in diff and "+fresh" in diff
+    assert "?? fresh.txt" in git(spot.path, "status", "--porcelain")  # read-only: nothing was added to its index
     assert GIT.remove(str(repo), spot) is False and os.path.isdir(spot.path)  # work left: kept
     GIT.commit_all(spot, "work", author="m")
     state = GIT.state(str(repo), spot)

@@ -226,8 +226,10 @@ class GitWorktrees:
         parts: list[str] = []
         if self._commit_of(root, f"refs/heads/{spot.branch}") is not None:
             parts.append(self._ok(root, "diff", f"HEAD...{spot.branch}"))
-        if os.path.isdir(spot.path):
-            self._ok(spot.path, "add", "-A", "--intent-to-add")
+        if os.path.isdir(spot.path):  # read-only: untracked files are diffed against nothing, never added
             parts.append(self._ok(spot.path, "diff", "HEAD"))
+            untracked = self._ok(spot.path, "ls-files", "--others", "--exclude-standard", "-z")
+            for name in filter(None, untracked.split("\0")):
+                parts.append(self._run(spot.path, "diff", "--no-index", "--", os.devnull, name).out)
         return "\n".join(part for part in parts if part)
 
