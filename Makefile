@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo mcp-demo real-demo check test system-deps bench reliability install clean
+.PHONY: demo worktree-demo mcp-demo real-demo check test system-deps bench reliability install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -19,6 +19,10 @@ install: $(STAMP)
 # The scripted team shipped in the package: `dsh demo` (what `pip install dsh-team` users run), kept in .dsh-demo.
 demo: $(STAMP)
 	$(BIN)/dsh demo .dsh-demo
+
+# The same team with each teammate in its own git worktree, merged into main per completed task.
+worktree-demo: $(STAMP)
+	$(BIN)/dsh demo --worktrees .dsh-worktree-demo
 
 # The same team shape using a real MCP server's tools (examples/mcp_server.py over stdio).
 mcp-demo: $(STAMP)

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from dsh_team.log.journal import Journal
     from dsh_team.log.journals import Journals
     from dsh_team.log.lifecycle import Lifecycle
+    from dsh_team.worktrees.merge import Merges
     from dsh_team.log.quiescence import QuiescenceWatch
     from dsh_team.log.waits import Activity
     from dsh_team.roster.membership import Membership, MembershipResolver
@@ -65,6 +66,7 @@ class HostFeed:
     costs: TeamCosts
     quiescence: QuiescenceWatch
     controls: LiveControls
+    merges: Merges
 
     if TYPE_CHECKING:  # the service's own calls, which the feed uses
 
@@ -126,6 +128,7 @@ class HostFeed:
         self.coordination.session_disposed(session)
         self.costs.session_disposed(session)
         self.controls.forget(session)
+        self.merges.forget(session)
 
     @hookimpl(specname="dsh_agent_status")
     def agent_status(self, agent: Agent, status: str) -> None:
@@ -160,6 +163,7 @@ class HostFeed:
     def agent_session_start(self, agent: Agent, source: str) -> None:
         """An agent was published: schedule its recovery (reconcile, retry queued mail, lost charges), then a quiescence check."""
         self.costs.agent_session_start(agent)
+        self.coordination.worktrees.ensure(agent)  # before its first step: a member's workspace must be there
         self.coordination.agent_started(agent)
         self._controls_started(agent)
         self._may_be_quiet(agent)
@@ -191,5 +195,6 @@ class HostFeed:
         self.activity.close()
         failures = await self.lifecycle.settle()
         failures += await self.coordination.dispose()
+        self.coordination.worktrees.cleanup()  # the Team ends: merged worktrees go, ones with work stay
         if failures:
             raise BaseExceptionGroup("Agent Teams runtime disposal failed", failures)

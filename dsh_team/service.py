@@ -48,6 +48,7 @@ from dsh_team.views.projection import Publisher, TeamView, ViewListener
 from dsh_team.views.cursor import CursorDeltas
 from dsh_team.views.remote import RemoteTeam
 from dsh_team.core.state import TeamState, mode_enabled
+from dsh_team.worktrees.merge import Merges
 
 if TYPE_CHECKING:
     from host_spec.protocols import Agent, Host, Session
@@ -96,7 +97,9 @@ class TeamService(MemberOperations, BoardOperations, ControlOperations, HostFeed
             host, self.config.budget, self.journals, self.members, self.coordination.messages, self.activity.notify
         )
         self.controls = LiveControls()
-        self.gates = Gates(host, self.config, self.journals, self.controls, self.lifecycle)
+        self.gates = Gates(host, self.config, self.journals, self.controls, self.lifecycle,
+                           self.coordination.worktrees.workspace)
+        self.merges = Merges(self.coordination.worktrees, self.lifecycle, host.call_soon)
         self.plans = Plans(self.controls)
         self.quiescence = QuiescenceWatch(
             host, self.journals, self.lifecycle, self.activity.parked, partial(asleep_with_work, host.sessions)

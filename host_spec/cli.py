@@ -34,6 +34,7 @@ import attrs
 
 from host_spec.errors import SessionCorruptError
 from host_spec.events import Event, SessionHeader
+from host_spec.worktrees import Worktrees
 
 __all__ = [
     "CLI_ENTRY_POINT_GROUP", "HANDLER_KEY", "StoredLog", "SessionReader", "SessionFollower", "FollowingReader",
@@ -196,6 +197,10 @@ class CliEnv(Protocol):
             DshError: ``DATA_DIR_NOT_FOUND`` (missing) or ``DATA_DIR_UNUSABLE`` (not a
                 readable directory).
         """
+        ...
+
+    def worktrees(self) -> Worktrees | None:
+        """The host's git worktrees (``dsh team show``'s commits ahead, ``dsh team diff``); ``None``: it has none."""
         ...
 
     def open_appender(self, data_dir: Path, session_id: str) -> SessionAppender:

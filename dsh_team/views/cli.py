@@ -8,6 +8,7 @@
     dsh team plan approve|reject NAME [--feedback TEXT]   # a plan decision while no run is live (views/plan_cli.py)
     dsh team send [--data-dir D] [--team SESSION_ID] MEMBER TEXT       # the user's message (delivered on resume)
     dsh team transcript [--data-dir D] [--team SESSION_ID] MEMBER      # one member's conversation
+    dsh team diff [--data-dir D] [--team SESSION_ID] MEMBER            # a worktree member's work (views/worktrees_cli.py)
 
 Registered with the host's command line through entry-point group ``dsh.cli``
 (:mod:`host_spec.cli`): the host never imports this package, and this module
@@ -48,6 +49,8 @@ from dsh_team.controls.ledger import replay_controls
 from dsh_team.views.writes import collect_writes
 from dsh_team.views.show_text import render_text
 from dsh_team.views.usage import member_usage, uncharged_spend
+from dsh_team.views.worktrees_cli import register_worktree_commands
+from dsh_team.worktrees.report import build_worktrees
 
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_FAILED", "ShowError", "register", "show_command", "serve_command", "lead_of"]
 
@@ -111,6 +114,7 @@ def register(subparsers: Any, env: CliEnv) -> None:
     serve.set_defaults(**{HANDLER_KEY: lambda args: serve_command(args, env)})
     register_plan(commands, env)
     register_member_commands(commands, env, lead_of)
+    register_worktree_commands(commands, env, lead_of)
 
 
 def lead_of(reader: SessionReader, session_id: str) -> str:
@@ -150,7 +154,7 @@ async def serve_command(args: argparse.Namespace, env: CliEnv) -> int:
     stored = reader.read(team_id, salvage=True)
     if isinstance(reader, FollowingReader):  # a shared store: another process may be running the Team
         return await serve_followed(stored, reader, host=args.host, port=args.port)
-    return await serve_stored(stored, reader, host=args.host, port=args.port)
+    return await serve_stored(stored, reader, host=args.host, port=args.port, worktrees=env.worktrees())
 
 
 def show_command(args: argparse.Namespace, env: CliEnv) -> int:
@@ -184,7 +188,9 @@ def show_command(args: argparse.Namespace, env: CliEnv) -> int:
     ledger = replay_costs(stored.events[:at], team_id)
     costs = build_report(state, ledger, uncharged_spend(reader, ids, ledger) if until is None else None, stored.events)
     controls = build_controls(replay_controls(stored.events[:at], team_id))
+    worktrees = build_worktrees(stored.events[:at], team_id, lambda: env.worktrees())
     show = build_show(state, session_id=asked, log_length=length, at=at, damage=damage, writes=writes,
-                      usage=member_usage(reader, ids, until=until), costs=costs, controls=controls)
+                      usage=member_usage(reader, ids, until=until), costs=costs, controls=controls,
+                      worktrees=worktrees)
     print(render_json(show) if args.json else render_text(show))
     return EXIT_FAILED if show.failure is not None else EXIT_OK

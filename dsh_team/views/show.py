@@ -29,6 +29,7 @@ from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import LEAD_NAME, list_views, owner_name
 from dsh_team.cost.report import CostReport
 from dsh_team.views.controls import ControlsReport
+from dsh_team.worktrees.report import WorktreeReport
 from dsh_team.views.show_messages import ShowMessage, ShowMessageStatus, pending_messages, recent_messages
 from dsh_team.views.writes import ShowWrite
 from dsh_team.views.usage import MemberUsage
@@ -164,6 +165,8 @@ class TeamShow(msgspec.Struct, frozen=True):
         quiescence: The latest quiescence record, ``null`` when the Team was never quiet.
         controls: Every quality-gate run and plan approval (:mod:`dsh_team.views.controls`),
             ``null`` when the Team had none.
+        worktrees: Each worktree member's branch, commits ahead and what remains on disk,
+            and every merge (:mod:`dsh_team.worktrees.report`), ``null`` in shared mode.
     """
 
     version: int
@@ -183,6 +186,7 @@ class TeamShow(msgspec.Struct, frozen=True):
     costs: CostReport | None = None
     quiescence: ShowQuiescence | None = None
     controls: ControlsReport | None = None
+    worktrees: WorktreeReport | None = None
 
 
 def show_quiescence(state: TeamState) -> ShowQuiescence | None:
@@ -228,6 +232,7 @@ def build_show(
     usage: Mapping[str, MemberUsage] | None = None,
     costs: CostReport | None = None,
     controls: ControlsReport | None = None,
+    worktrees: WorktreeReport | None = None,
 ) -> TeamShow:
     """The view of ``state`` (the Lead log folded up to ``at``).
 
@@ -242,6 +247,7 @@ def build_show(
         usage: Member id -> usage folded from its own log (missing ids show ``null``).
         costs: The cost section (:func:`~dsh_team.cost.report.build_report`).
         controls: The controls section (:func:`~dsh_team.views.controls.build_controls`).
+        worktrees: The worktree section (:func:`~dsh_team.worktrees.report.build_worktrees`).
     """
     spent = usage or {}
     mail = state.mail
@@ -281,6 +287,7 @@ def build_show(
         costs=costs,
         quiescence=show_quiescence(state),
         controls=controls,
+        worktrees=worktrees,
     )
 
 

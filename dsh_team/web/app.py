@@ -162,7 +162,7 @@ def build_app(feed: Feed, token: str, steering: Steering | None = None, *,
             fold = PanelFold(doc["team_id"])
             fold.advance(source.events, at)
             doc = document(fold, log_length=doc["log_length"], writes=source.writes(fold.state, fold.time),
-                           usage=source.usage(fold.state, fold.time))
+                           usage=source.usage(fold.state, fold.time), git=source.worktrees)
         doc["read_only"] = steering is None
         return JSONResponse(doc)
 

@@ -93,6 +93,7 @@ function render() {
   renderWrites(doc);
   renderCosts(doc);
   renderControls(doc);
+  renderWorktrees(doc);
   renderTimeline(doc);
 }
 
@@ -149,6 +150,21 @@ function renderControls(doc) {
     el("td", { class: "mono tail" }, r.failed_check ? `${r.failed_check} exited ${r.exit_code}: ${(r.tail || "").trim().split("\n").pop()}` : ""))));
   $("controls-failure").hidden = !controls.failure;
   $("controls-failure").textContent = controls.failure ? `controls fold failed: ${controls.failure}` : "";
+}
+
+function renderWorktrees(doc) {
+  const section = doc.worktrees;
+  $("worktrees-card").hidden = !section;
+  if (!section) return;
+  const known = (value, text) => (value === null || value === undefined ? "—" : text);
+  $("worktrees").tBodies[0].replaceChildren(...section.worktrees.map((w) => el("tr", { "data-worktree": w.member },
+    el("td", {}, w.member), el("td", { class: "mono" }, w.branch),
+    el("td", { "data-ahead": known(w.ahead, String(w.ahead)) }, known(w.ahead, `${w.ahead} commit(s)`)),
+    el("td", {}, known(w.exists, w.exists ? (w.dirty ? "yes, uncommitted changes" : "yes") : "removed")))));
+  $("merges").tBodies[0].replaceChildren(...section.merges.map((m) => el("tr", { "data-merge": m.task_id, "data-phase": m.phase },
+    el("td", { class: "mono" }, m.task_id), el("td", {}, m.member),
+    el("td", { class: "mono" }, `${m.fast_forward ? "fast-forward" : "merge commit"} ${m.old.slice(0, 10)}..${m.new.slice(0, 10)}`),
+    el("td", {}, m.phase))));
 }
 
 async function decidePlan(member, plan) {

@@ -178,6 +178,12 @@ class CliEnvironment:
             return BackendReader(backend)
         return StoreReader(JsonlStore(self.check_data_dir(Path(data_dir), create=False)))
 
+    def worktrees(self) -> Any:
+        """The host's git worktrees (``host_spec.worktrees.Worktrees``), as the ``workspace`` plugin provides them."""
+        from host_spec.host.worktrees.git import GitWorktrees
+
+        return GitWorktrees()
+
     def open_appender(self, data_dir: Path, session_id: str) -> StoreAppender:
         """The chosen store's session ``session_id`` opened for writing, as a resume opens it."""
         url = chosen_store(self.store_flag)

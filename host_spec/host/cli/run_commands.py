@@ -26,10 +26,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import attrs
+
 from host_spec.errors import ModelError, SessionExistsError, SessionLockedError, SessionNotFoundError
 from host_spec.events import EventType
 
 from host_spec.host.app import Host
+from host_spec.host.plugins.profiles import Profile, load_profile
 from host_spec.host.cli.extensions import CliEnvironment, StoreReader
 from host_spec.host.cli.run_settings import (
     RunSettings,
@@ -75,6 +78,10 @@ def add_parsers(commands: Any, env: CliEnvironment) -> None:
         sub.add_argument("--watch-path", action="append", default=[], type=Path, metavar="PATH",
                          help="also watch PATH (repeatable); a change there reloads every plugin")
 
+    def keep(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--keep-worktrees", action="store_true",
+                         help="keep teammates' git worktrees when the Team ends, merged or not (worktree mode)")
+
     def web(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--web", nargs="?", const=0, default=None, type=_port, metavar="PORT",
                          help="serve the Team panel on 127.0.0.1 during the run (--web=PORT; default: any free port)")
@@ -91,6 +98,7 @@ def add_parsers(commands: Any, env: CliEnvironment) -> None:
     env.add_data_dir(run)
     web(run)
     watch(run)
+    keep(run)
     run.add_argument("prompt", help="the user's task")
 
     resume = commands.add_parser("resume", help="resume a stored session and finish its pending work",
@@ -103,6 +111,7 @@ def add_parsers(commands: Any, env: CliEnvironment) -> None:
     env.add_data_dir(resume)
     web(resume)
     watch(resume)
+    keep(resume)
     resume.add_argument("session_id", nargs="?", default=None, help="session to resume")
 
 
@@ -149,12 +158,27 @@ def ending(reason: dict[str, Any] | None, session_id: str, data_dir: Path) -> st
     return f"dsh: the run failed ({what}); resume it with: {command}"
 
 
+#: The Team plugin, whose ``keep_worktrees`` ``--keep-worktrees`` sets.
+TEAM_PLUGIN = "dsh-team"
+
+
+def kept_worktrees(name: str) -> Profile:
+    """Profile ``name`` with ``keep_worktrees = true`` in the Team plugin's table (``--keep-worktrees``)."""
+    profile = load_profile(name)
+    entries = tuple(
+        attrs.evolve(entry, config={**entry.config, "keep_worktrees": True}) if entry.name == TEAM_PLUGIN else entry
+        for entry in profile.plugins
+    )
+    return attrs.evolve(profile, plugins=entries)
+
+
 async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -> int:
     transcript = Transcript(write=print, fallback=agent_name)
     if isinstance(model, str):
         model = absolute_spec(model, prefix="scripted:")  # agents and child descriptors record it as well
     location = args.store_url if args.store_url is not None else args.data_dir
-    host = await Host.open(location, args.profile, model, extra_plugins=[("dsh-transcript", transcript)])
+    profile = kept_worktrees(args.profile) if args.keep_worktrees else args.profile
+    host = await Host.open(location, profile, model, extra_plugins=[("dsh-transcript", transcript)])
     try:
         if args.web is not None:  # after the profile's plugins: it unloads first, while the Team still runs
             host.plugins.load(WEB_PLUGIN, {"port": args.web})
