@@ -36,7 +36,8 @@ from host_spec.errors import (
 from host_spec.events import SESSION_FORMAT_VERSION, Event, SessionHeader, decode_header
 
 from host_spec.host.store.postgres.leases import Leases
-from host_spec.host.store.postgres.link import Link, redact
+from host_spec.host.redaction import redact_url
+from host_spec.host.store.postgres.link import Link, check_url
 from host_spec.host.store.postgres.log import PostgresLog, decode_rows
 from host_spec.host.store.postgres.schema import DDL, SCHEMA_LOCK, SCHEMA_VERSION
 from host_spec.host.store.postgres.work import WORK_DDL
@@ -86,6 +87,9 @@ class PostgresStore:
             sessions can be claimed by another process after this long.
         retry_seconds: How long one operation keeps retrying a lost connection
             before it fails with ``STORE_UNAVAILABLE`` (an ``OSError``).
+
+    Raises:
+        ConfigError: ``STORE_INVALID``: ``url`` does not parse, or its port is not a number.
     """
 
     def __init__(
@@ -96,6 +100,7 @@ class PostgresStore:
         lease_seconds: float = LEASE_SECONDS,
         retry_seconds: float = RETRY_SECONDS,
     ) -> None:
+        check_url(url)
         self.url = url
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.link = Link(url, retry_seconds=retry_seconds, setup=_create_schema)
@@ -104,7 +109,7 @@ class PostgresStore:
         self._roots: dict[str, str] = {}  # open session id -> lease key
 
     def __repr__(self) -> str:
-        return f"PostgresStore({redact(self.url)!r})"
+        return f"PostgresStore({redact_url(self.url)!r})"
 
     # ------------------------------------------------------------ reading
 
