@@ -40,7 +40,7 @@ from typing import Any
 import structlog
 
 from host_spec.cli import HANDLER_KEY
-from host_spec.errors import DshError
+from host_spec.errors import DshError, coded_leaves
 
 from host_spec.host.cli import chat, plugins_list, run_commands, session_log, traces, worker
 from host_spec.host.cli.extensions import CliEnvironment, Extension, discover_extensions, register_extensions
@@ -94,16 +94,22 @@ class _Stderr:
 
 
 def _coded_in_one_line(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    """A log line's coded error (a ``DshError``, an ``OSError``) as ``error="CODE: message"``, not a traceback.
+    """A log line's coded error (a ``DshError``, a group of them, an ``OSError``) as ``error="CODE: message"``.
 
     A store or fencing error is an operator's fact, not a bug: it reaches the user
     on one line. An uncoded exception keeps its traceback; ``-v`` keeps them all.
     """
     given = event.get("exc_info")
     failure = sys.exc_info()[1] if given is True else given[1] if isinstance(given, tuple) else given
-    if isinstance(failure, (DshError, OSError)):
+    if isinstance(failure, BaseException):
+        coded = coded_leaves(failure)
+        if coded:
+            text = "; ".join(f"{leaf.code}: {leaf.message}" for leaf in coded)
+        elif isinstance(failure, OSError):
+            text = f"{type(failure).__name__}: {failure}"
+        else:
+            return event
         del event["exc_info"]
-        text = f"{failure.code}: {failure.message}" if isinstance(failure, DshError) else f"{type(failure).__name__}: {failure}"
         event["error"] = redact_url(" ".join(text.split()))
     return event
 
