@@ -181,7 +181,7 @@ async def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, lambda: sys.exit(2) if stop.is_set() else stop.set())
     running: dict[str, asyncio.Task[None]] = {}
-    print(f"dsh worker: {store.holder} is connected to {redact_url(url)} and watching the store",
+    print(f"dsh worker: {store.holder} is connected to {redact_url(url)} and is watching the store",
           file=sys.stderr, flush=True)
     members = MemberRunner(store, max_members=args.max_members, workspace=workspace,
                            open_host=_member_host_opener(store, args), linger_seconds=args.linger,
