@@ -57,3 +57,13 @@ def test_mcp_uses_the_same_function() -> None:
     assert scrub("refused pass-word") == "refused [redacted]"
     # a URL the server quotes (not its own) loses its password too
     assert scrub("see postgresql://db:other-pw@x/y") == "see postgresql://db:***@x/y"
+
+
+def test_a_model_base_url_of_another_scheme_hides_its_password() -> None:
+    from host_spec.errors import ModelError
+    from host_spec.host.models.openai_settings import parse_settings
+
+    with pytest.raises(ModelError) as caught:
+        parse_settings("gpt", environ={"OPENAI_BASE_URL": "ftp://u:top-secret-1@h/v1"})
+    assert caught.value.code == "MODEL_SPEC_INVALID" and "ftp://u:***@h/v1" in caught.value.message
+    assert "top-secret-1" not in caught.value.message
