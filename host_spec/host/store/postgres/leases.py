@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 import structlog
 
-from host_spec.errors import SessionLockedError, StoreUnavailableError
+from host_spec.errors import DshError, SessionLockedError, StoreUnavailableError
 
 from host_spec.host.store.postgres.link import Link
 
@@ -141,11 +141,17 @@ class Leases:
                 log.warning("store.lease_lost", key=key, holder=self.holder, epoch=epoch)
 
     def _beat(self) -> None:
+        failing = False  # told once per outage, not at every beat (the connection's own lines say more)
         while not self._stop.wait(self.lease_seconds / 3):
             try:
                 self.renew()
-            except (StoreUnavailableError, psycopg.Error) as exc:
-                log.warning("store.lease_renewal_failed", holder=self.holder, error=type(exc).__name__)
+            except (DshError, psycopg.Error) as exc:
+                if not failing:
+                    log.warning("store.lease_renewal_failed", holder=self.holder,
+                                error=exc.code if isinstance(exc, DshError) else type(exc).__name__)
+                failing = True
+            else:
+                failing = False
 
     def close(self) -> None:
         """Stop renewing (leases still held expire on their own)."""

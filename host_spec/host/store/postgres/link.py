@@ -216,12 +216,16 @@ class Link:
         delay, attempt = 0.02, 0
         while True:
             with self._lock:
+                # A connection left broken by a restart the process already saw fails once on its
+                # next use: that alone is no new outage, unless reconnecting fails too.
+                reused = self._conn is not None and not self._conn.closed and attempt == 0
                 try:
                     result = operation(self._connection(), attempt)
                 except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                     self._drop()
                     why = reason(exc)
-                    self._health.lost(why)
+                    if not reused:
+                        self._health.lost(why)
                     if time.monotonic() + delay > deadline:
                         raise StoreUnavailableError(
                             f"the store at {redact_url(self.url)} stayed unreachable for {self.retry_seconds:g}s: {why}",
