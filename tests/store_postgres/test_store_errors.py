@@ -103,6 +103,12 @@ class TestARefusalFailsAtOnce:
         assert result.returncode == 2 and "STORE_INVALID" in result.stderr and "mysql://u:***@db-host/db" in result.stderr
         assert WRONG not in result.stdout + result.stderr
 
+    def test_a_role_that_may_not_create_the_tables_is_refused_at_once(self, tmp_path: Path, password_url: str) -> None:
+        result = dsh("run", "--store", password_url, "--model", f"scripted:{_script(tmp_path)}", "go", cwd=tmp_path)
+        assert result.returncode == 2 and result.stderr.startswith("dsh: STORE_AUTH: "), result.stderr
+        assert "permission denied for schema public" in result.stderr and len(result.stderr.splitlines()) == 1
+        assert PASSWORD not in result.stdout + result.stderr
+
     def test_the_right_password_works_and_is_stored_nowhere(self, tmp_path: Path, password_url: str) -> None:
         # the role may create its tables in a database it owns
         with psycopg.connect(shared_server().url(), autocommit=True) as conn:

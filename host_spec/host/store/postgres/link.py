@@ -257,6 +257,10 @@ class Link:
             try:
                 if self._setup is not None:
                     self._setup(conn)
+            except psycopg.errors.InsufficientPrivilege as exc:  # the role may not create the store's tables
+                conn.close()
+                raise ConfigError(f"the store at {redact_url(self.url)} refused to set up its tables: {reason(exc)}",
+                                  code="STORE_AUTH") from None
             except BaseException:
                 conn.close()
                 raise
