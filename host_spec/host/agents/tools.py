@@ -17,7 +17,7 @@ import attrs
 import msgspec
 import structlog
 
-from host_spec.errors import DshError
+from host_spec.errors import DshError, coded_leaves
 from host_spec.events import Cause, json_encode
 from host_spec.messages import ToolResultMessage, text_block
 from host_spec.records import AbortSignal, Handle, ToolCall, ToolSpec
@@ -185,6 +185,10 @@ class ToolRegistry:
         except DshError as exc:
             return error_result(call_id, name, exc.code, exc.message, turn=turn, step=step)
         except Exception as exc:
+            coded = coded_leaves(exc)
+            if coded:  # a group of coded failures (a creation and its failure record both refused): still coded
+                message = "; ".join(leaf.message for leaf in coded)
+                return error_result(call_id, name, coded[0].code, message, turn=turn, step=step)
             if signal.aborted:
                 return error_result(call_id, name, "ABORTED", "tool call aborted", turn=turn, step=step)
             log.exception("tool failed", tool=name, call_id=call_id)

@@ -38,17 +38,18 @@ import inspect
 import logging
 from importlib import metadata
 import sys
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 import structlog
 
 from host_spec.cli import HANDLER_KEY
-from host_spec.errors import DshError
+from host_spec.errors import DshError, coded_leaves
 
 from host_spec.host.cli import acp, chat, demo, plugins_list, run_commands, session_log, traces, worker
 from host_spec.host.cli.extensions import CliEnvironment, Extension, discover_extensions, register_extensions
 from host_spec.host.cli.usage import check_data_dir, default_data_dir
+from host_spec.host.redaction import redact_url
 
 __all__ = ["DISTRIBUTION", "main", "build_parser", "version"]
 
@@ -98,10 +99,32 @@ class _Stderr:
         sys.stderr.flush()
 
 
+def _coded_in_one_line(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """A log line's coded error (a ``DshError``, a group of them, an ``OSError``) as ``error="CODE: message"``.
+
+    A store or fencing error is an operator's fact, not a bug: it reaches the user
+    on one line. An uncoded exception keeps its traceback; ``-v`` keeps them all.
+    """
+    given = event.get("exc_info")
+    failure = sys.exc_info()[1] if given is True else given[1] if isinstance(given, tuple) else given
+    if isinstance(failure, BaseException):
+        coded = coded_leaves(failure)
+        if coded:
+            text = "; ".join(f"{leaf.code}: {leaf.message}" for leaf in coded)
+        elif isinstance(failure, OSError):
+            text = f"{type(failure).__name__}: {failure}"
+        else:
+            return event
+        del event["exc_info"]
+        event["error"] = redact_url(" ".join(text.split()))
+    return event
+
+
 def _configure_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    one_line = [_coded_in_one_line] if verbosity <= 0 else []
     structlog.configure(
-        processors=[structlog.processors.add_log_level, structlog.dev.ConsoleRenderer(colors=False)],
+        processors=[structlog.processors.add_log_level, *one_line, structlog.dev.ConsoleRenderer(colors=False)],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(_Stderr()),  # type: ignore[arg-type]  # structlog wants a TextIO; _Stderr writes like one
         cache_logger_on_first_use=False,
@@ -145,10 +168,10 @@ def main(
     try:
         return asyncio.run(handler(args))
     except DshError as exc:
-        print(f"dsh: {exc.code}: {exc.message}", file=sys.stderr)
+        print(f"dsh: {exc.code}: {redact_url(exc.message)}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"dsh: IO_ERROR: {exc}", file=sys.stderr)
+        print(f"dsh: IO_ERROR: {redact_url(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("dsh: interrupted", file=sys.stderr)

@@ -6,7 +6,10 @@ first (so it unloads last and prints to the end), optionally the Team panel
 completed, else 1. The last line on stderr is ``dsh: session ID``; when the root's
 last turn did not complete, one more line follows it, so a run never ends on a bare
 id: how the turn ended (an error's code and message) and the ``dsh resume`` command
-that continues it.
+that continues it. A run on a shared store whose Team another process took over
+(its lease claimed under a higher epoch) never ends as finished: it exits 2 with
+``SESSION_FENCED``, naming the holder that has the Team now, however its last turn
+ended.
 
 A new run claims a fresh root id under that session's lock and records its profile
 and model (:mod:`host_spec.host.cli.run_settings`) before the root does anything,
@@ -28,7 +31,13 @@ from urllib.parse import quote
 
 import attrs
 
-from host_spec.errors import ModelError, SessionExistsError, SessionLockedError, SessionNotFoundError
+from host_spec.errors import (
+    ModelError,
+    SessionExistsError,
+    SessionFencedError,
+    SessionLockedError,
+    SessionNotFoundError,
+)
 from host_spec.events import EventType
 
 from host_spec.host.app import Host
@@ -49,7 +58,7 @@ from host_spec.host.runs import agent_name
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.host.store.selection import chosen_store, open_backend
 
-__all__ = ["WEB_PLUGIN", "add_parsers", "resume", "run", "claim_root", "with_model_options"]
+__all__ = ["WEB_PLUGIN", "add_parsers", "resume", "run", "claim_root", "taken_over", "with_model_options"]
 
 #: Entry-point name of the browser panel ``--web`` loads after the profile's plugins.
 WEB_PLUGIN = "dsh-team-web"
@@ -189,16 +198,32 @@ async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -
                 await wait_for_stop()
         else:
             agent = await _start(host, args, model, session_id)
-        reason = _last_end(agent)
-        code = 0 if reason is None or reason.get("kind") == "completed" else 1
-        print(f"dsh: session {agent.id}", file=sys.stderr)
-        closing = ending(reason, agent.id, args.data_dir)
-        if closing is not None:
-            print(closing, file=sys.stderr)
-    finally:
+    except SessionFencedError as exc:
         await host.close()
+        raise taken_over(host) or exc from None
+    except BaseException:
+        await host.close()
+        raise
+    await host.close()  # before judging the run: closing may find the Team was taken over
     sys.stdout.flush()
-    return code
+    print(f"dsh: session {agent.id}", file=sys.stderr)
+    lost = taken_over(host)
+    if lost is not None:  # however the turn ended, a process that lost its Team did not finish it
+        raise lost
+    reason = _last_end(agent)
+    closing = ending(reason, agent.id, args.data_dir)
+    if closing is not None:
+        print(closing, file=sys.stderr)
+    return 0 if reason is None or reason.get("kind") == "completed" else 1
+
+
+def taken_over(host: Host) -> SessionFencedError | None:
+    """How ``host``'s store lost the Team to another holder (``SESSION_FENCED``, naming it), or ``None``.
+
+    Only a shared store's lease can be lost; an embedded store answers ``None``.
+    """
+    takeover = getattr(host.store, "takeover", None)
+    return takeover() if takeover is not None else None
 
 
 async def _start(host: Host, args: argparse.Namespace, model: Any, session_id: str | None) -> Any:

@@ -25,6 +25,8 @@ import attrs
 from host_spec.config import structure_config
 from host_spec.errors import ConfigError
 
+from host_spec.host.redaction import url_credentials
+
 __all__ = [
     "CONFIG_PATH", "McpConfig", "ServerConfig", "load_config", "expand", "secrets_of", "effective_config",
 ]
@@ -164,8 +166,8 @@ def expand(name: str, server: ServerConfig, environ: Mapping[str, str] | None = 
 def secrets_of(server: ServerConfig) -> tuple[str, ...]:
     """The values no error text or log line may show: env and header values, URL credentials."""
     values = [*server.env.values(), *server.headers.values()]
-    if server.url is not None and "@" in server.url.partition("//")[2].partition("/")[0]:
-        values.append(server.url.partition("//")[2].partition("/")[0].rpartition("@")[0])
+    if server.url is not None:
+        values.extend(url_credentials(server.url))
     # Longest first, so a secret containing another is scrubbed whole; short values would scrub noise.
     return tuple(sorted({value for value in values if len(value) >= 4}, key=len, reverse=True))
 

@@ -4,7 +4,8 @@ A tool call that fails becomes an error *result* carrying the code, so the model
 can tell a server that died (``MCP_SERVER_DIED``: the call's effect is unknown)
 from a tool that answered with an error (``MCP_TOOL_ERROR``). Every text built
 from an exception or a server's stderr goes through :class:`Scrubber` first:
-configured ``env`` and ``headers`` values never reach a log line or a result.
+configured ``env`` and ``headers`` values never reach a log line or a result, nor does
+the password of any URL quoted (:func:`host_spec.host.redaction.redact_url`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Iterable
 from typing import Any, Final
 
 from host_spec.errors import DshError
+
+from host_spec.host.redaction import redact_url
 
 __all__ = ["McpServerError", "Scrubber", "describe", "SCRUBBED"]
 
@@ -39,7 +42,7 @@ class Scrubber:
     def __call__(self, text: str) -> str:
         for secret in self._secrets:
             text = text.replace(secret, SCRUBBED)
-        return text
+        return redact_url(text)  # a URL the server quotes (its own, another one) keeps no password either
 
     def deep(self, value: Any) -> Any:
         """``value`` (JSON builtins) with every string scrubbed: a server's answer may quote its env too."""

@@ -7,7 +7,9 @@ wins); a ``postgresql://`` (or ``postgres://``) URL opens a
 :class:`~host_spec.host.store.postgres.PostgresStore`, which needs the
 ``postgres`` extra. Nothing above the store knows which backend runs.
 
-This module imports no database driver, so a host without the extra still
+A value that is not a store URL is quoted in its ``STORE_INVALID`` message
+through :func:`~host_spec.host.redaction.redact_url`: a ``mysql://user:secret@...``
+shows its user and host, never its password. This module imports no database driver, so a host without the extra still
 starts and only a store URL asks for it.
 """
 
@@ -21,6 +23,8 @@ from typing import Any
 from host_spec.errors import ConfigError
 from host_spec.extras import require
 from host_spec.storage import StorageBackend
+
+from host_spec.host.redaction import redact_url
 
 __all__ = ["LEASE_ENV", "STORE_ENV", "chosen_store", "is_store_url", "open_backend", "profile_store_url"]
 
@@ -90,8 +94,9 @@ def profile_store_url(spec: str | os.PathLike[str] | None) -> str | None:
                 raise ConfigError(f"profile {path}: [store] takes only url", path="store")
             url = store.get("url")
             if not is_store_url(url):
-                raise ConfigError(f"profile {path}: store.url must be a postgresql:// URL, got {url!r}",
-                                  path="store.url")
+                shown = redact_url(url) if isinstance(url, str) else url
+                raise ConfigError(f"profile {path}: store.url must be a postgresql:// URL, got {shown!r}",
+                                  path="store.url", code="STORE_INVALID")
             return str(url)
         extends = table.get("extends")
         if not isinstance(extends, str) or not extends.endswith(".toml"):
@@ -109,6 +114,6 @@ def chosen_store(flag: str | None, profile: str | os.PathLike[str] | None = None
     for value, where in ((flag, "--store"), (os.environ.get(STORE_ENV) or None, STORE_ENV)):
         if value is not None:
             if not is_store_url(value):
-                raise ConfigError(f"{where} must be a postgresql:// URL, got {value!r}", code="STORE_INVALID")
+                raise ConfigError(f"{where} must be a postgresql:// URL, got {redact_url(value)!r}", code="STORE_INVALID")
             return value
     return profile_store_url(profile)
