@@ -183,7 +183,7 @@ def to_llm_turn(system: str, messages: Sequence[Mapping[str, Any]]) -> LlmTurn:
         prompt = text
     elif chain and chain[-1].role == "tool":
         results = [ToolResult(name=part.name, output=part.output, tool_call_id=part.tool_call_id)
-                   for part in chain.pop().parts]
+                   for part in chain.pop().parts if isinstance(part, ToolResultPart)]
     return LlmTurn(prompt=prompt, system=system or None, history=chain, tool_results=results)
 
 
