@@ -146,7 +146,7 @@ function renderControls(doc) {
     el("td", { class: "mono" }, `${r.task_id}@${r.revision}`), el("td", {}, r.member),
     el("td", { class: "mono" }, r.checks.join("; ")),
     el("td", { class: r.outcome === "failed" ? "error" : "" }, r.outcome + (r.rerun ? " (re-run after a restart)" : "")),
-    el("td", { class: "mono tail" }, r.failed_check ? `${r.failed_check} exited ${r.exit_code}: ${(r.tail || "").trim().split("\n").pop()}` : ""))));
+    el("td", { class: "mono tail" }, r.failed_check ? `${r.failed_check} ${r.ended}${(r.tail || "").trim() ? ": " + r.tail.trim().split("\n").pop() : " (no output)"}` : ""))));
   $("controls-failure").hidden = !controls.failure;
   $("controls-failure").textContent = controls.failure ? `controls fold failed: ${controls.failure}` : "";
 }
