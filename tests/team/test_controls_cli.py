@@ -112,7 +112,9 @@ async def test_a_live_run_holds_the_log(tmp_path: Path) -> None:
     try:
         await host.resume_session("session-1")
         locked = dsh(tmp_path, "team", "plan", "approve", "planner")
-        assert locked.returncode == 2 and b"SESSION_LOCKED" in locked.stderr, locked.stderr.decode()
+        err = locked.stderr.decode()
+        assert locked.returncode == 2 and "dsh: TEAM_RUN_LIVE:" in err, err
+        assert "web panel's Controls card" in err and "dsh run --web" in err  # the way that works while it is live
     finally:
         await host.close()
     assert plan_of(tmp_path).status == "submitted"
