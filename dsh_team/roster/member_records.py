@@ -16,7 +16,7 @@ inherited prefix carries its parent's) is not this Team's, as for the Team fold.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import msgspec
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from host_spec.events import Event
     from host_spec.protocols import Session
 
-__all__ = ["SideRecord", "RecordKind", "MemberRecords"]
+__all__ = ["SideRecord", "RecordKind", "MemberRecords", "fold_latest"]
 
 log = structlog.get_logger(__name__)
 
@@ -82,6 +82,23 @@ class RecordKind(Generic[R]):
         return None
 
 
+def fold_latest(kind: RecordKind[R], events: Sequence[Event], team_id: str, latest: dict[str, R]) -> dict[str, R]:
+    """Fold ``events`` into ``latest`` (member id -> its latest record of ``kind`` in Team ``team_id``).
+
+    The one fold of a side record, shared by the live books and the commands that
+    judge a stopped run's log (``dsh team send``), so both see the same member.
+    """
+    for event in of_types(events, (kind.event_type,)):
+        try:
+            record = kind.decode(event)  # vetted before it was appended, where the invariant runs
+        except msgspec.DecodeError as exc:  # written by something else: named, never guessed at
+            log.error("team.record_unreadable", type=event.type, seq=event.seq, error=str(exc))
+            continue
+        if record.team_id == team_id:  # a fork's inherited prefix is another Team's
+            latest[record.member_id] = record
+    return latest
+
+
 class MemberRecords(Generic[R]):
     """Each member's latest record of one kind, per live Lead session, folded incrementally."""
 
@@ -96,15 +113,7 @@ class MemberRecords(Generic[R]):
         start, latest = (entry[1], entry[2]) if entry is not None and entry[0] is session else (0, {})
         count = session.last_seq
         if start < count:
-            kind = self.kind
-            for event in of_types(session.events[start:count], (kind.event_type,)):
-                try:
-                    record = kind.decode(event)  # vetted before it was appended, where the invariant runs
-                except msgspec.DecodeError as exc:  # written by something else: named, never guessed at
-                    log.error("team.record_unreadable", type=event.type, seq=event.seq, error=str(exc))
-                    continue
-                if record.team_id == session.id:  # a fork's inherited prefix is another Team's
-                    latest[record.member_id] = record
+            fold_latest(self.kind, session.events[start:count], session.id, latest)
             self._by_id[session.id] = (session, count, latest)
         return latest
 

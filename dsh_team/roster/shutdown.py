@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import msgspec
@@ -37,10 +37,11 @@ import structlog
 from dsh_team.core.snapshots import NonEmpty, SafeCount
 from dsh_team.errors import TeamCode, TeamError, render_reason
 from dsh_team.log.journal import Append
-from dsh_team.roster.member_records import MemberRecords, RecordKind
+from dsh_team.roster.member_records import MemberRecords, RecordKind, fold_latest
 from dsh_team.roster.roster import resolve_target
 
 if TYPE_CHECKING:
+    from host_spec.events import Event
     from host_spec.protocols import Agent, Host, Session
 
     from dsh_team.core.state import TeamState
@@ -50,7 +51,10 @@ if TYPE_CHECKING:
     from dsh_team.mail.send import MessageSender, SendResult
     from dsh_team.roster.membership import MembershipResolver
 
-__all__ = ["TEAM_SHUTDOWN", "SHUTDOWN_VERSION", "SHUTDOWN_RECORDS", "ShutdownRecord", "ShutdownBook", "Shutdowns"]
+__all__ = [
+    "TEAM_SHUTDOWN", "SHUTDOWN_VERSION", "SHUTDOWN_RECORDS", "ShutdownRecord", "ShutdownBook", "Shutdowns",
+    "gone_members",
+]
 
 TEAM_SHUTDOWN: Final = "team/shutdown"
 SHUTDOWN_VERSION: Final = 1
@@ -285,3 +289,12 @@ class Shutdowns:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+
+
+def gone_members(events: Sequence[Event], team_id: str) -> frozenset[str]:
+    """The members of Team ``team_id`` released or stopped for good, from its Lead log ``events``.
+
+    The same fold the live book applies, for a command judging a stopped run.
+    """
+    latest = fold_latest(SHUTDOWN_RECORDS, events, team_id, {})
+    return frozenset(member_id for member_id, record in latest.items() if record.phase in GONE)

@@ -40,6 +40,7 @@ from host_spec.errors import DshError, SessionError
 from dsh_team.core.fold import replay
 from dsh_team.cost.ledger import replay_costs
 from dsh_team.cost.report import build_report
+from dsh_team.roster.shutdown import gone_members
 from dsh_team.views.member_commands import register_member_commands
 from dsh_team.views.show import build_show, render_json
 from dsh_team.views.controls import build_controls
@@ -181,6 +182,7 @@ def show_command(args: argparse.Namespace, env: CliEnv) -> int:
     costs = build_report(state, ledger, uncharged_spend(reader, ids, ledger) if until is None else None, stored.events)
     controls = build_controls(replay_controls(stored.events[:at], team_id))
     show = build_show(state, session_id=asked, log_length=length, at=at, damage=damage, writes=writes,
-                      usage=member_usage(reader, ids, until=until), costs=costs, controls=controls)
+                      usage=member_usage(reader, ids, until=until), costs=costs, controls=controls,
+                      gone=gone_members(stored.events[:at], team_id))
     print(render_json(show) if args.json else render_text(show))
     return EXIT_FAILED if show.failure is not None else EXIT_OK

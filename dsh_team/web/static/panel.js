@@ -208,7 +208,7 @@ function renderRoster(doc) {
       m.description ? el("div", { class: "role" }, m.description) : null,
       m.error ? el("div", { class: "error" }, m.error) : null,
       messageBox(doc, m)),
-    el("td", {}, el("span", { class: `status st-${m.status}` }, m.status)),
+    el("td", {}, el("span", { class: `status st-${m.status.replace(" ", "-")}` }, m.status)),
     el("td", { class: "mono" }, String(m.pending_mail)),
     el("td", { class: "mono unread" }, String(m.unread_mail ?? 0)),
     el("td", {}, m.context || "—"),
