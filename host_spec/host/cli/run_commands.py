@@ -39,6 +39,7 @@ from host_spec.host.cli.run_settings import (
     lookup,
     record,
 )
+from host_spec.host.cli.output import transcript_line
 from host_spec.host.cli.transcript import Transcript
 from host_spec.host.cli.usage import CliError, check_data_dir, workspace_dir
 from host_spec.host.cli.watching import wait_for_stop, watching
@@ -150,7 +151,7 @@ def ending(reason: dict[str, Any] | None, session_id: str, data_dir: Path) -> st
 
 
 async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -> int:
-    transcript = Transcript(write=print, fallback=agent_name)
+    transcript = Transcript(write=transcript_line, fallback=agent_name)
     if isinstance(model, str):
         model = absolute_spec(model, prefix="scripted:")  # agents and child descriptors record it as well
     location = args.store_url if args.store_url is not None else args.data_dir

@@ -48,6 +48,7 @@ from host_spec.errors import DshError, SessionLockedError
 from host_spec.host.app import Host
 from host_spec.host.cli.run_commands import _NoModel
 from host_spec.host.cli.run_settings import decode_settings
+from host_spec.host.cli.output import transcript_line
 from host_spec.host.cli.transcript import Transcript
 from host_spec.host.cli.usage import CliError
 from host_spec.host.placement.runner import MemberRunner, audits_plugin
@@ -114,7 +115,7 @@ async def _take_over(url: str, root: str, args: argparse.Namespace) -> None:
         profile, model = _recorded(records, root, args)
     finally:
         records.close()
-    transcript = Transcript(write=print, fallback=agent_name)
+    transcript = Transcript(write=transcript_line, fallback=agent_name)
     host = await Host.open(url, profile, model, extra_plugins=[("dsh-transcript", transcript)])
     try:
         await host.resume(root)
