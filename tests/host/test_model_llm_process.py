@@ -160,3 +160,14 @@ def test_a_third_party_plugin_that_reads_the_prompt_answers_the_real_prompt(tmp_
     assert replies[1]["tool_results"] == [{"name": "team_task_list", "output": message_text(recorded["content"]),
                                            "tool_call_id": recorded["call_id"]}]
     assert json.loads(replies[1]["tool_results"][0]["output"])["tasks"] == []
+
+
+def test_a_model_without_tool_support_ends_the_run_with_the_way_out_not_a_resume(tmp_path: Path) -> None:
+    """``dsh resume`` would offer the same tools to the same model: the closing line says to choose another."""
+    env = child_env(tmp_path, {"[lead]": [step("never")]})
+    result = dsh("run", "--profile", "agent-teams", "--model", "llm:dsh-notools", "--data-dir", str(tmp_path / "data"),
+                 "[lead] hi", env=env)
+    assert result.returncode == 1, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("dsh: the run failed (MODEL_TOOLS_UNSUPPORTED: llm model dsh-notools does not support tools")
+    assert "choose a model with tool support" in last and "dsh resume" not in last
