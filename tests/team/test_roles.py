@@ -16,7 +16,7 @@ import pytest
 from dsh_team.config import TeamConfig
 from dsh_team.core.fold import replay
 from dsh_team.errors import TeamConfigError, TeamError
-from dsh_team.roster.roles import TEAM_ROLE, RoleSpec, check_roles, find_role, with_instructions
+from dsh_team.roster.roles import TEAM_ROLE, RoleSpec, check_model, check_roles, find_role, with_instructions
 from dsh_team.service import TeamService
 from host_spec.events import EventType
 from host_spec.host.app import Host
@@ -135,6 +135,9 @@ class TestRoleAtSpawn:
                                              provider="spawn", role=role)
             assert refused.value.code == code and words in refused.value.message
         assert len(root.session.events) == before and service.list_members(root)[1:] == []
+        # A role without a model leaves the choice to the host: nothing to ask it.
+        check_model(RoleSpec(tools=("grep",)), host.continuations, '"plain"')
+        check_roles({"plain": {"tools": ["grep"]}}, host.continuations)
         await host.close()
 
 
