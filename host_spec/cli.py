@@ -26,7 +26,7 @@ Handlers raise :class:`~host_spec.errors.DshError` for bad input; the host print
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -205,5 +205,16 @@ class CliEnv(Protocol):
             DshError: the data-dir errors of :meth:`open_store`.
             SessionLockedError: ``SESSION_LOCKED``, a session of its tree is open in another process.
             SessionNotFoundError / SessionCorruptError / SessionFormatError: as for reading it.
+        """
+        ...
+
+    def plugin_config(self, data_dir: Path, session_id: str, plugin: str) -> Mapping[str, Any]:
+        """The config table the profile a stored run was started with gives ``plugin`` (empty: none).
+
+        A command that writes into a stopped run holds what it writes to the limits the
+        run itself applies (its profile's), never to the plugin's defaults.
+
+        Raises:
+            DshError: the profile's errors (the recorded profile no longer loads).
         """
         ...

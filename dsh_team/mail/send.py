@@ -7,11 +7,10 @@ owner, and delivery is a separate, retryable step (:mod:`.dispatch`). The sender
 learns ``accepted`` when the target already durably holds the message, else
 ``queued``; both mean "durable, do not resend".
 
-Admission checks run in the Lead's serialized section, in this order (the first
-failing check names the error):
-target (``lead`` or an *active* teammate), not oneself, the target's pending
-count, then the size of the framed delivery. The dispatch is registered inside
-the same section, so concurrent senders line up per target in durable log order.
+Admission is :func:`~dsh_team.mail.admission.decide_send` (the pure decision
+``dsh team send`` makes too), run in the Lead's serialized section. The dispatch is
+registered inside the same section, so concurrent senders line up per target in
+durable log order.
 
 The user (:meth:`MessageSender.send_from_user`, credential: the Lead's live agent)
 and the Team's own notices to the Lead (:meth:`MessageSender.notify_lead`) are
@@ -31,16 +30,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 import structlog
 
-from host_spec.events import json_encode
 from host_spec.messages import ContentBlock, text_block
 
 from dsh_team.errors import TeamCode, TeamError, UnconfirmedError, render_reason
-from dsh_team.core.records import TEAM_MESSAGE_QUEUED, VERSION, MessageQueuedRecord
+from dsh_team.core.records import TEAM_MESSAGE_QUEUED
 from dsh_team.core.snapshots import TeamMessageSnapshot
 from dsh_team.log.journal import Append
-from dsh_team.roster.roster import resolve_target
+from dsh_team.mail.admission import decide_send
 from dsh_team.core.task_view import LEAD_NAME
-from dsh_team.mail.framing import MESSAGE_ID_PREFIX, NOTICE_SENDER, USER_SENDER, delivered_content
+from dsh_team.mail.framing import MESSAGE_ID_PREFIX, NOTICE_SENDER, USER_SENDER
 from dsh_team.core.state import TeamState
 from dsh_team.core.validation import check_content
 
@@ -158,34 +156,15 @@ class MessageSender:
         blocks: tuple[ContentBlock, ...],
         signal: AbortSignal | None,
     ) -> SendResult:
-        team_id = journal.team_id
-        sender_id, sender_name = sender
         queued: list[TeamMessageSnapshot] = []
         positions: list[int] = []
 
         def admit(state: TeamState) -> Append:
-            target_id, target_name = resolve_target(state, target)
-            if self.gone(journal, target_id):
-                raise TeamError(f'teammate "{target_name}" has shut down', TeamCode.MEMBER_NOT_FOUND, target=target_name)
-            if target_id == sender_id:
-                raise TeamError("a Team member cannot message itself", TeamCode.SELF_MESSAGE)
-            pending = state.mail.pending_count(target_id)
-            limit = self.config.max_pending_messages_per_member
-            if pending >= limit:
-                raise TeamError(f'teammate "{target_name}" has {pending} pending messages', TeamCode.MAILBOX_FULL)
-            message = TeamMessageSnapshot(
-                id=f"{MESSAGE_ID_PREFIX}{uuid.uuid4()}",
-                sender_id=sender_id,
-                sender_name=sender_name,
-                target_id=target_id,
-                content=blocks,
-            )
-            size = len(json_encode(delivered_content(message)))
-            if size > self.config.max_message_bytes:
-                raise TeamError(f"team message exceeds {self.config.max_message_bytes} bytes", TeamCode.MESSAGE_TOO_LARGE)
-            queued.append(message)
-            # The queue index lets the fold refuse a repeat of this record without keeping every id.
-            record = MessageQueuedRecord(version=VERSION, team_id=team_id, message=message, index=state.mail.next_index)
+            record = decide_send(
+                state, self.config, gone=lambda member_id: self.gone(journal, member_id), sender=sender,
+                target=target, blocks=blocks, message_id=f"{MESSAGE_ID_PREFIX}{uuid.uuid4()}",
+            )  # fmt: skip
+            queued.append(record.message)
             return Append(TEAM_MESSAGE_QUEUED, record)
 
         def register(state: TeamState) -> asyncio.Future[bool]:

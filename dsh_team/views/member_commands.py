@@ -8,7 +8,9 @@
 **send** queues the user's message to ``MEMBER`` (a teammate's name or ``lead``)
 in the Lead log of a run that is *not* live: the same ``team/message/queued``
 record the running service writes for ``send_from_user`` (sender ``user``),
-checked by the same fold before it is appended and fsynced. The next ``dsh
+decided by the same :func:`~dsh_team.mail.admission.decide_send` with the limits
+of the run's own profile (a member that shut down is refused, as the live service
+refuses it), and checked by the same fold before it is appended and fsynced. The next ``dsh
 resume`` delivers it exactly once through the Team's recovery (a sleeping
 teammate is resumed from disk to read it). Opening the Lead log takes the
 Team's lock; a run live in another process holds it, and the command refuses
@@ -35,19 +37,19 @@ from host_spec.messages import message_text, text_block
 from dsh_team.config import TeamConfig
 from dsh_team.core.fold import evolve, replay
 from dsh_team.core.fold_failure import FoldFailure
-from dsh_team.core.records import TEAM_MESSAGE_QUEUED, VERSION, MessageQueuedRecord
-from dsh_team.core.snapshots import TeamMessageSnapshot
+from dsh_team.core.records import TEAM_MESSAGE_QUEUED, MessageQueuedRecord
 from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import LEAD_NAME
 from dsh_team.core.validation import check_content
 from dsh_team.errors import TeamCode, TeamError
-from dsh_team.mail.framing import MESSAGE_ID_PREFIX, USER_SENDER, delivered_content
-from dsh_team.roster.roster import resolve_target
+from dsh_team.mail.admission import decide_send
+from dsh_team.mail.framing import MESSAGE_ID_PREFIX, USER_SENDER
+from dsh_team.roster.shutdown import gone_members
 
 __all__ = ["MemberCommandError", "register_member_commands", "send_command", "transcript_command", "transcript_lines"]
 
-#: The limits a message is held to: the service's defaults (a stored run does not name its profile).
-_LIMITS: Final = TeamConfig()
+#: The plugin's name in a profile (its ``[dsh-team]`` table holds the limits a message is held to).
+PLUGIN_NAME: Final = "dsh-team"
 
 
 class MemberCommandError(DshError):
@@ -97,24 +99,17 @@ def _team(reader: SessionReader, asked: str | None, lead_of: Any) -> str:
     return team_id
 
 
-def _queued(state: TeamState, member: str, text: str) -> MessageQueuedRecord:
-    """The user's queued record for ``member``, held to the service's admission rules.
+def _queued(state: TeamState, limits: TeamConfig, gone: frozenset[str], member: str, text: str) -> MessageQueuedRecord:
+    """The user's queued record for ``member``: the live service's own decision, with the run's limits.
 
     Raises:
-        TeamError: the codes of ``send_from_user`` (no such active member, mailbox full, too large, bad text).
+        TeamError: the codes of ``send_from_user`` (no such active member, shut down, mailbox full,
+            too large, bad text).
     """
-    blocks = check_content([text_block(text)])
-    target_id, target_name = resolve_target(state, member)
-    pending = state.mail.pending_count(target_id)
-    if pending >= _LIMITS.max_pending_messages_per_member:
-        raise TeamError(f'"{target_name}" has {pending} pending messages', TeamCode.MAILBOX_FULL)
-    message = TeamMessageSnapshot(
-        id=f"{MESSAGE_ID_PREFIX}{uuid.uuid4()}", sender_id=USER_SENDER, sender_name=USER_SENDER,
-        target_id=target_id, content=blocks,
+    return decide_send(
+        state, limits, gone=gone.__contains__, sender=(USER_SENDER, USER_SENDER), target=member,
+        blocks=check_content([text_block(text)]), message_id=f"{MESSAGE_ID_PREFIX}{uuid.uuid4()}",
     )  # fmt: skip
-    if len(json_encode(delivered_content(message))) > _LIMITS.max_message_bytes:
-        raise TeamError(f"the message exceeds {_LIMITS.max_message_bytes} bytes", TeamCode.MESSAGE_TOO_LARGE)
-    return MessageQueuedRecord(version=VERSION, team_id=state.team_id, message=message, index=state.mail.next_index)
 
 
 def send_command(args: argparse.Namespace, env: CliEnv, lead_of: Any) -> int:
@@ -136,7 +131,8 @@ def send_command(args: argparse.Namespace, env: CliEnv, lead_of: Any) -> int:
         if state.failure is not None:
             raise TeamError(f"the Team stream is corrupt ({state.failure.message}); nothing was sent",
                             TeamCode.STREAM_FAILED)  # fmt: skip
-        record = _queued(state, args.member, args.text)
+        limits = TeamConfig.from_mapping(env.plugin_config(args.data_dir, team_id, PLUGIN_NAME))
+        record = _queued(state, limits, gone_members(events, team_id), args.member, args.text)
         # The fold a run's invariant would apply: the record must fold before it is written.
         candidate = Event(seq=len(events) + 1, time=0, type=TEAM_MESSAGE_QUEUED, data=encode_data(record))
         outcome = evolve(state, candidate)

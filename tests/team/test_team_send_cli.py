@@ -132,3 +132,55 @@ class TestSend:
             holder.wait(60)
         lead = JsonlStore(data).read("lead")[1]
         assert all(q["message"]["sender_id"] != "user" for q in of_type(lead, TEAM_MESSAGE_QUEUED))
+
+
+SHUTDOWN_SCRIPT = {
+    "lead": [
+        {"text": "spawning", "tool_calls": [
+            {"name": "spawn_teammate", "arguments": {"name": "worker", "description": "worker", "prompt": "start"}},
+        ]},
+        {"text": "asking", "tool_calls": [
+            {"name": "send_message", "arguments": {"target": "worker", "message": "done", "shutdown": "request"}},
+        ]},
+        {"text": "noted"},
+    ],
+    "worker": [
+        {"text": "started"},
+        {"when": "Shutdown request", "text": "wrapping up", "tool_calls": [
+            {"name": "send_message", "arguments": {"target": "lead", "message": "bye", "shutdown": "approve"}},
+        ]},
+        {"text": "bye"},
+    ],
+}  # fmt: skip
+
+
+class TestSameAdmissionAsTheLiveService:
+    def test_a_member_that_shut_down_is_refused_and_nothing_is_written(self, tmp_path: Path) -> None:
+        # The live service refuses mail to a member gone for good; `dsh team send` used to accept it
+        # and the message then stayed queued forever, through any number of resumes.
+        script = tmp_path / "script.json"
+        script.write_text(json.dumps(SHUTDOWN_SCRIPT))
+        data = str(tmp_path / "data")
+        dsh("run", "--profile", "agent-teams", "--model", f"scripted:{script}", "--data-dir", data, "go")
+        lead = JsonlStore(tmp_path / "data").read("session-1")[1]
+        assert [r["phase"] for r in of_type(lead, "team/shutdown")] == ["requested", "approved", "released"]
+        refused = dsh("team", "send", "--data-dir", data, "worker", "one more thing", check=False)
+        assert refused.returncode == 2 and "dsh: TEAM_MEMBER_NOT_FOUND:" in refused.stderr
+        assert "shut down" in refused.stderr
+        assert len(JsonlStore(tmp_path / "data").read("session-1")[1]) == len(lead)
+
+    def test_the_runs_own_profile_limits_apply(self, tmp_path: Path) -> None:
+        script = tmp_path / "script.json"
+        script.write_text(json.dumps(SCRIPT))
+        profile = tmp_path / "tight.toml"
+        profile.write_text('extends = "agent-teams"\n\n[plugins.dsh-team]\nmax_pending_messages_per_member = 1\n'
+                           "max_message_bytes = 2048\n")
+        data = str(tmp_path / "data")
+        dsh("run", "--profile", str(profile), "--model", f"scripted:{script}", "--data-dir", data, "go")
+        too_large = dsh("team", "send", "--data-dir", data, "worker", "x" * 3000, check=False)
+        assert too_large.returncode == 2 and "dsh: TEAM_MESSAGE_TOO_LARGE:" in too_large.stderr  # default is 64 KiB
+        dsh("team", "send", "--data-dir", data, "worker", "first")
+        full = dsh("team", "send", "--data-dir", data, "worker", "second", check=False)
+        assert full.returncode == 2 and "dsh: TEAM_MAILBOX_FULL:" in full.stderr  # the default allows 64
+        lead = JsonlStore(tmp_path / "data").read("session-1")[1]
+        assert [q["message"]["sender_id"] for q in of_type(lead, TEAM_MESSAGE_QUEUED)].count("user") == 1

@@ -105,7 +105,8 @@ class TestControlSets:
 
     async def test_roles_plans_and_shutdowns_follow_the_team(self, tmp_path: Path) -> None:
         model = GatedModel({"writer": [{"text": "done"}]}, gated=["writer"])
-        async with open_team(tmp_path, model, team_config={"roles": {"reviewer": {"description": "Reviews"}}}) as host:
+        async with open_team(tmp_path, model, team_config={"roles": {"reviewer": {"description": "Reviews"}},
+                                                       "shutdown_timeout_ms": 200}) as host:
             lead = await start_root(host)
             assert sets(host, lead)["spawn_teammate"] == {"role": ["reviewer"]}
             assert sets(host, lead)["send_message"]["shutdown"] == []  # no teammate to ask yet

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,8 @@ from host_spec.errors import SessionCorruptError, SessionNotFoundError
 from host_spec.events import Event, SessionHeader, encode_data
 from host_spec.storage import SessionLog
 
+from host_spec.host.cli.run_settings import decode_settings, lookup
+from host_spec.host.plugins.profiles import load_profile
 from host_spec.host.store.jsonl_format import parse_header, parse_log
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.host.store.selection import STORE_ENV, chosen_store, open_backend
@@ -188,6 +190,26 @@ class CliEnvironment:
             raise SessionNotFoundError(f"session {session_id} not found in {where}", session=session_id)
         log_, events = backend.resume(session_id)
         return StoreAppender(log_, list(events))
+
+    def plugin_config(self, data_dir: Path, session_id: str, plugin: str) -> Mapping[str, Any]:
+        """``plugin``'s table in the profile ``session_id`` was started with (its run record).
+
+        A run with no readable record (started before records existed, or by another
+        host) has no profile to name: its table is empty, so the plugin's defaults apply.
+        """
+        url = chosen_store(self.store_flag)
+        if url is not None:
+            shared: Any = open_backend(url)  # a shared store keeps run records (get_run)
+            try:
+                data = shared.get_run(session_id)
+            finally:
+                shared.close()
+            settings = decode_settings(data) if data is not None else None
+        else:
+            settings = lookup(self.check_data_dir(Path(data_dir), create=False), session_id)
+        if settings is None:
+            return {}
+        return load_profile(settings.profile).config(plugin) or {}
 
 
 def discover_extensions(group: str = CLI_ENTRY_POINT_GROUP, *, what: str = "CLI extension") -> list[Extension]:

@@ -11,6 +11,7 @@
     dsh chat --model llm:MODEL         # talk with the Lead in the terminal; dsh chat --resume continues
     dsh team show [SESSION_ID]         # from an installed CLI extension (entry points "dsh.cli")
     dsh worker --store URL             # take over Teams of a shared store whose process died
+    dsh acp --model llm:MODEL          # the Lead as an Agent Client Protocol agent for editors (stdio)
     dsh --version                      # dsh <version of the installed dsh-team distribution>
 
 Every subcommand takes ``--data-dir`` (default ``$DSH_DATA_DIR`` or ``./.dsh-data``).
@@ -42,7 +43,7 @@ import structlog
 from host_spec.cli import HANDLER_KEY
 from host_spec.errors import DshError
 
-from host_spec.host.cli import chat, plugins_list, run_commands, session_log, traces, worker
+from host_spec.host.cli import acp, chat, plugins_list, run_commands, session_log, traces, worker
 from host_spec.host.cli.output import reader_gone
 from host_spec.host.cli.extensions import CliEnvironment, Extension, discover_extensions, register_extensions
 from host_spec.host.cli.usage import check_data_dir, default_data_dir
@@ -79,6 +80,7 @@ def build_parser(
     traces.add_parser(commands, env, trace_contributors)
     chat.add_parser(commands, env)
     worker.add_parser(commands)
+    acp.add_parser(commands, env)
     register_extensions(commands, env, discover_extensions() if extensions is None else extensions)
     return parser
 
@@ -116,6 +118,7 @@ _HANDLERS = {
     "trace": traces.run,
     "chat": chat.run,
     "worker": worker.run,
+    "acp": acp.run,
 }
 
 
