@@ -91,7 +91,7 @@ class Coordination:
         self.notices = FailureNotices(host, journals, members, lifecycle, self.sender)
         self.roles = RoleBook()
         self.shutdowns = Shutdowns(host, journals, members, lifecycle, self.sender, config.shutdown_timeout_ms)
-        self.sender.gone = self.dispatcher.gone = self.shutdowns.gone
+        self.sender.gone = self.dispatcher.gone = self.roster.gone = self.shutdowns.gone
         self.shutdowns.on_gone = self.worktrees.member_gone
 
     # ------------------------------------------------------------ host feed

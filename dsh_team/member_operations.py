@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from host_spec.messages import text_block
 
 from dsh_team.errors import TeamCode, TeamError
-from dsh_team.roster.roles import check_tools, find_role, role_names, with_instructions
+from dsh_team.roster.roles import check_model, check_tools, find_role, role_names, with_instructions
 from dsh_team.roster.roster import validate_name
 
 if TYPE_CHECKING:
@@ -106,6 +106,7 @@ class MemberOperations:
             membership = self.membership(caller)
             spec = find_role(role, cwd=membership.root.session.header.cwd, table=self.config.roles)
             check_tools(spec, [tool.name for tool in self.host.tools.visible(caller)], f'"{role}"')
+            check_model(spec, self.host.continuations, f'"{role}"')
             chosen = (role, spec)
             prompt = with_instructions(list(prompt), spec) if isinstance(prompt, list) else prompt
             if spec.description and (not isinstance(description, str) or not description.strip()):

@@ -79,7 +79,8 @@ class TeamService(MemberOperations, BoardOperations, ControlOperations, HostFeed
     ) -> None:
         self.host = host
         self.config = config if config is not None else TeamConfig()
-        check_roles(self.config.roles)
+        check_roles(self.config.roles)  # the table's shape first: named before the host is asked anything
+        check_roles(self.config.roles, host.continuations)  # then each role's model, as the host serves it
         self.lifecycle = Lifecycle(self.config.disposal_timeout_ms)
         self.activity = Activity(timer)
         self.publisher = Publisher()

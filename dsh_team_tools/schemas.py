@@ -173,7 +173,7 @@ class MemberRow(_Result, frozen=True, kw_only=True):
 
     target: str
     role: Literal["lead", "teammate"]
-    status: Literal["running", "inactive", "provisioning", "failed"]
+    status: Literal["running", "inactive", "provisioning", "failed", "shut down"]
     description: str | UnsetType = UNSET
     provider: str | UnsetType = UNSET
     context: Literal["fresh", "fork"] | UnsetType = UNSET

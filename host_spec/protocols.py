@@ -131,6 +131,19 @@ class Continuations(Protocol):
 
     def new_child_id(self) -> str: ...
 
+    def check_model(self, spec: str) -> None:
+        """Refuse, before anything exists, a child ``model`` spec this host cannot serve.
+
+        Lets a caller that records a child before starting it (a Team's member
+        record) refuse a typo such as ``nosuch:thing`` without creating a member that
+        could only fail its first turn.
+
+        Raises:
+            ModelError: the spec's error (``MODEL_UNKNOWN``, ``MODEL_NOT_INSTALLED``,
+                ``MODEL_SPEC_INVALID``, ``MODEL_AUTH`` ...).
+        """
+        ...
+
     async def start_continuable(
         self,
         *,

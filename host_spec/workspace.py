@@ -75,7 +75,8 @@ class WriteAudit(msgspec.Struct, frozen=True, omit_defaults=True):
     Attributes:
         member: The writer's name in its coordination group (``lead``, ``builder``).
         tasks: The in-progress tasks the writer owns.
-        in_scope: Whether the path lies inside a write scope of one of ``tasks``.
+        in_scope: Whether the write is covered by ``tasks``: the path lies inside a write
+            scope of one of them, or one of them declares no write scopes (it limits nothing).
         warnings: Short sentences for the model (out of scope, another member's scope).
     """
 

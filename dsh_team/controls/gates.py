@@ -44,6 +44,7 @@ from dsh_team.controls.records import (
     CheckResult,
     CheckStartedRecord,
     CheckStep,
+    how_it_ended,
 )
 from dsh_team.errors import TeamCode, TeamError
 from dsh_team.log.journal import Append
@@ -93,16 +94,10 @@ def check_steps(config: TeamConfig, task: TeamTaskSnapshot) -> tuple[CheckStep, 
 def failure_text(task_id: str, finished: CheckFinishedRecord) -> str:
     """What the member reads when ``task_id``'s gates failed: which command, how, and the output tail."""
     last = finished.results[-1]
-    if last.timed_out:
-        how = "timed out and was killed"
-    elif last.interrupted:
-        how = "was interrupted"
-    else:
-        how = f"exited {last.exit_code}"
-    return (
-        f'{task_id} stays in_progress: check "{last.name or last.command}" {how}. Fix it and complete again. '
-        f"Output tail:\n{last.tail}"
-    )
+    how = how_it_ended(last) + (" and was killed" if last.timed_out else "")
+    output = f"Output tail:\n{last.tail}" if last.tail.strip() else "It printed nothing."
+    return f'{task_id} stays in_progress: check "{last.name or last.command}" {how}. Fix it and complete again. {output}'
+
 
 
 def _tail(text: str, chars: int) -> str:
@@ -233,6 +228,7 @@ class Gates:
                     tail=_tail(outcome.output, gates.tail_chars),
                     timed_out=outcome.timed_out,
                     interrupted=outcome.interrupted,
+                    timeout_ms=gates.timeout_ms if outcome.timed_out else None,
                 )
             )
             if not outcome.passed:

@@ -18,6 +18,7 @@ teammate) that wakes the reader; the record is the truth, the message the notice
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from dsh_team.controls.records import CONTROLS_VERSION, TEAM_PLAN, PlanAction, PlanRecord
@@ -167,6 +168,15 @@ def active_teammate(state: TeamState, name: str) -> TeamMemberSnapshot:
     return row
 
 
+#: Where a member's approval stands, in the words a user reads (not the record's state names).
+_STANDING: Final[Mapping[PlanAction, str]] = {
+    "required": "has not submitted a plan yet",
+    "submitted": "has a plan waiting for a decision",
+    "approved": "already has an approved plan",
+    "rejected": "has not submitted a plan since the last was rejected",
+}
+
+
 def decide_step(
     controls: ControlsState, team_id: str, member: str, action: PlanAction, by: str, text: str
 ) -> PlanRecord:
@@ -183,9 +193,8 @@ def decide_step(
     allowed = ("required", "rejected", "submitted") if action == "submitted" else ("submitted",)
     if current.status not in allowed:
         verb = {"submitted": "submit", "approved": "approve", "rejected": "reject", "required": "require"}[action]
-        raise TeamError(
-            f'the plan of "{member}" is {current.status}: cannot {verb} it', TeamCode.PLAN_INVALID, member=member
-        )
+        raise TeamError(f'"{member}" {_STANDING[current.status]}: cannot {verb} it', TeamCode.PLAN_INVALID,
+                        member=member)
     return PlanRecord(version=CONTROLS_VERSION, team_id=team_id, member=member, action=action, by=by, text=text)
 
 
@@ -195,4 +204,5 @@ def notice(action: PlanAction, member: str, text: str) -> tuple[str, str]:
         return "lead", f"Plan from {member} for approval (answer with plan approve or reject):\n{text}"
     if action == "approved":
         return member, f"Your plan is approved; you may write now. {text}".rstrip()
-    return member, f"Your plan was rejected; revise it and submit again. Feedback: {text}"
+    feedback = f" Feedback: {text}" if text.strip() else ""
+    return member, f"Your plan was rejected; revise it and submit again.{feedback}"

@@ -37,6 +37,7 @@ __all__ = [
     "TEAM_PLAN",
     "CONTROL_EVENT_TYPES",
     "CheckStep",
+    "how_it_ended",
     "CheckResult",
     "CheckStartedRecord",
     "CheckFinishedRecord",
@@ -79,6 +80,8 @@ class CheckResult(msgspec.Struct, **_STRICT):
         exit_code: Its exit status; ``None`` when it was killed.
         timed_out, interrupted: Why it was killed.
         tail: The last part of its output (what the member needs to fix it).
+        timeout_ms: The limit it ran out of (a timed-out command only), so every
+            view can say "timed out after N s" from the record alone.
     """
 
     command: _Id
@@ -87,6 +90,16 @@ class CheckResult(msgspec.Struct, **_STRICT):
     tail: str = ""
     timed_out: bool = False
     interrupted: bool = False
+    timeout_ms: int | None = None
+
+
+def how_it_ended(result: CheckResult) -> str:
+    """``timed out after N s`` / ``was interrupted`` / ``exited N``: one command's end, in words."""
+    if result.timed_out:
+        return f"timed out after {result.timeout_ms / 1000:g} s" if result.timeout_ms is not None else "timed out"
+    if result.interrupted:
+        return "was interrupted"
+    return f"exited {result.exit_code}" if result.exit_code is not None else "did not run"
 
 
 class CheckStartedRecord(msgspec.Struct, **_STRICT):

@@ -7,7 +7,8 @@ Team's folded state at that moment:
 
 * ``in_scope``: the path lies inside a write scope of an ``in_progress`` task the
   writer owns (a scope covers itself and everything below it, by ``/``
-  components, exactly as scope overlap is judged on the board);
+  components, exactly as scope overlap is judged on the board), or one of those
+  tasks has no write scopes at all (it limits nothing, so nothing is outside it);
 * a warning when it does not (including when the writer owns no task in
   progress), and one for every *other* member's ``in_progress`` task whose scope
   covers the path.
@@ -44,7 +45,8 @@ def audit_write(state: TeamState, member_id: str, member_name: str, path: str) -
     active = state.tasks.in_progress()
     own = [task for task in active if task.owner_id == member_id]
     tasks = tuple(task.id for task in own)
-    in_scope = any(covers(scope, path) for task in own for scope in task.write_scopes)
+    # A task without write scopes plans nothing about its writes: no write can be outside it.
+    in_scope = any(not task.write_scopes or any(covers(scope, path) for scope in task.write_scopes) for task in own)
     warnings: list[str] = []
     if not in_scope:
         if tasks:

@@ -33,12 +33,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from host_spec.errors import DshError
+
 from dsh_team.core.snapshots import NonEmpty, SafeCount
 from dsh_team.errors import TeamCode, TeamConfigError, TeamError
 from dsh_team.roster.member_records import MemberRecords, RecordKind
 
 if TYPE_CHECKING:
-    from host_spec.protocols import Session
+    from host_spec.protocols import Continuations, Session
 
 __all__ = [
     "TEAM_ROLE",
@@ -48,6 +50,7 @@ __all__ = [
     "find_role",
     "check_roles",
     "check_tools",
+    "check_model",
     "with_instructions",
     "RoleBook",
     "ROLE_RECORDS",
@@ -140,17 +143,35 @@ def role_names(*, cwd: str | None, table: Mapping[str, Any]) -> list[str]:
     return sorted({name for name in (*files, *table) if _NAME.match(name)})
 
 
-def check_roles(table: Mapping[str, Any]) -> None:
+def check_roles(table: Mapping[str, Any], continuations: Continuations | None = None) -> None:
     """Every role of the profile's ``roles`` table well formed (checked when the service is built).
+
+    With ``continuations``, a role's model must be one the host can serve (:func:`check_model`).
 
     Raises:
         TeamConfigError: ``TEAM_INVALID_CONFIG`` with ``path`` ``roles.NAME``.
     """
     for name in table:
         try:
-            find_role(name, cwd=None, table=table, files=False)
+            spec = find_role(name, cwd=None, table=table, files=False)
+            if continuations is not None:
+                check_model(spec, continuations, f"plugins.dsh-team.roles.{name}")
         except TeamError as exc:
             raise TeamConfigError(exc.message, path=f"roles.{name}") from None
+
+
+def check_model(spec: RoleSpec, continuations: Continuations, where: str) -> None:
+    """Refuse a role whose model the host cannot serve, before a member exists (no name or slot is used).
+
+    Raises:
+        TeamError: ``TEAM_ROLE_INVALID`` quoting the host's model error (``MODEL_UNKNOWN`` ...).
+    """
+    if spec.model is None:
+        return
+    try:
+        continuations.check_model(spec.model)
+    except DshError as exc:
+        raise _invalid(where, f"model {spec.model!r} cannot be used: {exc.code}: {exc.message} - at `$.model`") from None
 
 
 def check_tools(spec: RoleSpec, known: Collection[str], where: str) -> None:

@@ -7,7 +7,9 @@ leave a stale "running" behind:
 
 * ``failed`` / ``provisioning``: the record's phase;
 * ``active``: ``running`` while the teammate's agent runs a turn, else
-  ``inactive`` (idle, or not loaded at all: asleep on disk is not a failure).
+  ``inactive`` (idle, or not loaded at all: asleep on disk is not a failure);
+* ``shut down``: released or stopped by a shutdown (:mod:`dsh_team.roster.shutdown`),
+  gone for good: it takes no mail and is never woken again.
 
 Membership itself (who may call, as Lead or teammate) is resolved by
 :mod:`dsh_team.roster.membership` from the same folded roster.
@@ -16,6 +18,7 @@ Membership itself (who may call, as Lead or teammate) is resolved by
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import msgspec
@@ -53,7 +56,7 @@ TEXT_MAX: Final = 200
 
 _NAME: Final = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 
-MemberStatus = Literal["running", "inactive", "provisioning", "failed"]
+MemberStatus = Literal["running", "inactive", "provisioning", "failed", "shut down"]
 
 
 class MemberView(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -61,7 +64,8 @@ class MemberView(msgspec.Struct, frozen=True, omit_defaults=True):
 
     Attributes:
         id: The member's session id (the Team id for the Lead). Tools show ``name``.
-        status: ``running`` / ``inactive`` (live), ``provisioning`` / ``failed`` (durable).
+        status: ``running`` / ``inactive`` (live), ``provisioning`` / ``failed`` (durable),
+            ``shut down`` (released or stopped by a shutdown: gone for good, never woken again).
         model: The live agent's model, else the Lead's; absent when neither is known.
         diagnostics: The provisioning error of a failed member, else empty.
         pending: Team messages queued for the member and not yet delivered (a
@@ -135,6 +139,8 @@ class RosterService:
         self.host = host
         self.journals = journals
         self.members = members
+        #: Whether a member of a Lead's journal shut down for good (the shutdown flow sets it).
+        self.gone: Callable[[Journal, str], bool] = lambda journal, member_id: False
 
     def _lead(self, caller: Agent) -> tuple[Membership, TeamState]:
         membership = self.members.resolve(caller)
@@ -145,12 +151,15 @@ class RosterService:
         return "running" if agent is not None and agent.status == "running" else "inactive"
 
     def view(
-        self, member: TeamMemberSnapshot, fallback_model: str | None, pending: int = 0, unread: int = 0
+        self, member: TeamMemberSnapshot, fallback_model: str | None, pending: int = 0, unread: int = 0,
+        gone: bool = False,
     ) -> MemberView:
         """The row of one roster record; ``fallback_model`` applies when the child is not loaded."""
         agent = self.host.agents.get(member.id)
-        if member.phase == "active":
-            status: MemberStatus = self.live_status(member.id)
+        if gone:
+            status: MemberStatus = "shut down"
+        elif member.phase == "active":
+            status = self.live_status(member.id)
         else:
             status = member.phase
         model = agent.model if agent is not None and agent.model is not None else fallback_model
@@ -176,6 +185,7 @@ class RosterService:
         """
         membership, state = self._lead(caller)
         root = membership.root
+        journal = self.journals.get(root.session)
         mail = state.mail
         rows = [
             MemberView(
@@ -189,7 +199,8 @@ class RosterService:
             )
         ]
         rows.extend(
-            self.view(member, root.model, mail.pending_count(member.id), mail.unread_count(member.id))
+            self.view(member, root.model, mail.pending_count(member.id), mail.unread_count(member.id),
+                      self.gone(journal, member.id))
             for member in state.members.listed()
         )
         return rows

@@ -41,6 +41,7 @@ from host_spec.errors import DshError, SessionError
 from dsh_team.core.fold import replay
 from dsh_team.cost.ledger import replay_costs
 from dsh_team.cost.report import build_report
+from dsh_team.roster.shutdown import gone_members
 from dsh_team.views.member_commands import register_member_commands
 from dsh_team.views.show import build_show, render_json
 from dsh_team.views.controls import build_controls
@@ -191,6 +192,7 @@ def show_command(args: argparse.Namespace, env: CliEnv) -> int:
     worktrees = build_worktrees(stored.events[:at], team_id, lambda: env.worktrees())
     show = build_show(state, session_id=asked, log_length=length, at=at, damage=damage, writes=writes,
                       usage=member_usage(reader, ids, until=until), costs=costs, controls=controls,
-                      worktrees=worktrees)
+                      worktrees=worktrees,
+                      gone=gone_members(stored.events[:at], team_id))
     print(render_json(show) if args.json else render_text(show))
     return EXIT_FAILED if show.failure is not None else EXIT_OK

@@ -13,7 +13,7 @@ from typing import Literal
 import msgspec
 
 from dsh_team.controls.ledger import ControlsState
-from dsh_team.controls.records import PlanAction
+from dsh_team.controls.records import CheckResult, PlanAction, how_it_ended
 
 __all__ = ["ShowRun", "ShowPlan", "ControlsReport", "build_controls", "render_controls"]
 
@@ -30,6 +30,8 @@ class ShowRun(msgspec.Struct, frozen=True):
         rerun: Finished by recovery after a crash cut it.
         checks: The commands (or ``name: command``) it runs, in order.
         failed_check: The failing command, its exit code and output tail (a failed run only).
+        ended: How the failing command ended, in words (``exited 1``, ``timed out after 120 s``).
+        timed_out, interrupted: Why the failing command was killed (its ``exit_code`` is then ``None``).
     """
 
     run_id: str
@@ -43,6 +45,9 @@ class ShowRun(msgspec.Struct, frozen=True):
     failed_check: str | None = None
     exit_code: int | None = None
     tail: str | None = None
+    ended: str | None = None
+    timed_out: bool = False
+    interrupted: bool = False
 
 
 class ShowPlan(msgspec.Struct, frozen=True):
@@ -73,7 +78,9 @@ def build_controls(controls: ControlsState) -> ControlsReport | None:
     for run in controls.listed():
         started, finished = run.started, run.finished
         steps = tuple(f"{s.name}: {s.command}" if s.name else s.command for s in started.steps)
-        failed = None if finished is None or finished.passed or not finished.results else finished.results[-1]
+        failed: CheckResult | None = None
+        if finished is not None and not finished.passed and finished.results:
+            failed = finished.results[-1]
         outcome: RunOutcome = "running" if finished is None else "passed" if finished.passed else "failed"
         runs.append(ShowRun(
             run_id=started.run_id, task_id=started.task_id, revision=started.revision, member=started.member,
@@ -81,6 +88,9 @@ def build_controls(controls: ControlsState) -> ControlsReport | None:
             failed_check=None if failed is None else failed.name or failed.command,
             exit_code=None if failed is None else failed.exit_code,
             tail=None if failed is None else failed.tail,
+            ended=None if failed is None else how_it_ended(failed),
+            timed_out=failed is not None and failed.timed_out,
+            interrupted=failed is not None and failed.interrupted,
         ))
     plans = tuple(
         ShowPlan(member=p.member, status=p.status, plan=p.plan, feedback=p.feedback, by=p.by, rounds=p.rounds,
@@ -105,8 +115,9 @@ def render_controls(report: ControlsReport) -> list[str]:
         lines.append(f"  check {run.task_id}@{run.revision} by {run.member}: {run.outcome}{again} -- "
                      + _short("; ".join(run.checks)))
         if run.failed_check is not None:
-            last = (run.tail or "").strip().splitlines()[-1:] or [""]
-            lines.append(f"    {_short(run.failed_check)} exited {run.exit_code}: {_short(last[0])}")
+            last = (run.tail or "").strip().splitlines()[-1:]
+            said = f": {_short(last[0])}" if last else " (no output)"
+            lines.append(f"    {_short(run.failed_check)} {run.ended}{said}")
     for plan in report.plans:
         feedback = f" -- {_short(plan.feedback)}" if plan.feedback else ""
         lines.append(f"  plan of {plan.member}: {plan.status} (by {plan.by}, {plan.rounds} submitted){feedback}")

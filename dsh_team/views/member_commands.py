@@ -53,9 +53,22 @@ PLUGIN_NAME: Final = "dsh-team"
 
 
 class MemberCommandError(DshError):
-    """A ``team send`` / ``team transcript`` request that cannot be carried out (the code says why)."""
+    """A ``team send`` / ``team transcript`` / ``team plan`` request that cannot be carried out (the code says why)."""
 
     code = "TEAM_COMMAND_ERROR"
+
+
+def run_live(team_id: str, instead: str) -> MemberCommandError:
+    """``TEAM_RUN_LIVE``: a CLI change to a Team whose run another process holds, and where to make it instead.
+
+    The host's ``SESSION_LOCKED`` says only that the log is held; the user needs the
+    way that works while the run is live, which is its web panel.
+    """
+    return MemberCommandError(
+        f"the run of Team {team_id} is live in another process; {instead} (`dsh run --web` prints its address), "
+        "or stop the run first",
+        code="TEAM_RUN_LIVE",
+    )
 
 
 def register_member_commands(commands: Any, env: CliEnv, lead_of: Any) -> None:
@@ -111,11 +124,7 @@ def send_command(args: argparse.Namespace, env: CliEnv, lead_of: Any) -> int:
     try:
         appender = env.open_appender(args.data_dir, team_id)
     except SessionLockedError:
-        raise MemberCommandError(
-            f"the run of Team {team_id} is live in another process; send from its web panel's message box "
-            "(`dsh run --web` prints its address), or stop the run first",
-            code="TEAM_RUN_LIVE",
-        ) from None
+        raise run_live(team_id, "send from its web panel's message box") from None
     try:
         events = appender.events
         state = replay(events, team_id)

@@ -13,7 +13,7 @@ Both are decided from the folded Lead log by the rules the invariant plugin hold
 them to (the plan step's state, the message's queue index), on the log as read
 under the session's lock, and appended as one durable batch through the host's
 CLI write (:meth:`host_spec.cli.CliEnv.open_appender`), which a live run
-refuses (``SESSION_LOCKED``: decide from the panel instead). ``dsh resume``
+refuses (``TEAM_RUN_LIVE``, naming the panel to decide from instead). ``dsh resume``
 then delivers the message (queued mail is retried when the Lead starts) and the
 teammate continues with its write tools free, or with the feedback.
 """
@@ -24,6 +24,7 @@ import uuid
 from typing import Any
 
 from host_spec.cli import CliEnv
+from host_spec.errors import SessionLockedError
 from host_spec.messages import text_block
 
 from dsh_team.controls.ledger import replay_controls
@@ -35,6 +36,7 @@ from dsh_team.core.snapshots import TeamMessageSnapshot
 from dsh_team.core.task_view import LEAD_NAME
 from dsh_team.errors import TeamCode, TeamError
 from dsh_team.mail.framing import MESSAGE_ID_PREFIX
+from dsh_team.views.member_commands import run_live
 
 __all__ = ["register_plan", "plan_command"]
 
@@ -60,11 +62,15 @@ async def plan_command(args: Any, env: CliEnv) -> int:
     Raises:
         TeamError: ``TEAM_PLAN_INVALID`` (no submitted plan of that member),
             ``TEAM_MEMBER_NOT_FOUND``, ``TEAM_STREAM_FAILED``.
-        DshError: the host's data-dir and session errors (``SESSION_LOCKED`` while a run is live).
+        DshError: ``TEAM_RUN_LIVE`` while a run is live (decide from its web panel); the host's
+            data-dir and session errors.
     """
     reader = env.open_store(args.data_dir)
     team_id = args.session_id or reader.latest_root()
-    appender = env.open_appender(args.data_dir, team_id)
+    try:
+        appender = env.open_appender(args.data_dir, team_id)
+    except SessionLockedError:
+        raise run_live(team_id, "approve or reject from its web panel's Controls card") from None
     try:
         events = appender.events
         state, controls = replay(events, team_id), replay_controls(events, team_id)

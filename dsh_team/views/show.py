@@ -52,7 +52,7 @@ __all__ = [
 #: ``TeamShow.version``: bumped only when the meaning of an existing key changes.
 SHOW_VERSION: Final = 1
 
-OfflineStatus = Literal["inactive", "provisioning", "failed"]
+OfflineStatus = Literal["inactive", "provisioning", "failed", "shut down"]
 
 _json: Final = msgspec.json.Encoder()
 
@@ -61,7 +61,8 @@ class ShowMember(msgspec.Struct, frozen=True):
     """One roster row. The Lead comes first (``role`` ``lead``, no description/provider/context).
 
     ``status`` is the offline status: ``failed`` and ``provisioning`` follow the
-    recorded phase, an ``active`` member is ``inactive`` (no process is attached).
+    recorded phase, a member released or stopped by a shutdown is ``shut down``, any
+    other ``active`` member is ``inactive`` (no process is attached).
     ``pending_mail`` counts messages queued to this member and not yet delivered;
     ``unread_mail`` the delivered ones no completed model step of it has seen yet.
     ``usage`` sums the token usage recorded in the member's own log (``null`` when
@@ -204,8 +205,10 @@ def show_quiescence(state: TeamState) -> ShowQuiescence | None:
     )
 
 
-def offline_status(phase: str) -> OfflineStatus:
-    """The status of a member with ``phase`` when no process is attached."""
+def offline_status(phase: str, gone: bool = False) -> OfflineStatus:
+    """The status of a member with ``phase`` (``gone``: it shut down for good) when no process is attached."""
+    if gone:
+        return "shut down"
     if phase == "failed":
         return "failed"
     if phase == "provisioning":
@@ -233,6 +236,7 @@ def build_show(
     costs: CostReport | None = None,
     controls: ControlsReport | None = None,
     worktrees: WorktreeReport | None = None,
+    gone: frozenset[str] = frozenset(),
 ) -> TeamShow:
     """The view of ``state`` (the Lead log folded up to ``at``).
 
@@ -248,6 +252,7 @@ def build_show(
         costs: The cost section (:func:`~dsh_team.cost.report.build_report`).
         controls: The controls section (:func:`~dsh_team.views.controls.build_controls`).
         worktrees: The worktree section (:func:`~dsh_team.worktrees.report.build_worktrees`).
+        gone: Ids of the members that shut down for good (:func:`~dsh_team.roster.shutdown.gone_members`).
     """
     spent = usage or {}
     mail = state.mail
@@ -260,7 +265,7 @@ def build_show(
     members = [lead]
     members.extend(
         ShowMember(
-            id=m.id, name=m.name, role="teammate", status=offline_status(m.phase), phase=m.phase,
+            id=m.id, name=m.name, role="teammate", status=offline_status(m.phase, m.id in gone), phase=m.phase,
             description=m.description, provider=m.provider, context=m.context, error=m.error,
             pending_mail=mail.pending_count(m.id), usage=spent.get(m.id), unread_mail=mail.unread_count(m.id),
         )

@@ -39,6 +39,8 @@ from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_QUEUED, T
 from dsh_team.cost.ledger import CostLedger, fold_cost
 from dsh_team.controls.ledger import ControlsState, fold_controls
 from dsh_team.cost.report import build_report
+from dsh_team.roster.member_records import fold_latest
+from dsh_team.roster.shutdown import GONE, SHUTDOWN_RECORDS, TEAM_SHUTDOWN, ShutdownRecord
 from dsh_team.views.controls import build_controls
 from dsh_team.views.show import ShowTask, build_show, offline_status
 from dsh_team.views.show_messages import pending_messages
@@ -131,6 +133,8 @@ class PanelFold:
         self.controls = ControlsState(team_id)
         #: The ``team/worktree`` and ``team/merge`` records folded so far (a few per member).
         self.worktree_records: list[Event] = []
+        #: Member id -> its latest ``team/shutdown`` record (who shut down for good).
+        self.shutdowns: dict[str, ShutdownRecord] = {}
         #: The log last folded from (a view, never a copy): a deleted task's whole snapshot is read there.
         self.events: Sequence[Event] = ()
 
@@ -155,6 +159,8 @@ class PanelFold:
                 controls, change = gated, "team"
             if event.type in _WORKTREE_RECORDS:
                 self.worktree_records.append(event)
+            if event.type == TEAM_SHUTDOWN:
+                fold_latest(SHUTDOWN_RECORDS, (event,), self.team_id, self.shutdowns)
                 change = "team"
             after = evolve(state, event)
             entry = timeline_entry(state, after, event)
@@ -179,6 +185,10 @@ class PanelFold:
             self.dropped = timeline[-TIMELINE_KEPT - 1].seq
             del timeline[:-TIMELINE_KEPT]
         return change
+
+    def gone(self) -> frozenset[str]:
+        """Ids of the members that shut down for good (released or stopped), as folded so far."""
+        return frozenset(member_id for member_id, record in self.shutdowns.items() if record.phase in GONE)
 
     def entries_after(self, seq: int) -> list[TimelineEntry] | None:
         """Timeline entries with a position after ``seq`` (what a resuming watcher missed).
@@ -205,8 +215,9 @@ def member_statuses(fold: PanelFold, live: LiveStatus) -> dict[str, str]:
     ``failed`` and ``provisioning`` are durable phases and win over attachment.
     """
     statuses: dict[str, str] = {fold.team_id: live(fold.team_id) or "inactive"}
+    gone = fold.gone()
     for member in fold.state.members.listed():
-        status = offline_status(member.phase)
+        status = offline_status(member.phase, member.id in gone)
         statuses[member.id] = (live(member.id) or status) if status == "inactive" else status
     return statuses
 
@@ -237,7 +248,8 @@ def document(
     show = build_show(fold.state, session_id=fold.team_id, log_length=log_length, at=fold.seq, damage=damage,
                       writes=writes, usage=usage, costs=build_report(fold.state, fold.ledger, events=fold.events),
                       controls=build_controls(fold.controls),
-                      worktrees=build_worktrees(fold.worktree_records, fold.team_id, lambda: git))
+                      worktrees=build_worktrees(fold.worktree_records, fold.team_id, lambda: git),
+                      gone=fold.gone())
     doc: dict[str, Any] = _to_builtins(show)
     if live is not None:
         doc["offline"] = False

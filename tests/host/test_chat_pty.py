@@ -141,6 +141,13 @@ def test_a_team_conversation_with_interrupt_exit_and_resume(tmp_path: Path) -> N
         first.expect(r"tasks:\n  \(none\)")
         first.send("/help\n")
         first.expect(r"/send NAME text\s+send text to a member")
+        # The spawn's JSON result is one short line with its number; /last N prints it in full.
+        shown = first.text()
+        assert re.search(r"/last \[N\]\s+tool result N in full", shown)
+        assert re.search(r"\[lead\] tool result spawn_teammate \{[^\n]*\.\.\. \(#1 \+\d+ chars, /last 1\)\n", shown)
+        assert shown.count("<system-reminder>") == 1  # alice's identity reminder, once
+        first.send("/last 1\n")
+        first.expect(r"\[lead\] tool result spawn_teammate #1:\n\{.*\"target\":\"alice\".*\}\n")
         first.send("/nope\n")
         first.expect(r"unknown command /nope \(/help lists them\)")
         first.send("/send nobody hi\n")  # a command's error is shown; the conversation goes on

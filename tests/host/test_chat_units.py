@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from host_spec.chat import ChatCommand
-from host_spec.host.cli.chat import chat_commands
-from host_spec.host.cli.chat_terminal import PROMPT, ChatTerminal
+from host_spec.events import Event, EventType, encode_data
+from host_spec.host.cli.chat import ChatSession, chat_commands
+from host_spec.host.cli.chat_render import KEPT_RESULTS, RESULT_WIDTH
+from host_spec.host.cli.chat_terminal import PROMPT, ChatFeed, ChatTerminal
 from host_spec.host.cli.main import main
 
 
@@ -46,6 +48,86 @@ class TestTerminal:
         terminal.progress(0.0, ["lead"])  # not a terminal: no progress line
         terminal.clear_progress()
         assert out.getvalue() == f"one\n{PROMPT}\n[alice] two\n{PROMPT}"
+
+
+class _Session:
+    """What the transcript reads of a session: its id (the feed names it from ``dsh_agent_created``)."""
+
+    def __init__(self, session_id: str) -> None:
+        self.id = session_id
+
+
+class _Agent:
+    def __init__(self, agent_id: str, name: str) -> None:
+        self.id, self.name = agent_id, name
+
+
+def _event(seq: int, kind: str, payload: dict[str, object]) -> Event:
+    return Event(seq=seq, time=seq, type=kind, data=encode_data(payload))
+
+
+def _reminder(name: str) -> str:
+    from dsh_team_tools.reminder import identity_reminder  # the real one, seven lines
+
+    return identity_reminder(name)
+
+
+class TestChatScreen:
+    def test_tool_results_are_one_short_line_and_last_prints_them_in_full(self) -> None:
+        out = io.StringIO()
+        terminal = ChatTerminal(out=out, fd=0)
+        feed = ChatFeed(terminal, lambda session: "lead")
+        long = '{\n  "target": "alice",\n  "status": "running",\n  "description": "' + "x" * 300 + '"\n}'
+        results = [("spawn_teammate", long, False), ("team_task_list", '{"tasks":[]}', False),
+                   ("bash", "line one\nline two", True)]
+        for seq, (name, text, error) in enumerate(results, 1):
+            feed.dsh_session_event(_Session("lead"), _event(seq, EventType.TOOL_RESULT, {
+                "turn": 1, "step": seq, "call_id": f"c{seq}", "name": name, "is_error": error,
+                "content": [{"type": "text", "text": text}]}))
+        lines = out.getvalue().splitlines()
+        assert len(lines) == 3  # one line per result, however long or multi-line the result
+        hidden = len(" ".join(long.split())) - RESULT_WIDTH
+        assert lines[0] == ('[lead] tool result spawn_teammate { "target": "alice", "status": "running", '
+                            f'"description": "{"x" * (RESULT_WIDTH - 58)}... (#1 +{hidden} chars, /last 1)')
+        assert lines[1] == '[lead] tool result team_task_list {"tasks":[]}'
+        assert lines[2] == "[lead] tool result bash (error) line one line two (#3, /last 3)"
+
+        session = ChatSession(None, None, terminal, {}, render=feed.render)
+        out.truncate(0), out.seek(0)
+        assert not asyncio.run(session._line("/last 1"))
+        assert out.getvalue() == "[lead] tool result spawn_teammate #1:\n" + long + "\n"
+        out.truncate(0), out.seek(0)
+        asyncio.run(session._line("/last"))
+        assert out.getvalue() == "[lead] tool result bash (error) #3:\nline one\nline two\n"
+        out.truncate(0), out.seek(0)
+        asyncio.run(session._line("/last 9"))
+        asyncio.run(session._line("/help"))
+        shown = out.getvalue()
+        assert shown.startswith("(no tool result 9: /last N shows one of #1..#3)\n")
+        assert "/last [N]" in shown
+
+    def test_only_the_newest_results_are_kept_and_none_yet_is_said(self) -> None:
+        out = io.StringIO()
+        feed = ChatFeed(ChatTerminal(out=out, fd=0), lambda session: "lead")
+        assert feed.render.last("") == ["(no tool result yet)"]
+        for seq in range(1, KEPT_RESULTS + 3):
+            feed.dsh_session_event(_Session("lead"), _event(seq, EventType.TOOL_RESULT, {
+                "turn": 1, "step": seq, "call_id": f"c{seq}", "name": "t", "content": [{"type": "text", "text": str(seq)}]}))
+        assert feed.render.last("1") == [f"(no tool result 1: /last N shows one of #3..#{KEPT_RESULTS + 2})"]
+        assert feed.render.last("3") == ["[lead] tool result t #3:", "3"]
+
+    def test_the_identity_reminder_is_printed_once_not_per_spawn(self) -> None:
+        out = io.StringIO()
+        feed = ChatFeed(ChatTerminal(out=out, fd=0), lambda session: "?")
+        for seq, (session_id, name) in enumerate((("c1", "alice"), ("c2", "bob")), 1):
+            feed.dsh_agent_created(_Agent(session_id, name))
+            feed.dsh_session_event(_Session(session_id), _event(seq, EventType.USER_MESSAGE, {
+                "content": [{"type": "text", "text": _reminder(name)}, {"type": "text", "text": f"[{name}] do it"}],
+                "source": {"kind": "spawn"}}))
+        text = out.getvalue()
+        assert text.count("<system-reminder>") == 1 and 'You are teammate "alice"' in text
+        assert "[bob] user (spawn): (system reminder, as above) [bob] do it" in text.splitlines()
+        assert len(text.splitlines()) == 7 + 2 + 1  # alice's seven reminder lines, a blank one and its task; bob's one
 
 
 class TestCommands:

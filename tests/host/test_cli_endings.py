@@ -81,6 +81,12 @@ class TestEnding:
         assert line == "dsh: the run failed (MODEL_AUTH: refused the key); resume it with: " \
                        "dsh resume --data-dir '/tmp/x y' session-2"
 
+    def test_an_error_a_resume_would_repeat_names_the_way_out_not_dsh_resume(self) -> None:
+        line = ending({"kind": "error", "error": {"code": "MODEL_TOOLS_UNSUPPORTED", "message": "llm model m does "
+                                                  "not support tools"}}, "s", Path("d"))
+        assert line is not None and line.startswith("dsh: the run failed (MODEL_TOOLS_UNSUPPORTED: llm model m")
+        assert "dsh resume" not in line and "choose a model with tool support" in line
+
     def test_a_long_message_is_cut_and_a_missing_one_leaves_the_code(self) -> None:
         long = ending({"kind": "error", "error": {"code": "X", "message": "m" * 1000}}, "s", Path("d"))
         assert long is not None and f"(X: {'m' * 297}...)" in long

@@ -30,6 +30,7 @@ from host_spec.host.models.llm_wire import (
     encode_arguments,
     parse_settings,
     to_llm_messages,
+    to_llm_turn,
     usage_from_llm,
 )
 from kit_llm import KEY, adapter, step
@@ -229,6 +230,27 @@ class TestWire:
         results = messages[3].parts
         assert all(isinstance(p, ToolResultPart) for p in results)
         assert [(p.tool_call_id, p.output) for p in results] == [("a", "ok"), ("b", "Error: bad")]
+
+    def test_the_turn_splits_off_the_prompt_or_the_tool_results_and_llm_rebuilds_the_whole_chain(self) -> None:
+        call = {"type": "tool-call", "id": "a", "name": "note", "arguments": "{}"}
+        history = [{"role": "user", "content": [{"type": "text", "text": "first"}]},
+                   {"role": "assistant", "content": [call]},
+                   {"role": "tool", "call_id": "a", "name": "note", "content": [{"type": "text", "text": "ok"}]}]
+        cases = [
+            (history, None, [("note", "ok", "a")]),
+            ([*history, {"role": "assistant", "content": [{"type": "text", "text": "noted"}]},
+              {"role": "user", "content": [{"type": "text", "text": "now the second"}]}], "now the second", []),
+            ([{"role": "user", "content": []}], None, []),  # an empty line stays history (llm drops an empty prompt)
+        ]
+        for messages, prompt, results in cases:
+            turn = to_llm_turn("sys", messages)
+            assert (turn.prompt, turn.system) == (prompt, "sys")
+            assert [(r.name, r.output, r.tool_call_id) for r in turn.tool_results] == results
+            # The independent oracle: what llm itself makes of the arguments is the whole conversation.
+            built = ScriptedAsync({}).prompt(**turn.kwargs()).prompt
+            assert [m.to_dict() for m in built.messages] == [m.to_dict() for m in to_llm_messages("sys", messages)]
+            assert (built.prompt, built.system) == (prompt or "", "sys")
+        assert to_llm_turn("", []).system is None
 
     def test_usage_and_arguments(self) -> None:
         assert usage_from_llm(None, None, None) is None

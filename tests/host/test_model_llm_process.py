@@ -7,6 +7,7 @@ The child's ``llm`` loads only the test plugin (``LLM_LOAD_PLUGINS``, a temp
 from __future__ import annotations
 
 import hashlib
+import os
 import json
 import subprocess
 import sys
@@ -130,3 +131,43 @@ def test_a_sync_only_model_runs_in_a_thread(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "[lead] assistant: from a sync model" in result.stdout
     assert [r.get("thread") for r in logged(tmp_path)] == [True]
+
+
+def test_a_third_party_plugin_that_reads_the_prompt_answers_the_real_prompt(tmp_path: Path) -> None:
+    """llm-echo (from PyPI, the ``test`` extra) reads ``prompt.prompt``, ``.system`` and ``.tool_results``.
+
+    Its reply is those fields as JSON, so the test reads what the plugin was given
+    from the reply the Lead's log recorded: the typed prompt, the real system prompt
+    of the profile and, on the step after its tool call, that call's recorded result.
+    """
+    env = dict(os.environ)
+    for name in ("DSH_DATA_DIR", "OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        env.pop(name, None)
+    env.update({"LLM_LOAD_PLUGINS": "llm-echo", "LLM_USER_PATH": str(tmp_path / "llm-user")})
+    data = tmp_path / "data"
+    # llm-echo's own convention: a JSON prompt names the tool calls its reply makes.
+    prompt = json.dumps({"prompt": "list the board for the release", "tool_calls": [
+        {"name": "team_task_list", "arguments": {}}]})
+    result = dsh("run", "--profile", "agent-teams", "--model", "llm:echo", "--data-dir", str(data), prompt, env=env)
+    assert result.returncode == 0, result.stderr
+    store = JsonlStore(data)
+    events = store.read(store.list_ids()[0])[1]
+    replies = [json.loads(message_text(e.value()["content"])) for e in events
+               if e.type == EventType.ASSISTANT_MESSAGE]
+    assert replies[0]["prompt"] == "list the board for the release"
+    assert replies[0]["system"].startswith("# Agent Team") and "task board" in replies[0]["system"]
+    recorded = next(e.value() for e in events if e.type == EventType.TOOL_RESULT)
+    assert replies[1]["tool_results"] == [{"name": "team_task_list", "output": message_text(recorded["content"]),
+                                           "tool_call_id": recorded["call_id"]}]
+    assert json.loads(replies[1]["tool_results"][0]["output"])["tasks"] == []
+
+
+def test_a_model_without_tool_support_ends_the_run_with_the_way_out_not_a_resume(tmp_path: Path) -> None:
+    """``dsh resume`` would offer the same tools to the same model: the closing line says to choose another."""
+    env = child_env(tmp_path, {"[lead]": [step("never")]})
+    result = dsh("run", "--profile", "agent-teams", "--model", "llm:dsh-notools", "--data-dir", str(tmp_path / "data"),
+                 "[lead] hi", env=env)
+    assert result.returncode == 1, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("dsh: the run failed (MODEL_TOOLS_UNSUPPORTED: llm model dsh-notools does not support tools")
+    assert "choose a model with tool support" in last and "dsh resume" not in last

@@ -10,7 +10,10 @@ Usage: ``python mcp_test_server.py [--http PORT | --sse PORT] [--fail-start]``. 
 * ``block(marker)``: writes its process id to ``marker`` and never answers (a call
   in flight when the test kills the server or the host);
 * ``auth()``: the ``Authorization`` header the HTTP request carried;
-* ``weird.name/tool``: a name the client must sanitise.
+* ``weird.name/tool``: a name the client must sanitise;
+* ``chatter(lines)``: writes that many lines to stderr and answers (output about other work);
+* ``die(reason)``: writes ``dying: REASON`` to stderr and exits at once (a server that dies in a call);
+* ``where()``: ``{"cwd", "parent"}``: where the server runs, and the process that started it.
 
 ``--fail-start`` exits at once after printing the token to stderr: a server that
 fails to start (its stderr tail is quoted in the error, scrubbed).
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -74,6 +78,27 @@ def auth(ctx: Context) -> str:
 def weird() -> str:
     """A tool whose name needs sanitising."""
     return "ok"
+
+
+@server.tool()
+def chatter(lines: int) -> str:
+    """Write lines to stderr, then answer."""
+    for number in range(lines):
+        print(f"earlier work line {number}", file=sys.stderr, flush=True)
+    return "chatted"
+
+
+@server.tool()
+def die(reason: str) -> str:
+    """Exit in the middle of the call."""
+    print(f"dying: {reason}", file=sys.stderr, flush=True)
+    os._exit(7)
+
+
+@server.tool()
+def where() -> str:
+    """The server's working directory and parent process id, as JSON."""
+    return json.dumps({"cwd": os.getcwd(), "parent": os.getppid()})
 
 
 def main() -> None:

@@ -112,6 +112,20 @@ class TestFailures:
         assert after["error"]["code"] == "UNKNOWN_TOOL"  # its tools are no longer offered
         assert not any(name.startswith("mcp__t__") for name in names)
 
+    async def test_a_server_that_dies_in_a_call_quotes_only_what_it_wrote_during_that_call(self, tmp_path: Path) -> None:
+        script = calls(("mcp__t__chatter", {"lines": 8}), ("mcp__t__die", {"reason": "disk full"}))
+        host = await Host.open(tmp_path / "data", profile(tmp_path, {"t": stdio()}), ScriptedModel.from_mapping(script))
+        try:
+            agent = await host.run("go")
+        finally:
+            await host.close()
+        chatted, died = results(agent)
+        assert text_of(chatted) == {"content": [{"type": "text", "text": "chatted"}]}
+        assert died["error"]["code"] == "MCP_SERVER_DIED"
+        message = died["error"]["message"]
+        assert "(stderr: dying: disk full)" in message, message
+        assert "earlier work line" not in message  # the earlier call's output is not this failure's
+
     async def test_a_slow_call_times_out_with_the_servers_limit(self, tmp_path: Path) -> None:
         marker = tmp_path / "pid"
         script = calls(("mcp__t__block", {"marker": str(marker)}), ("mcp__t__echo", {"text": "next"}))

@@ -98,7 +98,7 @@ async def test_each_agent_gets_its_own_registrations_and_disposal_removes_them(t
         assert host.tools.get(agent, "mcp__t__echo") is not None
         tools = host.plugins.pm.get_plugin("mcp/McpTools")
         tools.install(agent)  # a replayed creation installs nothing twice
-        assert len(set(tools.specs)) == len(tools.specs) == 7  # specs carrying a schema dict stay hashable
+        assert len(set(tools.specs)) == len(tools.specs) == 10  # specs carrying a schema dict stay hashable
         assert host.tools.scoped_count() == 1
         await host.dispose_agent(agent)
         assert host.tools.scoped_count() == 0 and not tools.installs

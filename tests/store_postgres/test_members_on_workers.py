@@ -292,3 +292,50 @@ class TestAWorkerThatCannotRunACall:
         assert ends and ends[0]["kind"] == "error" and ends[0]["error"]["code"] == "MODEL_ERROR"
         assert "could not run this call" in ends[0]["error"]["message"]
         assert {state for _, _, state, _ in work_rows(workers.url)} == {"settled"}
+
+
+class TestMcpOnWorkers:
+    def test_a_members_mcp_calls_run_on_its_worker_against_its_checkout(self, workers: Workers, tmp_path: Path) -> None:
+        """The worker starts the profile's MCP server itself, in its own checkout; the Lead's copy stays idle."""
+        server = Path(__file__).resolve().parents[1] / "mcp" / "mcp_test_server.py"
+        profile = tmp_path / "profile.toml"
+        profile.write_text(f'extends = "agent-teams"\n\n[mcp.servers.t]\ncommand = {json.dumps(sys.executable)}\n'
+                           f"args = [{json.dumps(str(server))}]\n")
+        team = {
+            "lead": [
+                {"text": "A prober.", "tool_calls": [{"name": "spawn_teammate", "arguments": {
+                    "name": "prober", "description": "Asks the MCP server where it runs", "context": "fresh",
+                    "prompt": "Call where and tell the Lead."}}]},
+                {"when": "prober finished", "text": "Done."},
+            ],
+            "prober": [
+                {"text": "Asking.", "tool_calls": [{"name": "mcp__t__where", "arguments": {}}]},
+                {"text": "Reporting.", "tool_calls": [{"name": "send_message", "arguments": {
+                    "target": "lead", "message": "prober finished"}}]},
+                {"text": "Done."},
+            ],
+        }
+        script = tmp_path / "team.json"
+        script.write_text(json.dumps(team))
+        lead_ws, checkout = tmp_path / "lead-ws", tmp_path / "checkout"
+        lead_ws.mkdir()
+        checkout.mkdir()
+        worker = workers.start("--workspace", str(checkout))
+        workers.wait_present(1)
+        lead = subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "run", "--store", workers.url,
+                               "--profile", str(profile), "--model", f"scripted:{script}", "--workspace", str(lead_ws),
+                               "go"], cwd=tmp_path, env=_env(), text=True, capture_output=True, timeout=180)
+        assert lead.returncode == 0, lead.stderr[-2000:]
+        store = PostgresStore(workers.url)
+        try:
+            (member,) = [session for session in store.list_ids() if session != "session-1"]
+            results = [e.value() for e in store.read(member)[1] if e.type == "tool/result"]
+        finally:
+            store.close()
+        (where,) = [result for result in results if result["name"] == "mcp__t__where"]
+        assert not where.get("is_error"), where
+        answer = json.loads(where["content"][0]["text"])
+        reported = json.loads(answer["content"][0]["text"])
+        assert reported == {"cwd": str(checkout), "parent": worker.pid}  # the worker's server, in its checkout
+        assert ("tool", "settled") in {(kind, state) for member_id, kind, state, _ in work_rows(workers.url)
+                                       if member_id == member}

@@ -106,13 +106,17 @@ def test_the_user_rejects_then_approves_between_runs(tmp_path: Path, capsys: pyt
 
 
 @pytest.mark.timeout_s(300)
-async def test_a_live_run_holds_the_log(tmp_path: Path) -> None:
+async def test_a_live_run_holds_the_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     started_run(tmp_path)
     host = await Host.open(tmp_path / "data", "agent-teams", ScriptedModel.from_mapping({}))
     try:
         await host.resume_session("session-1")
         locked = dsh(tmp_path, "team", "plan", "approve", "planner")
-        assert locked.returncode == 2 and b"SESSION_LOCKED" in locked.stderr, locked.stderr.decode()
+        err = locked.stderr.decode()
+        assert locked.returncode == 2 and "dsh: TEAM_RUN_LIVE:" in err, err
+        assert "web panel's Controls card" in err and "dsh run --web" in err  # the way that works while it is live
+        status, output = await asyncio.to_thread(decide, tmp_path, capsys, "approve", "planner")  # in this process too
+        assert status == 2 and "dsh: TEAM_RUN_LIVE:" in output, output
     finally:
         await host.close()
     assert plan_of(tmp_path).status == "submitted"

@@ -153,7 +153,9 @@ class TestGatedComplete:
             slow = await claimed(host, lead, checks=["sleep 5"])
             with pytest.raises(TeamError) as timed:
                 await service.update_task(lead, task_id=slow.id, expected_revision=2, action="complete")
-            assert "timed out and was killed" in timed.value.message
+            assert 'check "sleep 5" timed out after 0.3 s and was killed.' in timed.value.message
+            # sleep printed nothing: no bare "Output tail:" heading with nothing under it.
+            assert timed.value.message.endswith("Fix it and complete again. It printed nothing.")
             signal = AbortSignal()
             host.call_soon(lambda: signal.abort("stop"))
             with pytest.raises(TeamError) as stopped:
@@ -163,6 +165,7 @@ class TestGatedComplete:
             await host.close()
         results = [run.finished.results[-1] for run in stored_controls(tmp_path).listed() if run.finished]
         assert [(r.timed_out, r.interrupted, r.exit_code) for r in results] == [(True, False, None), (False, True, None)]
+        assert [r.timeout_ms for r in results] == [300, None]
 
     async def test_a_command_the_runner_refuses_is_a_failed_run(self, tmp_path: Path) -> None:
         """A gate timeout above the workspace's bash maximum: the runner refuses, the run fails with its message."""

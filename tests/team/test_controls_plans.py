@@ -143,6 +143,27 @@ class TestSteps:
             await host.close()
         assert len(stored_controls(tmp_path).plans) == 1 and not notices(tmp_path)
 
+    async def test_the_refusal_says_no_plan_was_submitted_and_a_bare_reject_sends_no_empty_feedback(
+        self, tmp_path: Path
+    ) -> None:
+        host = await open_host(tmp_path)
+        try:
+            lead = await lead_in(host, workspace(tmp_path))
+            planner = await teammate(host, lead, "planner", plan=True)
+            service = team_service(host)
+            with pytest.raises(TeamError) as early:
+                await service.plan_step(lead, plan="approve", target="planner", text="")
+            assert early.value.message == '"planner" has not submitted a plan yet: cannot approve it'
+            await service.plan_step(planner, plan="submit", target="lead", text="p")
+            await service.plan_step(lead, plan="reject", target="planner", text="  ")
+            with pytest.raises(TeamError) as again:
+                await service.plan_step(lead, plan="reject", target="planner", text="")
+            assert again.value.message == ('"planner" has not submitted a plan since the last was rejected: '
+                                           "cannot reject it")
+        finally:
+            await host.close()
+        assert [text for _, text in notices(tmp_path)][1] == "Your plan was rejected; revise it and submit again."
+
     async def test_approved_is_final(self, tmp_path: Path) -> None:
         host = await open_host(tmp_path)
         try:
@@ -154,7 +175,8 @@ class TestSteps:
             for caller, plan, target in ((planner, "submit", "lead"), (lead, "reject", "planner")):
                 with pytest.raises(TeamError) as refused:
                     await service.plan_step(caller, plan=plan, target=target, text="again")
-                assert refused.value.code == "TEAM_PLAN_INVALID" and "is approved" in refused.value.message
+                assert refused.value.code == "TEAM_PLAN_INVALID"
+                assert refused.value.message.startswith('"planner" already has an approved plan: cannot ')
         finally:
             await host.close()
 

@@ -143,6 +143,37 @@ class TestRender:
             "  plan of planner: rejected (by lead, 1 submitted) -- more tests",
         ]
 
+    def test_a_timed_out_check_says_so_and_a_silent_one_no_bare_tail(self) -> None:
+        import msgspec
+
+        from dsh_team.controls import CheckResult
+
+        def failed(run: str, result: CheckResult) -> Any:
+            return msgspec.structs.replace(finished(run, passed=False), results=(result,))
+
+        state = ControlsState("lead")
+        records = [
+            ("team/check/started", started("r1")),
+            ("team/check/finished", failed("r1", CheckResult(command="sleep 60", exit_code=None, timed_out=True,
+                                                             timeout_ms=120_000))),
+            ("team/check/started", started("r2")),
+            ("team/check/finished", failed("r2", CheckResult(command="false", exit_code=1))),
+            ("team/check/started", started("r3")),
+            ("team/check/finished", failed("r3", CheckResult(command="make", exit_code=None, interrupted=True,
+                                                             tail="compiling\n"))),
+        ]
+        for seq, (kind, record) in enumerate(records, 1):
+            state = fold_controls(state, event(seq, kind, record))
+        report = build_controls(state)
+        assert report is not None
+        lines = render_controls(report)
+        assert lines[2] == "    sleep 60 timed out after 120 s (no output)"
+        assert lines[4] == "    false exited 1 (no output)"
+        assert lines[6] == "    make was interrupted: compiling"
+        document = json.loads(msgspec.json.encode(report))
+        assert [(r["timed_out"], r["exit_code"], r["ended"]) for r in document["runs"]] == [
+            (True, None, "timed out after 120 s"), (False, 1, "exited 1"), (False, None, "was interrupted")]
+
 
 @pytest.mark.slow
 def test_the_demo_runner_prints_the_story(tmp_path: Path) -> None:

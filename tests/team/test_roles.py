@@ -16,7 +16,7 @@ import pytest
 from dsh_team.config import TeamConfig
 from dsh_team.core.fold import replay
 from dsh_team.errors import TeamConfigError, TeamError
-from dsh_team.roster.roles import TEAM_ROLE, RoleSpec, check_roles, find_role, with_instructions
+from dsh_team.roster.roles import TEAM_ROLE, RoleSpec, check_model, check_roles, find_role, with_instructions
 from dsh_team.service import TeamService
 from host_spec.events import EventType
 from host_spec.host.app import Host
@@ -121,17 +121,23 @@ class TestRoleAtSpawn:
         role_file(workspace, "broken", "tools = [\n")
         role_file(workspace, "extra", 'colour = "red"\n')
         role_file(workspace, "badmodel", 'model = "nocolon"\n')
+        role_file(workspace, "nosuch", 'model = "nosuch:thing"\n')
         before = len(root.session.events)
         for role, code, words in (
             ("nobody", "TEAM_ROLE_NOT_FOUND", "no role"), ("typo", "TEAM_ROLE_INVALID", "unknown tools bsh"),
             ("broken", "TEAM_ROLE_INVALID", "not TOML"), ("extra", "TEAM_ROLE_INVALID", "colour"),
             ("badmodel", "TEAM_ROLE_INVALID", "KIND:MODEL"), ("../x", "TEAM_INVALID_ARGUMENT", "role must be"),
+            # A spec the host cannot serve: refused before a member exists (no name, no slot), the host's code quoted.
+            ("nosuch", "TEAM_ROLE_INVALID", "model 'nosuch:thing' cannot be used: MODEL_UNKNOWN: unknown model"),
         ):
             with pytest.raises(TeamError) as refused:
                 await service.spawn_teammate(root, name="w", description="d", prompt=[text_block("p")],
                                              provider="spawn", role=role)
             assert refused.value.code == code and words in refused.value.message
         assert len(root.session.events) == before and service.list_members(root)[1:] == []
+        # A role without a model leaves the choice to the host: nothing to ask it.
+        check_model(RoleSpec(tools=("grep",)), host.continuations, '"plain"')
+        check_roles({"plain": {"tools": ["grep"]}}, host.continuations)
         await host.close()
 
 
@@ -161,6 +167,18 @@ class TestRoleRules:
         assert not_table.value.path == "roles"
         with pytest.raises(TeamConfigError):
             TeamService(None, TeamConfig.from_mapping({"roles": {"Bad Name": {}}}))  # type: ignore[arg-type]
+
+    async def test_a_profile_role_with_a_model_the_host_cannot_serve_is_refused_at_load(self, tmp_path: Path) -> None:
+        from host_spec.errors import DshError
+
+        lead_script = tmp_path / "lead.json"
+        lead_script.write_text(json.dumps({"lead": []}))
+        profile = tmp_path / "profile.toml"
+        profile.write_text('extends = "agent-teams"\n\n[plugins.dsh-team.roles.reviewer]\nmodel = "nosuch:thing"\n')
+        with pytest.raises(DshError) as refused:
+            await Host.open(tmp_path / "data", profile, f"scripted:{lead_script}")
+        assert "roles.reviewer" in refused.value.message and "MODEL_UNKNOWN" in refused.value.message
+        assert not list((tmp_path / "data").glob("**/*.jsonl"))  # nothing was created
 
     async def test_the_role_book_folds_each_event_once_and_forgets_a_left_session(self, tmp_path: Path) -> None:
         from roster_kit import lead, open_team

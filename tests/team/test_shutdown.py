@@ -22,6 +22,7 @@ from dsh_team.errors import TeamError
 from dsh_team.roster.shutdown import TEAM_SHUTDOWN
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.messages import message_text, text_block
+from host_spec.records import AbortSignal
 
 from roster_kit import lead, of_type, open_team, spawn, stored, teams_of, until
 from test_team_crash import DRIVER, DSH
@@ -88,6 +89,11 @@ class TestShutdown:
             await service.request_shutdown(root, "worker", "again")
         assert again.value.code == "TEAM_MEMBER_NOT_FOUND"
         assert [row.name for row in service.list_members(root)] == ["lead", "worker"]  # the name stays reserved
+        # Who shut down is visible: list_agents says "shut down", not a bare "inactive".
+        listed = await host.tools.execute(root, "c-list", "list_agents", "{}", AbortSignal())
+        assert listed.error is None, listed.error
+        members = json.loads(message_text(listed.content))["members"]
+        assert {m["target"]: m["status"] for m in members}["worker"] == "shut down"
         await host.close()
         answers = [json.dumps(e) for e in of_type(stored(tmp_path, worker_id), "assistant/message")]
         assert any("bye" in a for a in answers)  # it finished the turn it approved in
@@ -175,10 +181,29 @@ class TestRecovery:
         assert phases(root.session.events, ids["a"])[-1] == "stopped"
         assert phases(root.session.events, ids["b"])[-1] == "released"
         await until(lambda: any("a did not answer" in t for t in lead_texts(root.session.events)), what="the notice")
+        statuses = {row.name: row.status for row in teams_of(host).list_members(root) if row.name != "lead"}
+        assert statuses == {"a": "shut down", "b": "shut down", "c": "inactive", "d": "shut down"}
         book = teams_of(host).coordination.shutdowns.book
         book.forget(root.session)
         book.forget(root.session)
         await host.close()
+        # Offline, from the log alone: dsh team show (text and --json) and the web panel's document.
+        from dsh_team.web.document import PanelFold, document
+        from host_spec.host.cli.main import main
+
+        events = JsonlStore(tmp_path / "data").read("lead")[1]
+        fold = PanelFold("lead")
+        fold.advance(events, len(events))
+        panel = {m["name"]: m["status"] for m in document(fold, log_length=len(events))["members"]}
+        assert {n: panel[n] for n in "abcd"} == statuses
+        live = {m["name"]: m["status"] for m in document(fold, log_length=len(events), live=lambda _: None)["members"]}
+        assert {n: live[n] for n in "abcd"} == statuses
+        shown = subprocess.run([*DSH, "team", "show", "--json", "--data-dir", str(tmp_path / "data")],
+                               capture_output=True, text=True, timeout=120)
+        assert {m["name"]: m["status"] for m in json.loads(shown.stdout)["members"] if m["name"] != "lead"} == statuses
+        text = subprocess.run([*DSH, "team", "show", "--data-dir", str(tmp_path / "data")],
+                              capture_output=True, text=True, timeout=120).stdout
+        assert re.search(r"^\s+d\s.*shut down", text, re.M) and re.search(r"^\s+c\s.*inactive", text, re.M), text
 
     async def test_a_failed_stop_is_logged(self, tmp_path: Path) -> None:
         import structlog

@@ -103,6 +103,26 @@ async def test_in_scope_out_of_scope_and_foreign_scope_writes(tmp_path: Path, ca
     assert (await show_json(capsys, data, "--at", "0"))["writes"] == []
 
 
+async def test_a_task_without_write_scopes_limits_nothing(tmp_path: Path) -> None:
+    """A task that declares no write scopes is no plan to be outside of: its owner's writes get no warning."""
+    ws, data = tmp_path / "ws", tmp_path / "data"
+    ws.mkdir()
+    host, lead, builder, reviewer = await team(data, ws)
+    try:
+        service = host.service(TeamServiceAPI)
+        await service.create_task(lead, subject="anything", description="no scopes")
+        await service.update_task(lead, task_id="task-3", expected_revision=1, action="claim")
+        free = await call(host, lead, "write_file", path="NOTES.md", content="n\n")
+        foreign = await call(host, lead, "write_file", path="src/lead.py", content="z = 3\n")
+        records = [e.decode(FileWrite) for e in events_of(lead, WORKSPACE_WRITE)]
+    finally:
+        await host.close()
+    assert "warnings" not in free.value
+    # Another member's scope still warns: that is the other member's plan.
+    assert foreign.value["warnings"] == ["src/lead.py is inside the write scope of task-1, in progress by builder"]
+    assert [(r.audit.tasks, r.audit.in_scope) for r in records] == [(("task-3",), True), (("task-3",), True)]
+
+
 async def test_no_verdict_with_team_mode_off_and_rows_without_audit(tmp_path: Path, capsys) -> None:
     ws, data = tmp_path / "ws", tmp_path / "data"
     ws.mkdir()

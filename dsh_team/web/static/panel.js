@@ -147,7 +147,7 @@ function renderControls(doc) {
     el("td", { class: "mono" }, `${r.task_id}@${r.revision}`), el("td", {}, r.member),
     el("td", { class: "mono" }, r.checks.join("; ")),
     el("td", { class: r.outcome === "failed" ? "error" : "" }, r.outcome + (r.rerun ? " (re-run after a restart)" : "")),
-    el("td", { class: "mono tail" }, r.failed_check ? `${r.failed_check} exited ${r.exit_code}: ${(r.tail || "").trim().split("\n").pop()}` : ""))));
+    el("td", { class: "mono tail" }, r.failed_check ? `${r.failed_check} ${r.ended}${(r.tail || "").trim() ? ": " + r.tail.trim().split("\n").pop() : " (no output)"}` : ""))));
   $("controls-failure").hidden = !controls.failure;
   $("controls-failure").textContent = controls.failure ? `controls fold failed: ${controls.failure}` : "";
 }
@@ -224,7 +224,7 @@ function renderRoster(doc) {
       m.description ? el("div", { class: "role" }, m.description) : null,
       m.error ? el("div", { class: "error" }, m.error) : null,
       messageBox(doc, m)),
-    el("td", {}, el("span", { class: `status st-${m.status}` }, m.status)),
+    el("td", {}, el("span", { class: `status st-${m.status.replace(" ", "-")}` }, m.status)),
     el("td", { class: "mono" }, String(m.pending_mail)),
     el("td", { class: "mono unread" }, String(m.unread_mail ?? 0)),
     el("td", {}, m.context || "—"),

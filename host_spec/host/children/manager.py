@@ -81,6 +81,10 @@ class ContinuationManager(Lineage):
         """A fresh child id for a caller to reserve (a UUID; collisions are rejected at start)."""
         return f"child-{uuid.uuid4()}"
 
+    def check_model(self, spec: str) -> None:
+        """See :meth:`host_spec.protocols.Continuations.check_model` (the adapter is kept for the child's first step)."""
+        self._host.models.check(spec)
+
     def fold_descriptor(self, events: Any) -> SubagentDescriptor | None:
         """See :func:`host_spec.host.children.activation.fold_descriptor` (offered to plugins via the protocol)."""
         return fold_descriptor(events)

@@ -7,7 +7,9 @@
 
 Each line you type is the Lead's next turn (typed during a turn, it waits for the
 next one); every member's activity streams in prefixed by its name, as in ``dsh
-run``. Lines starting with ``/`` are commands: ``/help``, ``/exit`` and whatever
+run``. Tool results show as one short line each (``/last [N]`` prints one in full) and a
+teammate's identity reminder only the first time (:mod:`host_spec.host.cli.chat_render`).
+Lines starting with ``/`` are commands: ``/help``, ``/last``, ``/exit`` and whatever
 installed plugins contribute through entry-point group ``dsh.chat``
 (:mod:`host_spec.chat`; the Team adds ``/team`` and ``/send``).
 
@@ -38,12 +40,12 @@ from host_spec.messages import user_message
 from host_spec.records import CancelCause
 
 from host_spec.host.app import Host
+from host_spec.host.cli.chat_render import ChatRender
 from host_spec.host.cli.chat_terminal import ChatFeed, ChatTerminal
 from host_spec.host.cli.extensions import CliEnvironment, Extension, StoreReader, discover_extensions
 from host_spec.host.cli.resume import continue_run
 from host_spec.host.cli.run_commands import claim_root
 from host_spec.host.cli.run_settings import RunSettings, absolute_spec, lookup, record
-from host_spec.host.cli.transcript import render_event
 from host_spec.host.cli.usage import CliError, check_data_dir, workspace_dir
 from host_spec.host.runs import agent_name
 from host_spec.host.store.jsonl import JsonlStore
@@ -53,7 +55,7 @@ __all__ = ["add_parser", "run", "chat_commands", "DEFAULT_PROFILE"]
 DEFAULT_PROFILE: Final = "agent-teams"
 #: Conversation lines replayed when a session is resumed.
 RECAP_LINES: Final = 12
-_BUILTIN: Final = ("help", "exit", "quit")
+_BUILTIN: Final = ("help", "last", "exit", "quit")
 
 
 def add_parser(commands: Any, env: CliEnvironment) -> None:
@@ -98,6 +100,7 @@ class ChatSession:
     root: Any
     terminal: ChatTerminal
     commands: dict[str, ChatCommand]
+    render: ChatRender = attrs.field(factory=ChatRender)
     _armed: bool = False
     _busy_since: float | None = None
 
@@ -172,11 +175,15 @@ class ChatSession:
         if name in ("exit", "quit"):
             return True
         if name == "help":
-            rows = [("help", "this list"), ("exit", "leave (or Ctrl-D, or Ctrl-C twice at the prompt); "
+            rows = [("help", "this list"), ("last [N]", "tool result N in full (default: the newest)"), ("exit", "leave (or Ctrl-D, or Ctrl-C twice at the prompt); "
                                                     "dsh chat --resume continues"),
                     *(((c.name + " " + c.usage).strip(), c.summary) for c in self.commands.values())]
             for synopsis, summary in rows:
                 self.write(f"/{synopsis:<21} {summary}")
+            return False
+        if name == "last":
+            for line in self.render.last(argument.strip()):
+                self.write(line)
             return False
         command = self.commands.get(name)
         if command is None:
@@ -221,7 +228,7 @@ async def _open(args: argparse.Namespace, feed: ChatFeed) -> tuple[Host, Any]:
     try:
         session = await host.resume_session(session_id)
         feed.root_id = session.id
-        _recap(feed.terminal, session)
+        _recap(feed, session)
         root = host.start_agent(session, name=agent_name(session), source="resume", model=host.models.default_spec)
         await continue_run(host, root, interrupted=bool(root.repaired))
         return host, root
@@ -230,9 +237,10 @@ async def _open(args: argparse.Namespace, feed: ChatFeed) -> tuple[Host, Any]:
         raise
 
 
-def _recap(terminal: ChatTerminal, session: Any) -> None:
-    """The last lines of the stored conversation, so the user sees where it stands."""
-    lines = [line for event in session.own_events() for line in render_event("lead", event)]
+def _recap(feed: ChatFeed, session: Any) -> None:
+    """The last lines of the stored conversation, so the user sees where it stands (``/last`` reaches its results)."""
+    terminal = feed.terminal
+    lines = [line for event in session.own_events() for line in feed.render.lines("lead", event)]
     turns = sum(1 for event in session.own_events() if event.type == "turn/end")
     terminal.write(f"(resumed session {session.id}: {turns} turns so far)")
     for line in lines[-RECAP_LINES:]:
@@ -249,7 +257,7 @@ async def run(args: argparse.Namespace) -> int:
     terminal = ChatTerminal()
     feed = ChatFeed(terminal, agent_name)
     host, root = await _open(args, feed)
-    conversation = ChatSession(host, root, terminal, chat_commands())
+    conversation = ChatSession(host, root, terminal, chat_commands(), render=feed.render)
     terminal.write(f"dsh chat: session {root.id} ({root.model or 'no model'}); /help for commands, Ctrl-D to leave")
     terminal.start()
     try:

@@ -30,6 +30,7 @@ import attrs
 from host_spec import hookimpl
 from host_spec.events import Event, EventType
 
+from host_spec.host.cli.chat_render import ChatRender
 from host_spec.host.cli.transcript import Transcript
 
 __all__ = ["ChatTerminal", "ChatFeed", "PROMPT"]
@@ -133,20 +134,24 @@ class ChatTerminal:
 class ChatFeed(Transcript):
     """The transcript of a conversation, member-prefixed, without echoing what the user typed.
 
-    Also tells the terminal when the root goes idle, the moment to prompt again.
+    Shortened for a chat by :class:`~host_spec.host.cli.chat_render.ChatRender` (one
+    line per tool result, a system reminder once). Also tells the terminal when the
+    root goes idle, the moment to prompt again.
     """
 
     def __init__(self, terminal: ChatTerminal, fallback: Callable[[Any], str]) -> None:
         super().__init__(write=terminal.write, fallback=fallback)
         self.terminal = terminal
         self.root_id: str | None = None
+        self.render = ChatRender()
 
     @hookimpl
     def dsh_session_event(self, session: Any, event: Event) -> None:
         if (session.id == self.root_id and event.type == EventType.USER_MESSAGE
                 and (event.value().get("source") or {}).get("kind", "user") == "user"):
             return  # the user's own line, already on the screen
-        super().dsh_session_event(session, event)
+        for line in self.render.lines(self.names.get(session.id) or self.fallback(session), event):
+            self.write(line)
 
     @hookimpl
     def dsh_agent_status(self, agent: Any, status: str) -> None:

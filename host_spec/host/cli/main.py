@@ -47,6 +47,7 @@ from host_spec.cli import HANDLER_KEY
 from host_spec.errors import DshError, coded_leaves
 
 from host_spec.host.cli import acp, chat, demo, plugins_list, run_commands, session_log, traces, worker
+from host_spec.host.cli.output import reader_gone
 from host_spec.host.cli.extensions import CliEnvironment, Extension, discover_extensions, register_extensions
 from host_spec.host.cli.usage import check_data_dir, default_data_dir
 from host_spec.host.redaction import redact_url
@@ -162,11 +163,23 @@ def main(
         extensions: ``(name, register)`` CLI extensions instead of the installed ones (tests).
         trace_contributors: ``(name, contribute)`` trace contributors instead of the installed ones (tests).
     """
+    try:
+        return _main(argv, extensions, trace_contributors)
+    except BrokenPipeError:  # the reader of our output left (``dsh team show | head``): end as SIGPIPE would
+        return reader_gone()
+
+
+def _main(argv: Sequence[str] | None, extensions: Sequence[Extension] | None,
+          trace_contributors: Sequence[Any] | None) -> int:
     args = build_parser(extensions, trace_contributors=trace_contributors).parse_args(argv)
     _configure_logging(args.verbose)
     handler = _extension if getattr(args, HANDLER_KEY, None) is not None else _HANDLERS[args.command]
     try:
-        return asyncio.run(handler(args))
+        status = asyncio.run(handler(args))
+        sys.stdout.flush()  # a reader that left shows here, not as a noisy error at the interpreter's exit
+        return status
+    except BrokenPipeError:
+        raise
     except DshError as exc:
         print(f"dsh: {exc.code}: {redact_url(exc.message)}", file=sys.stderr)
         return 2

@@ -26,7 +26,7 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 from urllib.parse import quote
 
 import attrs
@@ -51,6 +51,7 @@ from host_spec.host.cli.run_settings import (
     lookup,
     record,
 )
+from host_spec.host.cli.output import transcript_line
 from host_spec.host.cli.transcript import Transcript
 from host_spec.host.cli.usage import CliError, check_data_dir, workspace_dir
 from host_spec.host.cli.watching import wait_for_stop, watching
@@ -144,13 +145,20 @@ def _last_end(agent: Any) -> dict[str, Any] | None:
 
 #: Characters of an error message the closing line keeps (the log holds it all).
 _ENDING_MESSAGE_CHARS = 300
+#: Errors a resume with the same settings can only repeat: the way out the closing line names instead.
+_NOT_RESUMABLE: Final = {
+    "MODEL_TOOLS_UNSUPPORTED": "choose a model with tool support (for llm: models, `llm models list --tools`) "
+                               "and run again with it (--model)",
+}
 
 
 def ending(reason: dict[str, Any] | None, session_id: str, data_dir: Path) -> str | None:
     """The closing line of a run whose root's last turn did not complete (``None`` when it did).
 
     It names how the turn ended (an error's code and a one-line message) and the exact
-    ``dsh resume`` command that continues the run, so a failed run never ends silently.
+    ``dsh resume`` command that continues the run, so a failed run never ends silently;
+    for an error a resume could only repeat (:data:`_NOT_RESUMABLE`) it names the way
+    out instead.
     """
     if reason is None or reason.get("kind") == "completed":
         return None
@@ -161,6 +169,9 @@ def ending(reason: dict[str, Any] | None, session_id: str, data_dir: Path) -> st
         if len(message) > _ENDING_MESSAGE_CHARS:
             message = message[: _ENDING_MESSAGE_CHARS - 3] + "..."
         what = f"{error.get('code') or 'UNKNOWN'}: {message}" if message else str(error.get("code") or "UNKNOWN")
+        way_out = _NOT_RESUMABLE.get(str(error.get("code")))
+        if way_out is not None:
+            return f"dsh: the run failed ({what}); {way_out}"
     else:
         what = f"the turn was {kind}"
     command = shlex.join(["dsh", "resume", "--data-dir", str(data_dir), session_id])
@@ -182,7 +193,7 @@ def kept_worktrees(name: str) -> Profile:
 
 
 async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -> int:
-    transcript = Transcript(write=print, fallback=agent_name)
+    transcript = Transcript(write=transcript_line, fallback=agent_name)
     if isinstance(model, str):
         model = absolute_spec(model, prefix="scripted:")  # agents and child descriptors record it as well
     location = args.store_url if args.store_url is not None else args.data_dir

@@ -15,7 +15,7 @@ Only the conversation surface, abnormal turn ends and a child's cold resume
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -24,7 +24,7 @@ from host_spec import hookimpl
 from host_spec.events import Event, EventType, json_encode
 from host_spec.messages import message_text
 
-__all__ = ["Transcript", "render_event", "format_event"]
+__all__ = ["Transcript", "render_event", "user_lines", "format_event"]
 
 
 def _lines(prefix: str, text: str) -> list[str]:
@@ -47,14 +47,19 @@ def _user_text(content: list[dict[str, Any]]) -> str:
     return text
 
 
+def user_lines(name: str, value: Mapping[str, Any], content: list[dict[str, Any]]) -> list[str]:
+    """The lines of a ``user/message`` payload ``value`` showing ``content`` (its blocks, or some of them)."""
+    kind = (value.get("source") or {}).get("kind", "user")
+    who = "user" if kind == "user" else f"user ({kind})"
+    return _lines(f"[{name}] {who}: ", _user_text(content))
+
+
 def render_event(name: str, event: Event) -> list[str]:
     """The transcript lines of one event (none for bookkeeping events)."""
     tag = f"[{name}] "
     if event.type == EventType.USER_MESSAGE:
         value = event.value()
-        kind = (value.get("source") or {}).get("kind", "user")
-        who = "user" if kind == "user" else f"user ({kind})"
-        return _lines(f"{tag}{who}: ", _user_text(value.get("content") or []))
+        return user_lines(name, value, value.get("content") or [])
     if event.type == EventType.ASSISTANT_MESSAGE:
         text = message_text(event.value().get("content") or [])
         return _lines(f"{tag}assistant: ", text) if text.strip() else []

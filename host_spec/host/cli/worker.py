@@ -9,7 +9,9 @@ on the store hand their members' model calls and workspace tool calls to workers
 (:mod:`host_spec.host.placement`); this worker holds up to ``--max-members``
 members' leases at once and runs their calls here, the file, search and shell
 tools acting on ``--workspace`` (default: the checkout each member's session
-records, for workers on the Lead's machine).
+records, for workers on the Lead's machine). The profile's MCP servers run here
+too, started against that checkout (a server table's own ``cwd`` wins), so a
+member's ``mcp__SERVER__TOOL`` calls act on the same files as its other tools.
 
 A Team on a shared store is written by one holder at a time under a lease on its
 root session (:mod:`host_spec.host.store.postgres.leases`). A holder that dies
@@ -38,6 +40,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +52,10 @@ from host_spec.extras import require
 from host_spec.host.app import Host
 from host_spec.host.cli.run_commands import _NoModel, taken_over
 from host_spec.host.cli.run_settings import decode_settings
+from host_spec.host.cli.output import transcript_line
 from host_spec.host.cli.transcript import Transcript
 from host_spec.host.cli.usage import CliError
-from host_spec.host.plugins.profiles import load_profile
+from host_spec.host.plugins.profiles import MCP_PLUGIN, PluginEntry, load_profile
 from host_spec.host.redaction import redact_url
 from host_spec.host.runs import agent_name
 from host_spec.host.store.selection import STORE_ENV, chosen_store, open_backend
@@ -95,17 +99,31 @@ def _member_host_opener(store: Any, args: argparse.Namespace, audits_plugin: Any
     """``await open(root)``: a host for running Team ``root``'s members' calls here.
 
     It has the run's model (and the profile's member models) and, of the
-    profile's plugins, only the workspace tools: the Team itself lives in the
-    Lead's process, which judges writes against the board and sends its verdict.
+    profile's plugins, only the workspace tools and the MCP servers (on this
+    worker's checkout: :func:`_on_checkout`): the Team itself lives in the Lead's
+    process, which judges writes against the board and sends its verdict.
     """
 
     async def open_host(root: str) -> Host:
         profile_name, model = await asyncio.to_thread(_recorded, store, root, args)
         profile = load_profile(profile_name)
-        profile = attrs.evolve(profile, plugins=tuple(e for e in profile.plugins if e.name == "workspace"))
+        checkout = args.workspace or (await asyncio.to_thread(store.header, root)).cwd
+        kept = tuple(_on_checkout(e, checkout) if e.name == MCP_PLUGIN else e
+                     for e in profile.plugins if e.name in ("workspace", MCP_PLUGIN))
+        profile = attrs.evolve(profile, plugins=kept)
         return await Host.open(None, profile, model, extra_plugins=[("dsh-placement-audits", audits_plugin())])
 
     return open_host
+
+
+def _on_checkout(entry: PluginEntry, checkout: str | None) -> PluginEntry:
+    """The ``mcp`` plugin's entry with each stdio server started in ``checkout`` (unless its table sets ``cwd``)."""
+    servers = entry.config.get("servers")
+    if checkout is None or not isinstance(servers, Mapping):
+        return entry
+    placed = {name: {**table, "cwd": checkout} if isinstance(table, Mapping) and "command" in table
+              and "cwd" not in table else table for name, table in servers.items()}
+    return attrs.evolve(entry, config={**entry.config, "servers": placed})
 
 
 async def _take_over(url: str, root: str, args: argparse.Namespace) -> None:
@@ -115,7 +133,7 @@ async def _take_over(url: str, root: str, args: argparse.Namespace) -> None:
         profile, model = _recorded(records, root, args)
     finally:
         records.close()
-    transcript = Transcript(write=print, fallback=agent_name)
+    transcript = Transcript(write=transcript_line, fallback=agent_name)
     host = await Host.open(url, profile, model, extra_plugins=[("dsh-transcript", transcript)])
     outcome: str | None = None
     try:

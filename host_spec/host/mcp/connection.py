@@ -38,7 +38,9 @@ log = structlog.get_logger(__name__)
 
 #: How long a stopping server may take to close before its owner task is cancelled.
 CLOSE_TIMEOUT_S: Final = 5.0
-#: Lines of a stdio server's stderr quoted (scrubbed) in a failure.
+#: Lines of a stdio server's stderr quoted (scrubbed) in a failure: its last ones, and while
+#: calls are in flight only those written since the earliest of them started (earlier
+#: lines are about other work, and would only mislead).
 STDERR_LINES: Final = 5
 #: Bytes read from the end of a stdio server's stderr to find those lines.
 STDERR_TAIL_BYTES: Final = 4096
@@ -95,6 +97,9 @@ class Connection:
         self._ended = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stderr = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        #: Where the stderr file ended when each call in flight started (call number -> offset).
+        self._call_marks: dict[int, int] = {}
+        self._calls = 0
 
     @property
     def alive(self) -> bool:
@@ -117,11 +122,19 @@ class Connection:
             return config.url
         return _with_headers(config.url, dict(config.headers))
 
-    def _stderr_tail(self) -> str:
+    def _stderr_end(self) -> int:
+        """The stderr file's current end (0 when it cannot be read)."""
         try:
             self._stderr.flush()
-            size = self._stderr.seek(0, 2)
-            self._stderr.seek(max(0, size - STDERR_TAIL_BYTES))  # a chatty server's file may be long
+            return self._stderr.seek(0, 2)
+        except (OSError, ValueError):
+            return 0
+
+    def _stderr_tail(self) -> str:
+        since = min(self._call_marks.values(), default=0)
+        try:
+            size = self._stderr_end()
+            self._stderr.seek(max(since, size - STDERR_TAIL_BYTES))  # a chatty server's file may be long
             lines = [line.rstrip() for line in self._stderr.read().splitlines() if line.strip()]
         except (OSError, ValueError):
             return ""
@@ -198,14 +211,23 @@ class Connection:
             McpServerError: ``MCP_SERVER_UNAVAILABLE``, ``MCP_SERVER_DIED``, ``MCP_TOOL_TIMEOUT``
                 or ``MCP_TOOL_ERROR`` (a JSON-RPC error answer), naming the server.
         """
-        from mcp import MCPError
-        from mcp_types import CONNECTION_CLOSED
-        from pydantic import ValidationError
-
         client = self._client
         if client is None or self.failure is not None:
             raise McpServerError(f'MCP server "{self.name}" is not running: {self.failure}',
                                  code="MCP_SERVER_UNAVAILABLE", server=self.name)
+        self._calls += 1
+        number = self._calls
+        self._call_marks[number] = self._stderr_end()
+        try:
+            return await self._call(client, tool, arguments)
+        finally:
+            del self._call_marks[number]
+
+    async def _call(self, client: Client, tool: str, arguments: dict[str, Any]) -> Any:
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED
+        from pydantic import ValidationError
+
         call = asyncio.ensure_future(client.call_tool(tool, arguments))
         ended = asyncio.ensure_future(self._ended.wait())
         limit = self.config.tool_timeout_ms

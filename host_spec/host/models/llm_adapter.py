@@ -6,6 +6,10 @@ GGUF files and dozens more through its plugins; ``dsh run --model llm:MODEL`` us
 aliases`` list them; a plugin with a sync model only gets it run in a thread,
 see :func:`in_thread`) and asks it for **one step at a time**:
 
+* the conversation goes as ``messages=`` and, for plugins that read the older
+  fields, this turn's text as ``prompt=``, the system prompt as ``system=`` and
+  the newest tool results as ``tool_results=`` (see :class:`~host_spec.host.models.llm_wire.LlmTurn`);
+
 * our tools go out as ``llm.Tool`` definitions without an implementation and the
   reply's ``tool_calls()`` come back to our loop, which runs and records each one.
   ``llm``'s own ``chain()`` would execute tools outside the durable log, so it is
@@ -47,8 +51,8 @@ from host_spec.host.models.llm_wire import (
     LlmSettings,
     encode_arguments,
     parse_settings,
-    to_llm_messages,
     to_llm_tools,
+    to_llm_turn,
     usage_from_llm,
 )
 from host_spec.host.models.openai_adapter import MAX_RETRY_AFTER, redact
@@ -159,7 +163,7 @@ class LlmModel:
 
     async def _step(self, request: ModelRequest) -> dict[str, Any]:
         tools = to_llm_tools(request.tools)
-        response = self.model.prompt(messages=to_llm_messages(request.system, request.messages),
+        response = self.model.prompt(**to_llm_turn(request.system, request.messages).kwargs(),
                                      tools=tools or None, stream=self.settings.stream, **self._options)
         if isinstance(self.model, (llm.Model, llm.KeyModel)):
             await in_thread(response)

@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl
 
 import attrs
 import msgspec
-from llm import Tool
+from llm import Tool, ToolResult
 from llm.parts import Message, TextPart, ToolCallPart, ToolResultPart
 
 from host_spec.records import ToolSpec
@@ -36,7 +36,7 @@ from host_spec.host.agents.tools import schema
 from host_spec.host.models.openai_wire import joined_text
 from host_spec.host.models.retries import spec_error, spec_number
 
-__all__ = ["LlmSettings", "parse_settings", "to_llm_messages", "to_llm_tools", "usage_from_llm", "call_arguments",
+__all__ = ["LlmSettings", "LlmTurn", "parse_settings", "to_llm_turn", "to_llm_messages", "to_llm_tools", "usage_from_llm", "call_arguments",
            "encode_arguments"]
 
 OPTION_PREFIX: Final = "o."
@@ -139,6 +139,52 @@ def to_llm_messages(system: str, messages: Sequence[Mapping[str, Any]]) -> list[
         else:
             out.append(Message(role="user", parts=[TextPart(text=joined_text(message.get("content") or []))]))
     return out
+
+
+@attrs.frozen
+class LlmTurn:
+    """One ``llm`` prompt's arguments: this turn's input apart from the history before it.
+
+    ``llm`` folds ``prompt=`` and ``tool_results=`` back onto the end of
+    ``messages=`` (``_append_turn_input``), so ``response.prompt.messages`` is the
+    whole conversation for plugins that read it, while plugins that read
+    ``prompt.prompt``, ``prompt.system`` and ``prompt.tool_results`` (llm-echo,
+    llm-markov and most plugins written before ``messages=`` existed) get this
+    turn's text, the system prompt and the results they asked for, not an empty prompt.
+    """
+
+    prompt: str | None
+    system: str | None
+    history: list[Message]
+    tool_results: list[ToolResult]
+
+    def kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of ``model.prompt(...)`` (those that are set)."""
+        out: dict[str, Any] = {"prompt": self.prompt, "system": self.system, "messages": self.history}
+        if self.tool_results:
+            out["tool_results"] = self.tool_results
+        return out
+
+
+def to_llm_turn(system: str, messages: Sequence[Mapping[str, Any]]) -> LlmTurn:
+    """Split the conversation into ``llm``'s history and this turn's input (see :class:`LlmTurn`).
+
+    The newest message, when it is a user message, is the prompt; a trailing run of
+    tool results (the answers to the model's last calls) is the turn's
+    ``tool_results``. Everything before stays the ``messages=`` history, so the
+    chain ``llm`` rebuilds equals :func:`to_llm_messages` of the whole conversation.
+    """
+    chain = to_llm_messages(system, messages)
+    prompt: str | None = None
+    results: list[ToolResult] = []
+    text = "".join(getattr(part, "text", "") for part in chain[-1].parts) if chain else ""
+    if chain and chain[-1].role == "user" and text:  # an empty one stays history: llm drops an empty prompt
+        chain.pop()
+        prompt = text
+    elif chain and chain[-1].role == "tool":
+        results = [ToolResult(name=part.name, output=part.output, tool_call_id=part.tool_call_id)
+                   for part in chain.pop().parts if isinstance(part, ToolResultPart)]
+    return LlmTurn(prompt=prompt, system=system or None, history=chain, tool_results=results)
 
 
 def to_llm_tools(tools: Sequence[ToolSpec]) -> list[Tool]:

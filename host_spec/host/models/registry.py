@@ -121,6 +121,15 @@ class ModelRoutes:
             adapter = self._adapters[spec] = resolve_spec(spec, factories=self.factories)
         return adapter
 
+    def check(self, spec: str) -> None:
+        """Resolve ``spec`` now, even on a host whose default was given as an object, and keep its adapter.
+
+        Raises:
+            ModelError: the spec does not resolve (see :func:`resolve_spec`).
+        """
+        if spec != self.default_spec and spec not in self._adapters:
+            self._adapters[spec] = resolve_spec(spec, factories=self.factories)
+
     def window_for(self, spec: str | None) -> int | None:
         """The context window (tokens) the adapter serving ``spec`` reports, if it does.
 

@@ -3,8 +3,8 @@
 On a shared store the Lead's process keeps writing every log of its Team, so
 mail, the board, waits, interrupts and quiescence behave exactly as in one
 process. What it hands out is the work of a member's step: the model call, and
-each workspace tool call (the file, search and shell tools act on a worker's
-checkout). Both are posted to the store's work desk
+each workspace and MCP tool call (the file, search and shell tools act on a
+worker's checkout, and the worker runs the profile's MCP servers against it). Both are posted to the store's work desk
 (:mod:`host_spec.host.store.postgres.work`) after the member's log is durable up
 to that point (the turn loop's checkpoint), and the answer is recorded in the
 member's log here, as if the call had run here.
@@ -56,6 +56,8 @@ log = structlog.get_logger(__name__)
 
 #: The tools whose calls run where the member's work runs (they act on a checkout).
 PLACED_TOOLS: Final = frozenset({"read_file", "write_file", "edit_file", "glob", "list_dir", "grep", "bash"})
+#: The prefix of MCP tools (``mcp__SERVER__TOOL``): placed too, the worker runs the profile's servers on its checkout.
+MCP_PREFIX: Final = "mcp__"
 #: Seconds a posted call may wait for a worker before this process runs it itself.
 GRACE_SECONDS: Final = 3.0
 #: Seconds between two looks at a posted call when no notification came (the safety net).
@@ -133,7 +135,7 @@ class Placement:
         are appended to the member's log here, before the result, as a local call's
         would be.
         """
-        if name not in PLACED_TOOLS or not await self.placed(agent):
+        if (name not in PLACED_TOOLS and not name.startswith(MCP_PREFIX)) or not await self.placed(agent):
             return None
         work = ToolWork(asker=self._asker(agent), seq=agent.session.durable_seq, call_id=call_id, name=name,
                         arguments=arguments.decode(), turn=turn, step=step, audits=self._audits(agent, name, arguments))

@@ -8,7 +8,9 @@ to ``max_members`` at a time, recovers what a dead previous holder left taken
 member's calls in posting order and runs each one: a model call through the
 run's own model (the profile and model spec the Lead recorded in the store), a
 workspace tool call through the profile's workspace tools over this worker's
-checkout (``--workspace``, else the one the member's session records). A member
+checkout (``--workspace``, else the one the member's session records), an MCP
+tool call through the profile's MCP servers, which this worker runs against that
+checkout. A member
 stays with its worker while it keeps getting work (its checkout is here) and is
 let go after ``linger_seconds`` without any.
 
@@ -265,8 +267,12 @@ class MemberRunner:
         agent = await self._stand_in(host, held, member, work.asker, work.seq)
         collected = collecting()
         judging(work.audits)
-        result = await host.tools.execute(agent, work.call_id, work.name, work.arguments, signal,
-                                          turn=work.turn, step=work.step)
+        host.created(agent)  # what the worker's plugins give an agent: the MCP servers' tools, running here
+        try:
+            result = await host.tools.execute(agent, work.call_id, work.name, work.arguments, signal,
+                                              turn=work.turn, step=work.step)
+        finally:
+            host.disposed(agent)
         return ToolAnswer(result=msgspec.to_builtins(result), appends=collected)
 
 
