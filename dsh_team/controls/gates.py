@@ -213,7 +213,8 @@ class Gates:
         gates = self.config.gates
         for step in run.steps:
             try:
-                outcome = await runner.run_command(root, step.command, timeout_ms=gates.timeout_ms, signal=signal)
+                outcome = await runner.run_command(root, step.command, timeout_ms=gates.timeout_ms, signal=signal,
+                                                  member=run.member)
             except WorkspaceError as error:
                 results.append(CheckResult(
                     command=step.command, exit_code=None, name=step.name, tail=_tail(error.message, gates.tail_chars)

@@ -1,0 +1,94 @@
+"""The bubblewrap command line of one sandboxed command (a pure function of the policy and the layout).
+
+Mount order is the design: later mounts cover earlier ones, so the list goes from
+the widest to the narrowest rule.
+
+1. ``/`` read-only; a fresh ``/dev`` and ``/proc`` (of the command's own pid
+   namespace: the host's processes are not even visible, let alone killable).
+2. A private, empty ``/tmp``; without network also an empty ``/run`` (local
+   service sockets such as PostgreSQL's live there).
+3. The user's home replaced by an empty directory, then the listed home paths
+   bound read-only into it.
+4. The workspace root bound writable (``workspace-write``) or read-only (it may lie
+   under ``/tmp`` or the home, which step 2 and 3 emptied).
+5. The protected paths inside it read-only again (``.git``, ``.dsh``, the profile's).
+6. The hidden paths (the run's data dir, the store's socket directory) covered by an
+   empty read-only tmpfs, or ``/dev/null`` for a file: neither readable nor writable.
+
+Every namespace is unshared (user where possible, pid, ipc, uts, cgroup, and the
+network unless the policy allows it), every capability dropped, the command gets
+its own session (no ``TIOCSTI`` into a terminal) and dies with its parent: a
+crashed host leaves no sandbox behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+
+from host_spec.host.sandbox.policy import Policy
+
+__all__ = ["Layout", "bwrap_argv"]
+
+
+@attrs.frozen
+class Layout:
+    """Where one command runs (every path absolute, symlinks resolved).
+
+    Attributes:
+        root: The member's workspace root (the working directory).
+        homes: The user's home directories to empty (``$HOME`` and the account's own).
+        hidden: Paths to cover (the run's data dir, the store's socket directory).
+    """
+
+    root: Path
+    homes: tuple[Path, ...] = ()
+    hidden: tuple[Path, ...] = ()
+
+
+def _inside(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+def _home(home: Path, policy: Policy) -> list[str]:
+    out = ["--tmpfs", str(home)]
+    for rel in policy.home_paths:
+        out += ["--ro-bind-try", str(home / rel), str(home / rel)]
+    return out
+
+
+def bwrap_argv(bwrap: str, policy: Policy, layout: Layout, argv: Sequence[str]) -> list[str]:
+    """The full command line running ``argv`` under ``policy`` (see the module docstring for the order).
+
+    The environment is not on the command line (where any process could read it
+    from ``/proc``): bubblewrap passes its own, already allowlisted, to the command.
+    """
+    root = layout.root
+    out = [bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--cap-drop", "ALL"]
+    if policy.network:
+        out.append("--share-net")
+    out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    if not policy.network and not _inside(root, Path("/run")):
+        out += ["--tmpfs", "/run"]
+    homes = [home for home in layout.homes if home != Path("/")]
+    for home in homes:
+        if not _inside(home, root):  # a home holding the workspace: emptied first, the workspace bound over it
+            out += _home(home, policy)
+    out += ["--bind" if policy.writes_workspace else "--ro-bind", str(root), str(root)]
+    if policy.writes_workspace:
+        for rel in policy.protected:
+            out += ["--ro-bind-try", str(root / rel), str(root / rel)]
+    for home in homes:
+        if _inside(home, root):  # a home inside the workspace: emptied after the workspace was bound
+            out += _home(home, policy)
+    for hidden in layout.hidden:
+        if _inside(root, hidden):
+            continue  # hiding it would hide the workspace itself (the data dir must not contain it)
+        if hidden.is_dir():
+            out += ["--tmpfs", str(hidden), "--remount-ro", str(hidden)]
+        elif hidden.exists():
+            out += ["--ro-bind", "/dev/null", str(hidden)]
+    out += ["--chdir", str(root), "--", *argv]
+    return out
