@@ -142,6 +142,26 @@ async def test_a_data_dir_outside_the_workspace_is_hidden_too(ws) -> None:
         assert not (data / "x").exists()
 
 
+async def test_a_data_dir_holding_the_workspace_shows_only_the_workspace(tmp_path) -> None:
+    """The demo's layout (``DATA/workspace``): the logs beside the workspace stay out of reach."""
+    data = tmp_path / "data"
+    ws = data / "workspace"
+    ws.mkdir(parents=True)
+    host = await open_host(ws, data=data)
+    try:
+        agent = await lead_in(host, ws)
+        await call(host, agent, "bash", command="true")
+        await agent.session.flush()
+        logs = [p for p in data.rglob("*") if p.is_file() and ws not in p.parents]
+        probe = await call(host, agent, "bash", command=f"ls -A {data}; echo x > {data}/forged; echo ok > mine.txt")
+        edit = await call(host, agent, "write_file", path="src/a.py", content="print(1)\n")
+    finally:
+        await host.close()
+    assert logs and probe.output.startswith("workspace\n") and "Read-only file system" in probe.output
+    assert not (data / "forged").exists() and (ws / "mine.txt").read_text() == "ok\n"
+    assert edit.code is None and (ws / "src" / "a.py").exists()
+
+
 async def test_no_tcp_connection_to_a_local_listener(ws) -> None:
     accepted: list[int] = []
 
@@ -233,6 +253,10 @@ async def test_background_processes_do_not_outlive_the_command(ws) -> None:
     assert await gone(marker)
     unsandboxed = await run(ws, command, sandbox={"policy": "full"})  # the oracle: without it, setsid escapes
     try:
+        for _ in range(100):
+            if processes_with(marker):
+                break
+            await asyncio.sleep(0.05)
         assert unsandboxed[0].output == "started\n" and processes_with(marker)
     finally:
         for pid in processes_with(marker):

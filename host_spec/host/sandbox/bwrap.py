@@ -14,6 +14,8 @@ the widest to the narrowest rule.
 5. The protected paths inside it read-only again (``.git``, ``.dsh``, the profile's).
 6. The hidden paths (the run's data dir, the store's socket directory) covered by an
    empty read-only tmpfs, or ``/dev/null`` for a file: neither readable nor writable.
+   A data dir that holds the workspace (the demo keeps it in ``DATA/workspace``) is
+   emptied *before* step 4, so only the workspace shows through it.
 
 Every namespace is unshared (user where possible, pid, ipc, uts, cgroup, and the
 network unless the policy allows it), every capability dropped, the command gets
@@ -73,9 +75,12 @@ def bwrap_argv(bwrap: str, policy: Policy, layout: Layout, argv: Sequence[str]) 
     if not policy.network and not _inside(root, Path("/run")):
         out += ["--tmpfs", "/run"]
     homes = [home for home in layout.homes if home != Path("/")]
+    holding = [hidden for hidden in layout.hidden if _inside(root, hidden)]
     for home in homes:
         if not _inside(home, root):  # a home holding the workspace: emptied first, the workspace bound over it
             out += _home(home, policy)
+    for hidden in holding:  # a data dir holding the workspace (the demo's layout): emptied, the workspace bound in
+        out += ["--tmpfs", str(hidden)]
     out += ["--bind" if policy.writes_workspace else "--ro-bind", str(root), str(root)]
     if policy.writes_workspace:
         for rel in policy.protected:
@@ -84,9 +89,9 @@ def bwrap_argv(bwrap: str, policy: Policy, layout: Layout, argv: Sequence[str]) 
         if _inside(home, root):  # a home inside the workspace: emptied after the workspace was bound
             out += _home(home, policy)
     for hidden in layout.hidden:
-        if _inside(root, hidden):
-            continue  # hiding it would hide the workspace itself (the data dir must not contain it)
-        if hidden.is_dir():
+        if hidden in holding:
+            out += ["--remount-ro", str(hidden)]
+        elif hidden.is_dir():
             out += ["--tmpfs", str(hidden), "--remount-ro", str(hidden)]
         elif hidden.exists():
             out += ["--ro-bind", "/dev/null", str(hidden)]

@@ -200,7 +200,7 @@ class Sandbox:
         """
         if not policy.sandboxed:
             return
-        if self.hides(resolved):
+        if self.hides(resolved, root):
             raise WorkspaceError(f"{shown} is the run's own data; no member may read or write it",
                                  code=WorkspaceCode.PATH_PROTECTED, path=shown)
         if not write:
@@ -214,9 +214,18 @@ class Sandbox:
                     raise WorkspaceError(f"{shown} is protected ({rel} is read-only for members)",
                                          code=WorkspaceCode.PATH_PROTECTED, path=shown)
 
-    def hides(self, resolved: Path) -> bool:
-        """Whether ``resolved`` is (inside) the run's own data."""
-        return any(resolved == hidden or hidden in resolved.parents for hidden in self.hidden)
+    def hides(self, resolved: Path, root: Path) -> bool:
+        """Whether ``resolved`` is (inside) the run's own data, seen from the workspace ``root``.
+
+        A data dir that holds the workspace hides everything but the workspace.
+        """
+        if resolved == root or root in resolved.parents:
+            return any(_within(resolved, hidden) and not _within(root, hidden) for hidden in self.hidden)
+        return any(_within(resolved, hidden) for hidden in self.hidden)
+
+
+def _within(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
 
 
 def sandbox_of(host: Any) -> Sandbox:

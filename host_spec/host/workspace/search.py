@@ -47,7 +47,7 @@ class SearchTools:
     def _visible(self, call: ToolCall, workspace: Workspace, rel: str) -> bool:
         """Whether a walked path may be shown (never the run's own data to a sandboxed member)."""
         name = None if call.agent is None else call.agent.name
-        return not (self.sandbox.policy_for(name).sandboxed and self.sandbox.hides(workspace.root / rel))
+        return not (self.sandbox.policy_for(name).sandboxed and self.sandbox.hides(workspace.root / rel, workspace.root))
 
     async def glob(self, args: GlobArgs, call: ToolCall) -> ListResult:
         workspace = workspace_of(call.agent)
