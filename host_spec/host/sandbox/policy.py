@@ -111,8 +111,8 @@ class SandboxSettings:
     def policy_for(self, member: str | None) -> Policy:
         """The effective policy of ``member`` (``None``: the profile's own, e.g. for an MCP server)."""
         name, network = self.policy, self.network
-        for pattern, override in self.members.items() if member is not None else ():
-            if fnmatch.fnmatchcase(member, pattern):
+        for pattern, override in self.members.items():
+            if member is not None and fnmatch.fnmatchcase(member, pattern):
                 name = override.policy if override.policy is not None else name
                 network = override.network if override.network is not None else network
                 break
