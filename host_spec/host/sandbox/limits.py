@@ -21,7 +21,6 @@ Wall time is the caller's (the ``bash`` timeout kills the whole sandbox).
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import itertools
 import os
@@ -50,10 +49,17 @@ def ulimit_prefix(memory_mb: int, max_processes: int) -> str:
 
 
 def limited(argv: Sequence[str], memory_mb: int, max_processes: int) -> list[str]:
-    """``argv`` (a ``/bin/bash -c COMMAND`` line) with the rlimits applied first."""
+    """``argv`` with the rlimits applied first.
+
+    A ``/bin/bash -c COMMAND`` line gets them on the command's own first line (no
+    second shell: a process start is a good part of a trivial command's cost);
+    any other program is started by a shell that sets them and execs it.
+    """
     prefix = ulimit_prefix(memory_mb, max_processes)
     if not prefix:
         return list(argv)
+    if len(argv) == 3 and argv[0] == "/bin/bash" and argv[1] == "-c":
+        return ["/bin/bash", "-c", prefix + argv[2]]
     return ["/bin/bash", "-c", prefix + 'exec "$@"', "dsh-sandbox", *argv]
 
 
@@ -92,38 +98,51 @@ class CommandGroup:
     """One command's cgroup: ``wrap`` its argv, ``release`` it after the command ended."""
 
     path: Path
+    pool: PidsCgroups | None = None
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         script = f"echo $$ > {shlex.quote(str(self.path / 'cgroup.procs'))} || exit 125; exec \"$@\""
         return ["/bin/sh", "-c", script, "dsh-sandbox", *argv]
 
     async def release(self) -> None:
-        """Remove the cgroup; the killed sandbox's last processes may take a moment to be gone."""
-        for _ in range(200):
-            try:
-                os.rmdir(self.path)
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                await asyncio.sleep(0.01)
+        """Give the cgroup back; the next command takes it only once it is empty (:meth:`PidsCgroups.group`)."""
+        if self.pool is not None:
+            self.pool.returned.append(self.path)
 
 
 @attrs.define(eq=False)
 class PidsCgroups:
-    """The host process's directory of per-command pids cgroups."""
+    """The host process's directory of per-command pids cgroups.
+
+    Empty groups are reused: creating and removing a cgroup costs more than the
+    sandbox itself (``rmdir`` waits for the kernel's RCU grace period).
+    """
 
     base: Path
+    returned: list[Path] = attrs.Factory(list)
+
+    def _empty(self) -> Path | None:
+        """A returned group whose last process is gone (the killed sandbox's may take a moment)."""
+        for index, path in enumerate(self.returned):
+            try:
+                empty = (path / "pids.current").read_text().strip() == "0"
+            except OSError:
+                empty = False
+            if empty:
+                return self.returned.pop(index)
+        return None
 
     def group(self, max_processes: int) -> CommandGroup:
-        path = self.base / f"c{next(_names)}"
-        path.mkdir()
+        path = self._empty()
+        if path is None:
+            path = self.base / f"c{next(_names)}"
+            path.mkdir()
         try:
             (path / "pids.max").write_text(f"{max_processes}\n")
         except OSError:
             path.rmdir()
             raise
-        return CommandGroup(path)
+        return CommandGroup(path, self)
 
 
 def find_pids_cgroups() -> PidsCgroups | None:
@@ -135,8 +154,7 @@ def find_pids_cgroups() -> PidsCgroups | None:
     base = own / f"{_PREFIX}{os.getpid()}"
     try:
         base.mkdir(exist_ok=True)
-        probe = PidsCgroups(base).group(1)
-        probe.path.rmdir()
+        PidsCgroups(base).group(1).path.rmdir()
     except OSError:
         return None
     atexit.register(_remove, base)
