@@ -28,6 +28,7 @@ from typing import Any, Final, Literal
 import attrs
 
 from host_spec.config import structure_config
+from host_spec.errors import ConfigError
 
 __all__ = ["PolicyName", "POLICIES", "MemberOverride", "SandboxSettings", "Policy", "load_settings", "layered",
            "ALWAYS_PROTECTED", "looks_secret"]
@@ -170,7 +171,14 @@ def load_settings(raw: Mapping[str, Any] | None, path: str = "sandbox") -> Sandb
         ConfigError: an unknown key, a wrong type, an unknown policy, an absolute or
             ``..`` path, a credential-like ``env`` name -- naming the field path.
     """
-    return structure_config(SandboxSettings, raw, path)
+    try:
+        return structure_config(SandboxSettings, raw, path)
+    except ConfigError as exc:
+        # attrs validators run on the whole class; their messages start with the field's name.
+        field = exc.message.split(":", 1)[0].split(" ", 1)[0]
+        if exc.path != path or field not in attrs.fields_dict(SandboxSettings):
+            raise
+        raise ConfigError(exc.message.replace(f" @ {path}", f" @ {path}.{field}"), path=f"{path}.{field}") from None
 
 
 def layered(earlier: Mapping[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
