@@ -8,7 +8,8 @@
    commands to run; it is flushed before the first command starts.
 2. The commands run one after the other in the Lead's workspace through the
    host's :class:`~host_spec.workspace.CommandRunner` (the ``bash`` tool's rules:
-   own process group, timeout, capped output, no credentials in the environment),
+   the host's sandbox under the completing member's policy, own process group,
+   timeout, capped output, no credentials in the environment),
    stopping at the first failure. ``team/check/finished`` records each exit code
    and output tail.
 3. Only a passing finish completes the task (the ordinary compare-and-set update

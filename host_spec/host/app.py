@@ -127,6 +127,7 @@ class Host(HostRuns):
         *,
         extra_plugins: Sequence[tuple[str, object]] = (),
         wrap_storage: Callable[[StorageBackend], StorageBackend] | None = None,
+        run_data: str | os.PathLike[str] | None = None,
     ) -> Host:
         """Build a host and load its plugins.
 
@@ -141,13 +142,16 @@ class Host(HostRuns):
             wrap_storage: Called once with the JSONL store under ``data_dir``; the host
                 keeps the backend it returns, e.g. ``host_spec.testing.FaultyStorage``
                 to inject write failures. Ignored when ``data_dir`` is ``None``.
+            run_data: Where the run's data lives when it is not ``data_dir`` (a worker's
+                store URL): the sandbox keeps members' commands away from it.
 
         Raises:
             DshError: a model, profile or plugin failure; nothing stays loaded.
         """
         adapter = resolve_model(model)
         resolved = load_profile(profile) if isinstance(profile, (str, os.PathLike)) else profile
-        sandbox = Sandbox.for_run(resolved.sandbox if resolved is not None else SandboxSettings(), data_dir)
+        sandbox = Sandbox.for_run(resolved.sandbox if resolved is not None else SandboxSettings(),
+                                  data_dir if run_data is None else run_data)
         sandbox.check()  # SANDBOX_UNAVAILABLE before anything opens: never a silent run without one
         store: StorageBackend | None = open_backend(data_dir) if data_dir is not None else None
         opened = store

@@ -52,6 +52,7 @@ from host_spec.host.cli.transcript import Transcript
 from host_spec.host.cli.usage import CliError
 from host_spec.host.placement.runner import MemberRunner, audits_plugin
 from host_spec.host.plugins.profiles import load_profile
+from host_spec.host.sandbox.service import Sandbox
 from host_spec.host.runs import agent_name
 from host_spec.host.store.selection import STORE_ENV, chosen_store, open_backend
 
@@ -90,7 +91,7 @@ def _recorded(records: Any, root: str, args: argparse.Namespace) -> tuple[str, A
     return profile, model
 
 
-def _member_host_opener(store: Any, args: argparse.Namespace) -> Any:
+def _member_host_opener(store: Any, args: argparse.Namespace, store_url: str | None = None) -> Any:
     """``await open(root)``: a host for running Team ``root``'s members' calls here.
 
     It has the run's model (and the profile's member models) and, of the
@@ -102,7 +103,9 @@ def _member_host_opener(store: Any, args: argparse.Namespace) -> Any:
         profile_name, model = await asyncio.to_thread(_recorded, store, root, args)
         profile = load_profile(profile_name)
         profile = attrs.evolve(profile, plugins=tuple(e for e in profile.plugins if e.name == "workspace"))
-        return await Host.open(None, profile, model, extra_plugins=[("dsh-placement-audits", audits_plugin())])
+        # The run's own sandbox policies: a member's calls are confined here as in the Lead's process.
+        return await Host.open(None, profile, model, extra_plugins=[("dsh-placement-audits", audits_plugin())],
+                               run_data=store_url)
 
     return open_host
 
@@ -140,6 +143,7 @@ async def run(args: argparse.Namespace) -> int:
 
     Raises:
         CliError: ``CLI_USAGE`` when no shared store is named, or ``--max-teams`` is below 1.
+        SandboxUnavailable: ``SANDBOX_UNAVAILABLE``, the profile's policy needs a sandbox this machine cannot make.
     """
     url = chosen_store(args.store)
     if url is None:
@@ -150,6 +154,8 @@ async def run(args: argparse.Namespace) -> int:
     workspace = Path(args.workspace).resolve() if args.workspace is not None else None
     if workspace is not None and not workspace.is_dir():
         raise CliError(f"--workspace {args.workspace} is not a directory", code="CLI_USAGE")
+    # A worker that could not sandbox the calls it takes says so now, not at its first call.
+    Sandbox.for_run(load_profile(args.profile or "headless").sandbox, url).check()
     store: Any = open_backend(url)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -158,7 +164,7 @@ async def run(args: argparse.Namespace) -> int:
     running: dict[str, asyncio.Task[None]] = {}
     print(f"dsh worker: {store.holder} is watching the store", file=sys.stderr, flush=True)
     members = MemberRunner(store, max_members=args.max_members, workspace=workspace,
-                           open_host=_member_host_opener(store, args), linger_seconds=args.linger,
+                           open_host=_member_host_opener(store, args, url), linger_seconds=args.linger,
                            say=lambda text: print(f"dsh worker: {text}", file=sys.stderr, flush=True))
     serving = asyncio.create_task(members.run(stop))
     try:
