@@ -26,7 +26,7 @@ Handlers raise :class:`~host_spec.errors.DshError` for bad input; the host print
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -195,6 +195,14 @@ class CliEnv(Protocol):
         Raises:
             DshError: ``DATA_DIR_NOT_FOUND`` (missing) or ``DATA_DIR_UNUSABLE`` (not a
                 readable directory).
+        """
+        ...
+
+    def sandbox_policies(self, data_dir: Path, session_id: str, members: Sequence[str]) -> Mapping[str, str] | None:
+        """Each of ``members``' sandbox policy (``read-only``, ``workspace-write``, ``full``) in run ``session_id``.
+
+        Read from the profile the run recorded when it started (``dsh resume`` uses the
+        same one). ``None``: the run recorded none, or its profile cannot be read now.
         """
         ...
 

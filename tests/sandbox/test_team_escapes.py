@@ -92,3 +92,8 @@ def test_a_teammate_cannot_get_out_and_the_team_goes_on(tmp_path: Path) -> None:
         assert "killed-what-it-could" in outputs[5]
         lead_log = json.dumps([e.value() for e in store.read("session-1")[1]])
         assert "work done" in lead_log and "the Team is done" in lead_log
+        show = subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "team", "show", "--data-dir",
+                               str(ws / ".dsh-data")], env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        assert show.returncode == 0, show.stderr
+        assert show.stdout.rstrip().endswith(
+            "Sandbox: lead workspace-write, mallory workspace-write; UNSANDBOXED: none")

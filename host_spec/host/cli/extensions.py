@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -174,6 +174,30 @@ class CliEnvironment:
 
             return BackendReader(open_backend(url))
         return StoreReader(JsonlStore(self.check_data_dir(Path(data_dir), create=False)))
+
+    def sandbox_policies(self, data_dir: Path, session_id: str, members: Sequence[str]) -> Mapping[str, str] | None:
+        """Each member's policy under the profile run ``session_id`` recorded (``None``: none readable)."""
+        from host_spec.errors import DshError
+        from host_spec.host.cli.run_settings import decode_settings, lookup
+        from host_spec.host.plugins.profiles import load_profile
+
+        url = chosen_store(self.store_flag)
+        if url is not None:
+            backend: Any = open_backend(url)
+            try:
+                data = backend.get_run(session_id)
+            finally:
+                backend.close()
+            settings = decode_settings(data) if data is not None else None
+        else:
+            settings = lookup(self.check_data_dir(Path(data_dir), create=False), session_id)
+        if settings is None:
+            return None
+        try:
+            sandbox = load_profile(settings.profile).sandbox
+        except DshError:
+            return None
+        return {member: sandbox.policy_for(member).name for member in members}
 
     def open_appender(self, data_dir: Path, session_id: str) -> StoreAppender:
         """The chosen store's session ``session_id`` opened for writing, as a resume opens it."""
