@@ -261,3 +261,17 @@ async def test_background_processes_do_not_outlive_the_command(ws) -> None:
     finally:
         for pid in processes_with(marker):
             os.kill(pid, 9)
+
+
+async def test_run_stays_hidden_with_the_network_on(ws) -> None:
+    """``/run`` holds local service sockets (a container engine's is root on the machine): never visible."""
+    planted = Path(f"/run/dsh-sandbox-test-{os.getpid()}")
+    planted.mkdir()
+    try:
+        (planted / "engine.sock").write_text("")
+        results = await run(ws, f"ls {planted}", sandbox={"network": True})
+        assert "No such file or directory" in results[0].output
+        assert_goes_on(results)
+    finally:
+        (planted / "engine.sock").unlink()
+        planted.rmdir()

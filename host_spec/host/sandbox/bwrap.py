@@ -5,8 +5,10 @@ the widest to the narrowest rule.
 
 1. ``/`` read-only; a fresh ``/dev`` and ``/proc`` (of the command's own pid
    namespace: the host's processes are not even visible, let alone killable).
-2. A private, empty ``/tmp``; without network also an empty ``/run`` (local
-   service sockets such as PostgreSQL's live there).
+2. A private, empty ``/tmp`` and an empty ``/run``: local service sockets live
+   there (PostgreSQL's, D-Bus, a container engine's -- reaching that one would be
+   root on the machine), network or not. With network, the resolver's files are
+   bound back (``/etc/resolv.conf`` often points into ``/run``).
 3. The user's home replaced by an empty directory, then the listed home paths
    bound read-only into it.
 4. The workspace root bound writable (``workspace-write``) or read-only (it may lie
@@ -27,12 +29,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Final
 
 import attrs
 
 from host_spec.host.sandbox.policy import Policy
 
 __all__ = ["Layout", "bwrap_argv"]
+
+#: What of ``/run`` a command with network needs to resolve names.
+_RESOLVERS: Final = ("/run/systemd/resolve", "/run/resolvconf", "/run/NetworkManager")
 
 
 @attrs.frozen
@@ -72,8 +78,11 @@ def bwrap_argv(bwrap: str, policy: Policy, layout: Layout, argv: Sequence[str]) 
     if policy.network:
         out.append("--share-net")
     out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    if not policy.network and not _inside(root, Path("/run")):
-        out += ["--tmpfs", "/run"]
+    if not _inside(root, Path("/run")):
+        out += ["--tmpfs", "/run"]  # local service sockets: PostgreSQL's, D-Bus, a container engine's
+        if policy.network:
+            for resolver in _RESOLVERS:  # name resolution where /etc/resolv.conf points into /run
+                out += ["--ro-bind-try", resolver, resolver]
     homes = [home for home in layout.homes if home != Path("/")]
     holding = [hidden for hidden in layout.hidden if _inside(root, hidden)]
     for home in homes:
