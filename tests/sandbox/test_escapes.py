@@ -265,13 +265,8 @@ async def test_background_processes_do_not_outlive_the_command(ws) -> None:
 
 async def test_run_stays_hidden_with_the_network_on(ws) -> None:
     """``/run`` holds local service sockets (a container engine's is root on the machine): never visible."""
-    planted = Path(f"/run/dsh-sandbox-test-{os.getpid()}")
-    planted.mkdir()
-    try:
-        (planted / "engine.sock").write_text("")
-        results = await run(ws, f"ls {planted}", sandbox={"network": True})
-        assert "No such file or directory" in results[0].output
-        assert_goes_on(results)
-    finally:
-        (planted / "engine.sock").unlink()
-        planted.rmdir()
+    assert os.listdir("/run"), "the oracle: the host's /run has entries"
+    results = await run(ws, "ls -A /run | grep -v -x -e systemd -e resolvconf -e NetworkManager | wc -l",
+                        sandbox={"network": True})
+    assert results[0].output == "0\n"  # at most the resolver's directories, bound back
+    assert_goes_on(results)
