@@ -120,3 +120,11 @@ def test_no_bubblewrap_fails_the_run_at_start_with_the_fix(tmp_path: Path) -> No
                                  capture_output=True, text=True, timeout=120)
     assert unsandboxed.returncode == 0, unsandboxed.stderr  # the explicit choice runs, and says so
     assert "sandbox: full; UNSANDBOXED: every member" in unsandboxed.stderr
+
+
+def test_limits_never_ask_above_the_hosts_own_hard_limits() -> None:
+    """An ordinary user cannot raise a hard limit: asking for more would fail every command (exit 125)."""
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_NPROC, (100, 100)); "
+            "from host_spec.host.sandbox.limits import ulimit_prefix; print(ulimit_prefix(1, 512))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "ulimit -S -H -u 100 -d 1024 || exit 125;"

@@ -2,9 +2,9 @@
 
 Two mechanisms, because one does not cover every user:
 
-* **rlimits inside the sandbox.** The command starts under ``ulimit -u N -v KB``
-  (soft and hard, so it cannot raise them again). ``RLIMIT_AS`` bounds each
-  process's address space. ``RLIMIT_NPROC`` counts the processes of a user *in
+* **rlimits inside the sandbox.** The command starts under ``ulimit -u N -d KB``
+  (soft and hard, so it cannot raise them again; never above the host's own hard
+  limits). ``RLIMIT_DATA`` bounds each process's heap and private writable memory. ``RLIMIT_NPROC`` counts the processes of a user *in
   its user namespace*, and bubblewrap gives an unprivileged user a fresh one per
   command, so the limit is the command's own -- it neither counts nor starves the
   user's other processes.
@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import itertools
 import os
+import resource
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,13 +39,25 @@ _PREFIX: Final = "dsh-sandbox-"
 _names = itertools.count(1)
 
 
+def _within_hard(resource_id: int, wanted: int) -> int:
+    """``wanted``, or the host's own hard limit when that is lower (an ordinary user cannot raise it)."""
+    hard = resource.getrlimit(resource_id)[1]
+    return wanted if hard == resource.RLIM_INFINITY or hard >= wanted else int(hard)
+
+
 def ulimit_prefix(memory_mb: int, max_processes: int) -> str:
-    """The ``ulimit`` line that starts the sandboxed shell ("" when there is no limit)."""
+    """The ``ulimit`` line that starts the sandboxed shell ("" when there is no limit).
+
+    Memory is ``RLIMIT_DATA`` (``-d``, the heap and private writable mappings), not
+    the address space: runtimes that reserve large address ranges up front (V8, the
+    JVM) start fine and are limited by what they actually use.
+    """
     parts = []
     if max_processes:
-        parts.append(f"-u {max_processes}")
+        parts.append(f"-u {_within_hard(resource.RLIMIT_NPROC, max_processes)}")
     if memory_mb:
-        parts.append(f"-v {memory_mb * 1024}")
+        kib = _within_hard(resource.RLIMIT_DATA, memory_mb * 1024 * 1024) // 1024
+        parts.append(f"-d {kib}")
     return f"ulimit -S -H {' '.join(parts)} || exit 125; " if parts else ""
 
 

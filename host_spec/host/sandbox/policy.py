@@ -95,7 +95,8 @@ class SandboxSettings:
         home_paths: Paths relative to the user's home made visible (read-only) in the
             otherwise empty home (``.gitconfig``, ``.cargo/bin``).
         env: Environment variables passed besides the fixed allowlist (never a credential).
-        memory_mb: Address-space limit of each process of a command (0: none).
+        memory_mb: Memory (heap and private writable mappings, ``RLIMIT_DATA``) of each
+            process of a command (0: none).
         max_processes: Processes a command may have at once (0: none).
         members: Member-name pattern (``fnmatch``, first match in file order) -> override.
     """
@@ -105,7 +106,7 @@ class SandboxSettings:
     protected: tuple[str, ...] = attrs.field(default=(), validator=_relative_paths)
     home_paths: tuple[str, ...] = attrs.field(default=(), validator=_relative_paths)
     env: tuple[str, ...] = attrs.field(default=(), validator=_env_names)
-    memory_mb: int = attrs.field(default=4096, validator=_not_negative)
+    memory_mb: int = attrs.field(default=8192, validator=_not_negative)
     max_processes: int = attrs.field(default=512, validator=_not_negative)
     members: Mapping[str, MemberOverride] = attrs.Factory(dict)
 
@@ -143,7 +144,7 @@ class Policy:
         protected: Workspace-relative paths kept read-only (and refused to the file tools).
         home_paths: Home-relative paths visible in the empty home.
         env: Extra environment variable names passed.
-        memory_mb: Address-space limit per process (0: none).
+        memory_mb: Memory limit per process (``RLIMIT_DATA``; 0: none).
         max_processes: Process-count limit (0: none).
     """
 
