@@ -270,3 +270,16 @@ async def test_run_stays_hidden_with_the_network_on(ws) -> None:
                         sandbox={"network": True})
     assert results[0].output == "0\n"  # at most the resolver's directories, bound back
     assert_goes_on(results)
+
+
+async def test_a_workspace_under_home_is_visible_and_a_home_workspace_too(monkeypatch) -> None:
+    for home in outside_dir("dsh-home-ws-"):
+        (home / ".ssh").mkdir()
+        (home / ".ssh" / "id_rsa").write_text("PLANTED\n")
+        project = home / "project"
+        project.mkdir()
+        monkeypatch.setenv("HOME", str(home))
+        inside = await run(project, "echo made > made.txt; cat ~/.ssh/id_rsa")
+        assert (project / "made.txt").exists() and "PLANTED" not in inside[0].output
+        itself = await run(home, "echo made > home-made.txt; ls -A | sort | tr '\\n' ' '")
+        assert (home / "home-made.txt").exists() and ".ssh" in itself[0].output  # the home is the workspace

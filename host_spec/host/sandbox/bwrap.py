@@ -83,7 +83,7 @@ def bwrap_argv(bwrap: str, policy: Policy, layout: Layout, argv: Sequence[str]) 
         if policy.network:
             for resolver in _RESOLVERS:  # name resolution where /etc/resolv.conf points into /run
                 out += ["--ro-bind-try", resolver, resolver]
-    homes = [home for home in layout.homes if home != Path("/")]
+    homes = [home for home in layout.homes if home not in (Path("/"), root)]  # a home that IS the workspace shows
     holding = [hidden for hidden in layout.hidden if _inside(root, hidden)]
     for home in homes:
         if not _inside(home, root):  # a home holding the workspace: emptied first, the workspace bound over it
