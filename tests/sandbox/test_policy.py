@@ -128,3 +128,26 @@ def test_limits_never_ask_above_the_hosts_own_hard_limits() -> None:
             "from host_spec.host.sandbox.limits import ulimit_prefix; print(ulimit_prefix(1, 512))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "ulimit -S -H -u 100 -d 1024 || exit 125;"
+
+
+def test_toolchains_in_the_home_are_shown_but_never_a_credentials_directory(tmp_path: Path) -> None:
+    from host_spec.host.sandbox.service import toolchains
+
+    home = tmp_path.resolve()
+    path = os.pathsep.join([f"{home}/.pyenv/shims", f"{home}/.local/bin", "/usr/bin", f"{home}/bin",
+                            f"{home}/.config/tool/bin", "relative/bin"])
+    assert toolchains((home,), path) == (home / ".pyenv", home / ".local" / "bin", home / "bin",
+                                         home / ".config" / "tool" / "bin")
+
+
+async def test_a_python_under_home_still_runs_sandboxed(tmp_path: Path, monkeypatch) -> None:
+    """The host's interpreter (often ``~/.pyenv``) is shown read-only; the rest of that home stays empty."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    host = await open_host(ws)
+    try:
+        agent = await lead_in(host, ws)
+        ran = await call(host, agent, "bash", command=f"{sys.executable} -c 'print(40 + 2)'")
+    finally:
+        await host.close()
+    assert ran.value["output"] == "42\n", ran

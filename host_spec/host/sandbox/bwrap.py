@@ -9,8 +9,9 @@ the widest to the narrowest rule.
    there (PostgreSQL's, D-Bus, a container engine's -- reaching that one would be
    root on the machine), network or not. With network, the resolver's files are
    bound back (``/etc/resolv.conf`` often points into ``/run``).
-3. The user's home replaced by an empty directory, then the listed home paths
-   bound read-only into it.
+3. The user's home replaced by an empty directory, then the toolchains found in
+   it (``PATH`` entries, the host's own Python) and the listed home paths bound
+   read-only into it.
 4. The workspace root bound writable (``workspace-write``) or read-only (it may lie
    under ``/tmp`` or the home, which step 2 and 3 emptied).
 5. The protected paths inside it read-only again (``.git``, ``.dsh``, the profile's).
@@ -49,19 +50,25 @@ class Layout:
         root: The member's workspace root (the working directory).
         homes: The user's home directories to empty (``$HOME`` and the account's own).
         hidden: Paths to cover (the run's data dir, the store's socket directory).
+        tools: Toolchain directories inside a home shown read-only again (an interpreter
+            under ``~/.pyenv``, ``~/.cargo/bin`` on ``PATH``).
     """
 
     root: Path
     homes: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = ()
+    tools: tuple[Path, ...] = ()
 
 
 def _inside(path: Path, parent: Path) -> bool:
     return path == parent or parent in path.parents
 
 
-def _home(home: Path, policy: Policy) -> list[str]:
+def _home(home: Path, policy: Policy, tools: Sequence[Path]) -> list[str]:
     out = ["--tmpfs", str(home)]
+    for tool in tools:
+        if home in tool.parents:
+            out += ["--ro-bind-try", str(tool), str(tool)]
     for rel in policy.home_paths:
         out += ["--ro-bind-try", str(home / rel), str(home / rel)]
     return out
@@ -87,7 +94,7 @@ def bwrap_argv(bwrap: str, policy: Policy, layout: Layout, argv: Sequence[str]) 
     holding = [hidden for hidden in layout.hidden if _inside(root, hidden)]
     for home in homes:
         if not _inside(home, root):  # a home holding the workspace: emptied first, the workspace bound over it
-            out += _home(home, policy)
+            out += _home(home, policy, layout.tools)
     for hidden in holding:  # a data dir holding the workspace (the demo's layout): emptied, the workspace bound in
         out += ["--tmpfs", str(hidden)]
     out += ["--bind" if policy.writes_workspace else "--ro-bind", str(root), str(root)]
@@ -96,7 +103,7 @@ def bwrap_argv(bwrap: str, policy: Policy, layout: Layout, argv: Sequence[str]) 
             out += ["--ro-bind-try", str(root / rel), str(root / rel)]
     for home in homes:
         if _inside(home, root):  # a home inside the workspace: emptied after the workspace was bound
-            out += _home(home, policy)
+            out += _home(home, policy, layout.tools)
     for hidden in layout.hidden:
         if hidden in holding:
             out += ["--remount-ro", str(hidden)]

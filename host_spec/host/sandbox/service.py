@@ -17,8 +17,10 @@ data location (:meth:`Sandbox.for_run`), checks it at start (:meth:`Sandbox.chec
 
 from __future__ import annotations
 
+import functools
 import os
 import pwd
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -180,7 +182,8 @@ class Sandbox:
             homes.add(Path(os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)))
         except KeyError:
             pass
-        layout = Layout(root=Path(os.path.realpath(root)), homes=tuple(sorted(homes)), hidden=self.hidden)
+        layout = Layout(root=Path(os.path.realpath(root)), homes=tuple(sorted(homes)), hidden=self.hidden,
+                        tools=toolchains(tuple(sorted(homes)), os.environ.get("PATH", "")))
         inner = limited(argv, policy.memory_mb, policy.max_processes)
         command = bwrap_argv(found.bwrap, policy, layout, inner)
         group = None
@@ -222,6 +225,36 @@ class Sandbox:
         if resolved == root or root in resolved.parents:
             return any(_within(resolved, hidden) and not _within(root, hidden) for hidden in self.hidden)
         return any(_within(resolved, hidden) for hidden in self.hidden)
+
+
+#: First-level entries of a home never shown whole, even when a toolchain lives inside (only that exact directory).
+_PRIVATE: Final = frozenset({".ssh", ".aws", ".azure", ".gnupg", ".config", ".local", ".docker", ".kube",
+                             ".password-store", ".netrc", ".pgpass", ".git-credentials", ".gcloud", ".terraform.d"})
+
+
+@functools.lru_cache(maxsize=8)
+def toolchains(homes: tuple[Path, ...], path: str) -> tuple[Path, ...]:
+    """The toolchain directories inside ``homes`` a command needs to find its programs.
+
+    Each ``PATH`` entry and the host's own Python installation (``sys.prefix``,
+    ``sys.base_prefix``: a project venv's interpreter often lives in ``~/.pyenv``)
+    that lies in a home is shown: its whole top-level directory (``~/.pyenv``,
+    ``~/.cargo``: shims need their siblings) when that is a dot-directory holding no
+    credentials, else the exact directory (``~/.local/bin``, ``~/bin``).
+    """
+    found: list[Path] = []
+    for entry in (*path.split(os.pathsep), sys.prefix, sys.base_prefix):
+        if not entry or not os.path.isabs(entry):
+            continue
+        real = Path(os.path.realpath(entry))
+        for home in homes:
+            if home not in real.parents:
+                continue
+            first = real.relative_to(home).parts[0]
+            chosen = home / first if first.startswith(".") and first not in _PRIVATE else real
+            if chosen not in found:
+                found.append(chosen)
+    return tuple(found)
 
 
 def _within(path: Path, parent: Path) -> bool:
