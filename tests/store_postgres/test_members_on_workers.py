@@ -300,7 +300,8 @@ ESCAPING_TEAM: dict[str, Any] = {
     "runner": [
         SLOW_TEAM["runner"][0],
         {"text": "Trying.", "tool_calls": [{"name": "bash", "arguments": {
-            "command": "echo owned > ../owned.txt; ls -A ~ | wc -l; echo $HOME; echo started > ran.txt"}}]},
+            "command": "echo owned > ../owned.txt; ls -A ~ | grep -c -x -e .ssh -e .config -e .bashrc; echo $HOME; "
+                       "echo started > ran.txt"}}]},
         *SLOW_TEAM["runner"][2:],
     ],
 }
@@ -330,4 +331,4 @@ class TestSandboxOnWorkers:
             store.close()
         output = json.loads(results[0]["content"][0]["text"])["output"]
         # ``..`` is the sandbox's private /tmp (the workspace lies under /tmp): written there, gone with it.
-        assert output == f"0\n{os.environ.get('HOME', '/root')}\n", output  # and an empty home
+        assert output == f"0\n{os.environ.get('HOME', '/root')}\n", output  # and a home without its files

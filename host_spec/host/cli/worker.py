@@ -52,6 +52,7 @@ from host_spec.host.cli.transcript import Transcript
 from host_spec.host.cli.usage import CliError
 from host_spec.host.placement.runner import MemberRunner, audits_plugin
 from host_spec.host.plugins.profiles import load_profile
+from host_spec.host.sandbox.policy import SandboxSettings
 from host_spec.host.sandbox.service import Sandbox
 from host_spec.host.runs import agent_name
 from host_spec.host.store.selection import STORE_ENV, chosen_store, open_backend
@@ -154,8 +155,13 @@ async def run(args: argparse.Namespace) -> int:
     workspace = Path(args.workspace).resolve() if args.workspace is not None else None
     if workspace is not None and not workspace.is_dir():
         raise CliError(f"--workspace {args.workspace} is not a directory", code="CLI_USAGE")
-    # A worker that could not sandbox the calls it takes says so now, not at its first call.
-    Sandbox.for_run(load_profile(args.profile or "headless").sandbox, url).check()
+    # A worker that could not sandbox the calls it takes says so now, not at its first call
+    # (a --profile it cannot read fails each call instead, as it always did: the defaults are checked).
+    try:
+        settings = load_profile(args.profile or "headless").sandbox
+    except DshError:
+        settings = SandboxSettings()
+    Sandbox.for_run(settings, url).check()
     store: Any = open_backend(url)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
