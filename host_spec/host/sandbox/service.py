@@ -34,7 +34,7 @@ from host_spec.workspace import WorkspaceCode, WorkspaceError
 from host_spec.host.sandbox.bwrap import Layout, bwrap_argv
 from host_spec.host.sandbox.limits import CommandGroup, limited
 from host_spec.host.sandbox.policy import Policy, SandboxSettings, looks_secret
-from host_spec.host.sandbox.probe import INSTALL_HINT, Availability, probe
+from host_spec.host.sandbox.probe import Availability, probe
 
 __all__ = ["Sandbox", "SandboxUnavailable", "Prepared", "host_environment", "SANDBOX_UNAVAILABLE"]
 
@@ -107,8 +107,8 @@ class Sandbox:
         found = probe()
         if found.bwrap is None:
             raise SandboxUnavailable(f"the sandbox policy needs bubblewrap, which cannot run here: {found.problem}. "
-                                     f"Fix it ({INSTALL_HINT}), or set [sandbox] policy = \"full\" in the profile "
-                                     "to run members without a sandbox")
+                                     "To run members without a sandbox instead, set [sandbox] policy = \"full\" "
+                                     "in the profile")
         limit = self.settings.max_processes if policy is None else policy.max_processes
         if found.root and limit and found.cgroups is None:
             raise SandboxUnavailable(
