@@ -32,7 +32,7 @@ from typing import Final
 
 import attrs
 
-__all__ = ["ulimit_prefix", "PidsCgroups", "CommandGroup", "find_pids_cgroups"]
+__all__ = ["ulimit_prefix", "limited", "PidsCgroups", "CommandGroup", "find_pids_cgroups"]
 
 #: A dir of our cgroups per host process, so two hosts on one machine never clash.
 _PREFIX: Final = "dsh-sandbox-"
