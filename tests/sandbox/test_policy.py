@@ -13,7 +13,7 @@ from sandbox_kit import call, lead_in, open_host
 from host_spec.errors import ConfigError
 from host_spec.host.plugins.profiles import load_profile
 from host_spec.host.sandbox.policy import load_settings
-from host_spec.host.sandbox.service import Sandbox, _store_paths
+from host_spec.host.sandbox.service import Sandbox
 
 
 class TestSettings:
@@ -68,10 +68,13 @@ class TestSettings:
             load_profile(tmp_path / "bad.toml")
 
     def test_the_store_paths_hidden(self, tmp_path: Path) -> None:
-        assert _store_paths(tmp_path / "data") == ((tmp_path / "data").resolve(),)
-        assert _store_paths("postgresql://u:pw@db.example/x") == ()  # TCP: the network namespace keeps it out
-        assert _store_paths(f"postgresql:///x?host={tmp_path}") == (tmp_path.resolve(),)
-        assert _store_paths(None) == ()
+        def hidden(location: object) -> tuple[Path, ...]:
+            return Sandbox.for_run(load_settings(None), location).hidden  # type: ignore[arg-type]
+
+        assert hidden(tmp_path / "data") == ((tmp_path / "data").resolve(),)
+        assert hidden("postgresql://u:pw@db.example/x") == ()  # TCP: the network namespace keeps it out
+        assert hidden(f"postgresql:///x?host={tmp_path}") == (tmp_path.resolve(),)
+        assert hidden(None) == ()
 
 
 class TestFileTools:
