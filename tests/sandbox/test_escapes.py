@@ -247,7 +247,9 @@ async def gone(marker: str) -> bool:
 async def test_background_processes_do_not_outlive_the_command(ws) -> None:
     """Even one that left the process group with ``setsid``: the sandbox's pid namespace goes as a whole."""
     marker = f"dsh-leftover-{os.getpid()}"
-    command = f"(setsid bash -c 'sleep 300; :' {marker} &) ; echo started"
+    # The command waits until the escaped process is in its own session, so the group kill cannot race it.
+    command = (f"rm -f escaped; (setsid bash -c 'touch escaped; sleep 300; :' {marker} &) ; "
+               "until [ -e escaped ]; do sleep 0.02; done; echo started")
     results = await run(ws, command)
     assert results[0].output == "started\n"
     assert await gone(marker)
