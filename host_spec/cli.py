@@ -201,6 +201,13 @@ class CliEnv(Protocol):
 
     def worktrees(self) -> Worktrees | None:
         """The host's git worktrees (``dsh team show``'s commits ahead, ``dsh team diff``); ``None``: it has none."""
+
+    def sandbox_policies(self, data_dir: Path, session_id: str, members: Sequence[str]) -> Mapping[str, str] | None:
+        """Each of ``members``' sandbox policy (``read-only``, ``workspace-write``, ``full``) in run ``session_id``.
+
+        Read from the profile the run recorded when it started (``dsh resume`` uses the
+        same one). ``None``: the run recorded none, or its profile cannot be read now.
+        """
         ...
 
     def open_appender(self, data_dir: Path, session_id: str) -> SessionAppender:

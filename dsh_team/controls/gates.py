@@ -9,7 +9,8 @@
 2. The commands run one after the other in the Lead's workspace (the owner's own
    worktree in ``worktree`` mode) through the
    host's :class:`~host_spec.workspace.CommandRunner` (the ``bash`` tool's rules:
-   own process group, timeout, capped output, no credentials in the environment),
+   the host's sandbox under the completing member's policy, own process group,
+   timeout, capped output, no credentials in the environment),
    stopping at the first failure. ``team/check/finished`` records each exit code
    and output tail.
 3. Only a passing finish completes the task (the ordinary compare-and-set update
@@ -214,7 +215,8 @@ class Gates:
         gates = self.config.gates
         for step in run.steps:
             try:
-                outcome = await runner.run_command(root, step.command, timeout_ms=gates.timeout_ms, signal=signal)
+                outcome = await runner.run_command(root, step.command, timeout_ms=gates.timeout_ms, signal=signal,
+                                                  member=run.member)
             except WorkspaceError as error:
                 results.append(CheckResult(
                     command=step.command, exit_code=None, name=step.name, tail=_tail(error.message, gates.tail_chars)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from typing import Any, Final
 
 from host_spec.cli import HANDLER_KEY, CliEnv, FollowingReader, SessionReader
@@ -195,4 +196,16 @@ def show_command(args: argparse.Namespace, env: CliEnv) -> int:
                       worktrees=worktrees,
                       gone=gone_members(stored.events[:at], team_id))
     print(render_json(show) if args.json else render_text(show))
+    if not args.json:
+        names = ["lead", *(member.name for member in state.members.listed())]
+        print(sandbox_line(env.sandbox_policies(args.data_dir, team_id, names)))
     return EXIT_FAILED if show.failure is not None else EXIT_OK
+
+
+def sandbox_line(policies: Mapping[str, str] | None) -> str:
+    """The view's last line: each member's sandbox policy, and who runs unsandboxed (the host's ``full``)."""
+    if policies is None:
+        return "Sandbox: unknown (the run recorded no profile)"
+    listed = ", ".join(f"{name} {policy}" for name, policy in policies.items())
+    unsandboxed = [name for name, policy in policies.items() if policy == "full"]
+    return f"Sandbox: {listed}; UNSANDBOXED: {', '.join(unsandboxed) or 'none'}"

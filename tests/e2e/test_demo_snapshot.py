@@ -172,6 +172,12 @@ class TestRealWork:
         out = make_demo.result.stdout
         assert "--- src/greet.py" in out and GREET_FINAL in out  # the demo shows the files
 
+    def test_the_demo_runs_sandboxed_and_says_so(self, make_demo: DemoRun) -> None:
+        """Every member's commands in the default sandbox: the run's header says it, ``team show`` too."""
+        assert make_demo.result.returncode == 0, make_demo.result.stderr
+        assert "dsh: sandbox: workspace-write (bubblewrap, network off)\n" in make_demo.result.stderr
+        assert "UNSANDBOXED: none" in make_demo.result.stdout  # the demo prints dsh team show
+
     def test_one_stale_edit_is_refused_then_redone_after_a_read(self, make_demo: DemoRun) -> None:
         """Exactly one FILE_STALE in the whole team: the builder's, whose diff shows the reviewer's docstring."""
         stored = Stored(make_demo.data)

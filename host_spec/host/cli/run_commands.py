@@ -199,6 +199,7 @@ async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -
     location = args.store_url if args.store_url is not None else args.data_dir
     profile = kept_worktrees(args.profile) if args.keep_worktrees else args.profile
     host = await Host.open(location, profile, model, extra_plugins=[("dsh-transcript", transcript)])
+    print(f"dsh: {host.sandbox.header()}", file=sys.stderr, flush=True)  # who runs sandboxed, and how
     try:
         if args.web is not None:  # after the profile's plugins: it unloads first, while the Team still runs
             host.plugins.load(WEB_PLUGIN, {"port": args.web})

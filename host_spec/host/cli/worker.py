@@ -57,6 +57,8 @@ from host_spec.host.cli.transcript import Transcript
 from host_spec.host.cli.usage import CliError
 from host_spec.host.plugins.profiles import MCP_PLUGIN, PluginEntry, load_profile
 from host_spec.host.redaction import redact_url
+from host_spec.host.sandbox.policy import SandboxSettings
+from host_spec.host.sandbox.service import Sandbox
 from host_spec.host.runs import agent_name
 from host_spec.host.store.selection import STORE_ENV, chosen_store, open_backend
 
@@ -95,7 +97,7 @@ def _recorded(records: Any, root: str, args: argparse.Namespace) -> tuple[str, A
     return profile, model
 
 
-def _member_host_opener(store: Any, args: argparse.Namespace, audits_plugin: Any) -> Any:
+def _member_host_opener(store: Any, args: argparse.Namespace, audits_plugin: Any, store_url: str | None = None) -> Any:
     """``await open(root)``: a host for running Team ``root``'s members' calls here.
 
     It has the run's model (and the profile's member models) and, of the
@@ -111,7 +113,9 @@ def _member_host_opener(store: Any, args: argparse.Namespace, audits_plugin: Any
         kept = tuple(_on_checkout(e, checkout) if e.name == MCP_PLUGIN else e
                      for e in profile.plugins if e.name in ("workspace", MCP_PLUGIN))
         profile = attrs.evolve(profile, plugins=kept)
-        return await Host.open(None, profile, model, extra_plugins=[("dsh-placement-audits", audits_plugin())])
+        # The run's own sandbox policies: a member's calls are confined here as in the Lead's process.
+        return await Host.open(None, profile, model, extra_plugins=[("dsh-placement-audits", audits_plugin())],
+                               run_data=store_url)
 
     return open_host
 
@@ -177,6 +181,7 @@ async def run(args: argparse.Namespace) -> int:
     Raises:
         ExtraNotInstalledError: ``EXTRA_NOT_INSTALLED`` without the ``postgres`` extra.
         CliError: ``CLI_USAGE`` when no shared store is named, or ``--max-teams`` is below 1.
+        SandboxUnavailable: ``SANDBOX_UNAVAILABLE``, the profile's policy needs a sandbox this machine cannot make.
     """
     require("psycopg", extra="postgres", feature="dsh worker")
     from host_spec.host.placement.runner import MemberRunner, audits_plugin  # the postgres extra: only here
@@ -190,6 +195,13 @@ async def run(args: argparse.Namespace) -> int:
     workspace = Path(args.workspace).resolve() if args.workspace is not None else None
     if workspace is not None and not workspace.is_dir():
         raise CliError(f"--workspace {args.workspace} is not a directory", code="CLI_USAGE")
+    # A worker that could not sandbox the calls it takes says so now, not at its first call
+    # (a --profile it cannot read fails each call instead, as it always did: the defaults are checked).
+    try:
+        settings = load_profile(args.profile or "headless").sandbox
+    except DshError:
+        settings = SandboxSettings()
+    Sandbox.for_run(settings, url).check()
     store: Any = open_backend(url)
     try:
         # Ready means connected: a refusal (STORE_AUTH, STORE_NOT_FOUND) fails here at once,
@@ -206,7 +218,7 @@ async def run(args: argparse.Namespace) -> int:
     print(f"dsh worker: {store.holder} is connected to {redact_url(url)} and is watching the store",
           file=sys.stderr, flush=True)
     members = MemberRunner(store, max_members=args.max_members, workspace=workspace,
-                           open_host=_member_host_opener(store, args, audits_plugin), linger_seconds=args.linger,
+                           open_host=_member_host_opener(store, args, audits_plugin, url), linger_seconds=args.linger,
                            say=lambda text: print(f"dsh worker: {text}", file=sys.stderr, flush=True))
     serving = asyncio.create_task(members.run(stop))
     try:

@@ -61,6 +61,9 @@ class ServerConfig:
             ``MCP_TOOL_TIMEOUT`` (its effect on the server is then unknown).
         max_result_bytes: Largest tool result passed to the model; a larger one is cut.
         enabled: ``false`` keeps the table but starts nothing.
+        sandbox: A stdio server's sandbox policy instead of the profile's ``[sandbox]``
+            one (``full``: unsandboxed); its writable root is ``cwd`` (default: the host's).
+        network: Whether a sandboxed stdio server may use the network (default: the profile's).
     """
 
     type: Literal["stdio", "http", "sse"] | None = None
@@ -74,6 +77,8 @@ class ServerConfig:
     tool_timeout_ms: int = attrs.field(default=300_000, validator=_positive)
     max_result_bytes: int = attrs.field(default=100_000, validator=_positive)
     enabled: bool = True
+    sandbox: Literal["read-only", "workspace-write", "full"] | None = None
+    network: bool | None = None
 
     @property
     def transport(self) -> Literal["stdio", "http", "sse"]:

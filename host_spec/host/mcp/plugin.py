@@ -34,6 +34,7 @@ from host_spec.host.mcp.config import effective_config as _effective_config
 from host_spec.host.mcp.connection import Connection, ServerTool
 from host_spec.host.mcp.errors import McpServerError, Scrubber
 from host_spec.host.mcp.hub import Hub
+from host_spec.host.sandbox.service import sandbox_of
 
 if TYPE_CHECKING:
     from host_spec.protocols import Agent, Host, PluginContext
@@ -176,7 +177,7 @@ def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
     servers = {name: expand(name, server) for name, server in config.servers.items() if server.enabled}
     if servers:
         require_sdk()
-    hub = Hub(servers)
+    hub = Hub(servers, sandbox_of(host))  # stdio servers run in the host's sandbox, like every command
     hub.start()
     ctx.own(Handle(hub.close_now, label="mcp:hub"))
     tools = McpTools(host, hub)

@@ -15,6 +15,10 @@ A profile is a built-in name (``headless``, ``agent-teams``; files in
     recent_share = 0.25             # share kept verbatim as recent turns
     [compaction.windows]            # model-spec pattern -> context window (tokens)
     "scripted:*" = 8000
+    [sandbox]                       # optional: how members' commands are sandboxed
+    policy = "workspace-write"      # read-only | workspace-write (default) | full (no sandbox)
+    [sandbox.members."review*"]     # member-name pattern -> its own policy / network
+    policy = "read-only"
     [mcp.servers.docs]              # optional: an MCP server every member gets the tools of
     command = "python"              # stdio (command/args/env), or url = "http://..." (streamable HTTP)
     args = ["docs_server.py"]
@@ -60,6 +64,7 @@ from host_spec.config import structure_config
 from host_spec.errors import ConfigError
 
 from host_spec.host.agents.window import CompactionSettings
+from host_spec.host.sandbox.policy import SandboxSettings, layered, load_settings
 
 __all__ = ["PluginEntry", "Profile", "builtin_profiles", "load_profile", "known_plugin_names", "MCP_PLUGIN"]
 
@@ -80,6 +85,7 @@ class _ProfileFile:
     compaction: dict[str, Any] = attrs.Factory(dict)
     mcp: dict[str, Any] = attrs.Factory(dict)
     store: dict[str, Any] = attrs.Factory(dict)  # [store] url: read by host_spec.host.store.selection
+    sandbox: dict[str, Any] = attrs.Factory(dict)  # [sandbox]: host_spec.host.sandbox.policy
 
 
 @attrs.frozen
@@ -102,6 +108,7 @@ class Profile:
         description: The description of the outermost file.
         models: Member-name pattern -> model spec, in match order.
         compaction: When the host compacts a model context.
+        sandbox: How members' commands are sandboxed (``[sandbox]``; keys layer one by one).
     """
 
     name: str
@@ -111,6 +118,7 @@ class Profile:
     description: str = ""
     models: Mapping[str, str] = attrs.field(factory=lambda: MappingProxyType({}))
     compaction: CompactionSettings = attrs.Factory(CompactionSettings)
+    sandbox: SandboxSettings = attrs.Factory(SandboxSettings)
 
     def names(self) -> tuple[str, ...]:
         return tuple(entry.name for entry in self.plugins)
@@ -175,7 +183,7 @@ def _check_known(name: str, known: Collection[str], label: str, path: str) -> No
 
 
 def _resolve(
-    spec: str, base_dir: Path | None, known: Collection[str], chain: tuple[Path, ...]
+    spec: str, base_dir: Path | None, known: Collection[str], chain: tuple[Path, ...], sandbox: dict[str, Any]
 ) -> tuple[dict[str, Mapping[str, Any]], set[str], list[str], str, dict[str, str], dict[str, Any], dict[str, Any]]:
     path = _locate(spec, base_dir).resolve()
     label = spec if not _is_path(spec) else str(path)
@@ -185,7 +193,7 @@ def _resolve(
     layer = _read(path, label)
     if layer.extends is not None:
         plugins, disabled, sources, _, models, compaction, servers = _resolve(
-            layer.extends, path.parent, known, (*chain, path))
+            layer.extends, path.parent, known, (*chain, path), sandbox)
     else:
         plugins, disabled, sources, models, compaction, servers = {}, set(), [], {}, {}, {}
     for index, name in enumerate(layer.disable):
@@ -215,6 +223,14 @@ def _resolve(
             structure_config(CompactionSettings, compaction, "compaction")
         except ConfigError as exc:
             raise ConfigError(f"profile {label}: {exc.message}", path=exc.path) from None
+    if layer.sandbox:
+        merged = layered(sandbox, layer.sandbox)
+        try:
+            load_settings(merged)
+        except ConfigError as exc:
+            raise ConfigError(f"profile {label}: {exc.message}", path=exc.path) from None
+        sandbox.clear()
+        sandbox.update(merged)
     if layer.mcp:
         servers = {**servers, **_mcp_servers(layer.mcp, label, path.parent)}
     sources.append(str(path))
@@ -256,7 +272,8 @@ def load_profile(spec: str | os.PathLike[str], *, known: Collection[str] | None 
     """
     spec = os.fspath(spec)
     names = known_plugin_names() if known is None else known
-    plugins, disabled, sources, description, models, compaction, servers = _resolve(spec, None, names, ())
+    sandbox: dict[str, Any] = {}
+    plugins, disabled, sources, description, models, compaction, servers = _resolve(spec, None, names, (), sandbox)
     entries = tuple(PluginEntry(name, config) for name, config in plugins.items())
     if servers and MCP_PLUGIN not in disabled and MCP_PLUGIN not in plugins:
         entries = (PluginEntry(MCP_PLUGIN, MappingProxyType({"servers": servers})), *entries)
@@ -268,4 +285,5 @@ def load_profile(spec: str | os.PathLike[str], *, known: Collection[str] | None 
         description=description,
         models=MappingProxyType(models),
         compaction=structure_config(CompactionSettings, compaction, "compaction"),
+        sandbox=load_settings(sandbox),
     )

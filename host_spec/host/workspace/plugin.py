@@ -29,6 +29,7 @@ from host_spec.records import ToolSpec
 from host_spec.workspace import CommandRunner
 from host_spec.worktrees import Worktrees
 
+from host_spec.host.sandbox.service import sandbox_of
 from host_spec.host.workspace.config import WorkspaceConfig, load_config
 from host_spec.host.workspace.files import FileTools
 from host_spec.host.workspace.ledger import Ledgers
@@ -68,9 +69,10 @@ class Tools:
     shell: ShellTool = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        self.files = FileTools(self.host, self.config, self.ledgers)
-        self.search = SearchTools(self.config)
-        self.shell = ShellTool(self.config)
+        sandbox = sandbox_of(self.host)  # the host's: every tool obeys the member's sandbox policy
+        self.files = FileTools(self.host, self.config, self.ledgers, sandbox)
+        self.search = SearchTools(self.config, sandbox)
+        self.shell = ShellTool(self.config, sandbox)
 
     @hookimpl(specname="dsh_session_event")
     def committed(self, session: Session, event: Event) -> None:
