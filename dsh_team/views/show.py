@@ -29,6 +29,7 @@ from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import LEAD_NAME, list_views, owner_name
 from dsh_team.cost.report import CostReport
 from dsh_team.views.controls import ControlsReport
+from dsh_team.views.permissions import PermissionsReport
 from dsh_team.views.show_messages import ShowMessage, ShowMessageStatus, pending_messages, recent_messages
 from dsh_team.views.writes import ShowWrite
 from dsh_team.views.usage import MemberUsage
@@ -183,6 +184,7 @@ class TeamShow(msgspec.Struct, frozen=True):
     costs: CostReport | None = None
     quiescence: ShowQuiescence | None = None
     controls: ControlsReport | None = None
+    permissions: PermissionsReport | None = None
 
 
 def show_quiescence(state: TeamState) -> ShowQuiescence | None:
@@ -228,6 +230,7 @@ def build_show(
     usage: Mapping[str, MemberUsage] | None = None,
     costs: CostReport | None = None,
     controls: ControlsReport | None = None,
+    permissions: PermissionsReport | None = None,
 ) -> TeamShow:
     """The view of ``state`` (the Lead log folded up to ``at``).
 
@@ -242,6 +245,7 @@ def build_show(
         usage: Member id -> usage folded from its own log (missing ids show ``null``).
         costs: The cost section (:func:`~dsh_team.cost.report.build_report`).
         controls: The controls section (:func:`~dsh_team.views.controls.build_controls`).
+        permissions: The permissions section (:func:`~dsh_team.views.permissions.build_permissions`).
     """
     spent = usage or {}
     mail = state.mail
@@ -281,6 +285,7 @@ def build_show(
         costs=costs,
         quiescence=show_quiescence(state),
         controls=controls,
+        permissions=permissions,
     )
 
 

@@ -154,6 +154,7 @@ async def run_held_calls(
     session = agent.session
     answered: set[str] = set()
     try:
+        await session.flush()  # checkpoint: the closers and what woke the agent are durable before it waits
         for call in calls:
             if signal.aborted:
                 break
