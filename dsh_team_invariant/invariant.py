@@ -46,16 +46,18 @@ import attrs
 
 from dsh_team import (
     CONTROL_EVENT_TYPES,
+    PERMISSION_EVENT_TYPES,
     SIDE_RECORD_TYPES,
     TEAM_EVENT_TYPES,
     LiveControls,
+    LivePermissions,
     TeamState,
     evolve,
     fold_controls,
+    fold_permissions,
     replay,
     side_record_failure,
 )
-from dsh_team.permissions import PERMISSION_EVENT_TYPES, LivePermissions, fold_permissions
 from host_spec import hookimpl
 from host_spec.carry import CarriedFolds
 from host_spec.records import Violation

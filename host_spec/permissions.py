@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Decision",
     "Verdict",
-    "Rule",
+    "PermissionRule",
     "RuleSet",
     "PermissionSettings",
     "PermissionRequest",
@@ -89,7 +89,7 @@ class PermissionDeniedError(DshError):
 
 
 @attrs.frozen
-class Rule:
+class PermissionRule:
     """One parsed rule: a glob over tool names and an optional argument pattern.
 
     Attributes:
@@ -107,7 +107,7 @@ class Rule:
         return fnmatch.fnmatchcase(tool, self.tool)
 
 
-def parse_rule(text: str, where: str = "permissions") -> Rule:
+def parse_rule(text: str, where: str = "permissions") -> PermissionRule:
     """Parse ``TOOL`` or ``TOOL(PATTERN)``.
 
     Raises:
@@ -117,7 +117,7 @@ def parse_rule(text: str, where: str = "permissions") -> Rule:
     if found is None or (found.group(2) is not None and not found.group(2).strip()):
         raise ConfigError(f"invalid permission rule {text!r}: write TOOL or TOOL(PATTERN) @ {where}", path=where)
     argument = found.group(2)
-    return Rule(text=text.strip(), tool=found.group(1), argument=None if argument is None else argument.strip())
+    return PermissionRule(text=text.strip(), tool=found.group(1), argument=None if argument is None else argument.strip())
 
 
 def _command_regex(pattern: str) -> re.Pattern[str]:
@@ -178,11 +178,11 @@ class Verdict:
 
 @attrs.frozen
 class _Compiled:
-    rule: Rule
+    rule: PermissionRule
     regex: re.Pattern[str] | None
 
 
-def _compile(rule: Rule) -> _Compiled:
+def _compile(rule: PermissionRule) -> _Compiled:
     if rule.argument is None:
         return _Compiled(rule, None)
     if rule.tool == "bash":

@@ -57,7 +57,7 @@ log = structlog.get_logger(__name__)
 DEADLINE_REASON: Final = "no answer before the ask's deadline"
 _MAX_SHOWN: Final = 2_000
 
-Listener = Callable[[str, "Ask"], None]
+AskListener = Callable[[str, "Ask"], None]
 
 
 def request_text(request: RequestedRecord) -> str:
@@ -97,7 +97,7 @@ class PermissionRoutes:
         self.limits = limits
         #: (team id, ask id) -> event set once the ask's answer is recorded here.
         self._answered: dict[tuple[str, str], asyncio.Event] = {}
-        self._listeners: list[Listener] = []
+        self._listeners: list[AskListener] = []
 
     # ------------------------------------------------------------ the host's router
 
@@ -226,7 +226,7 @@ class PermissionRoutes:
         membership = self.members.resolve(member)
         return self.state(self.journals.get(membership.root.session)).open_asks()
 
-    def listen(self, listener: Listener) -> Handle:
+    def listen(self, listener: AskListener) -> Handle:
         """Call ``listener(team_id, ask)`` after every request and answer recorded here (until disposed)."""
         self._listeners.append(listener)
         return Handle(lambda: self._listeners.remove(listener), label="permission-listener")
