@@ -24,7 +24,7 @@ from host_spec.errors import SessionLockedError
 
 from dsh_team.permissions.decide import AnswerCommand, decide_permission
 from dsh_team.permissions.ledger import replay_permissions
-from dsh_team.permissions.records import PERMISSION_ANSWERED
+from dsh_team.permissions.records import PERMISSION_ANSWERED, AnsweredRecord
 from dsh_team.views.member_commands import MemberCommandError
 
 __all__ = ["register_permit", "permit_command"]
@@ -67,7 +67,7 @@ def permit_command(args: Any, env: CliEnv, lead_of: Any) -> int:
         state = replay_permissions(appender.events, team_id)
         answer = "always" if args.always and args.decision == "allow" else args.decision
         record = decide_permission(state, AnswerCommand(args.ask_id, answer, "user", args.reason))
-        assert record is not None  # an answer always records
+        assert isinstance(record, AnsweredRecord)  # an answer always records
         appender.append(PERMISSION_ANSWERED, record)
     finally:
         appender.close()
