@@ -200,3 +200,53 @@ def test_the_user_overrides_a_delegated_ask(tmp_path: Path) -> None:
     codes = [(e["data"].get("error") or {}).get("code") for e in run.lead_log() if e["type"] == "tool/result"]
     assert "PERMISSION_ALREADY_ANSWERED" in codes  # the Lead came second: a typed error, nothing recorded
     assert "denied by user: not on my machine" in run.transcript("worker")
+
+
+async def _corrupt(data: Path) -> None:
+    """Append another Team's answer (ignored) and a second answer of ask-1 (the fold refuses it)."""
+    from dsh_team.permissions import AnsweredRecord
+    from host_spec.host.store.jsonl import JsonlStore
+    from host_spec.host.store.session import NullObserver
+    from host_spec.host.store.sessions import SessionStore
+
+    sessions = SessionStore(JsonlStore(data), NullObserver())
+    stored = sessions.resume("session-1")
+    stored.append("permission/answered", AnsweredRecord(version=1, team_id="other", ask_id="ask-1", decision="deny",
+                                                        by="user"))  # fmt: skip
+    stored.append("permission/answered", AnsweredRecord(version=1, team_id="session-1", ask_id="ask-1",
+                                                        decision="deny", by="user"))  # fmt: skip
+    await sessions.dispose(stored)
+
+
+def trace_events(run: Run) -> list[dict[str, Any]]:
+    out = run.tmp / "t.json"
+    assert run.dsh("trace", "export", "--out", str(out), "--content").returncode == 0
+    document = json.loads(out.read_text())
+    return [ev for rs in document["resourceSpans"] for ss in rs["scopeSpans"] for span in ss["spans"]
+            for ev in span.get("events", []) if ev["name"].startswith("team.permission")]  # fmt: skip
+
+
+def test_asks_in_the_trace_and_a_log_whose_asks_do_not_fold(tmp_path: Path) -> None:
+    import asyncio
+
+    run = Run(tmp_path, {"lead": [{"text": "ask", "tool_calls": [bash(ASKED)]}, {"text": "done"}]},
+              default="ask", ask_timeout_ms=3_600_000)  # fmt: skip
+    run.kill_when(run.start(), lambda: run.records("permission/requested"))
+    show = run.dsh("team", "show")
+    assert "ask-1 lead: bash" in show.stdout and "OPEN -- answer with `dsh team permit ask-1 allow|deny`" in show.stdout
+    assert run.dsh("team", "permit", "ask-1", "allow", "--always").returncode == 0
+    assert run.resume().returncode == 0 and run.lines() == 1
+    show = run.dsh("team", "show")
+    assert "(rule default, asks user): allow by user" in show.stdout  # a compound command's always is this call only
+    events = trace_events(run)
+    assert sorted(ev["name"] for ev in events) == ["team.permission.answered", "team.permission.requested"]
+    [requested] = [ev for ev in events if ev["name"] == "team.permission.requested"]
+    attributes = {a["key"]: a["value"] for a in requested["attributes"]}
+    assert attributes["dsh.team.permission.id"] == {"stringValue": "ask-1"}
+    assert "echo line" in attributes["dsh.team.permission.arguments"]["stringValue"]
+    asyncio.run(_corrupt(run.data))
+    refused = run.dsh("team", "permit", "ask-1", "deny")
+    assert refused.returncode != 0 and "TEAM_STREAM_FAILED" in refused.stderr
+    assert "FAILURE (permissions): seq" in run.dsh("team", "show").stdout
+    names = sorted(ev["name"] for ev in trace_events(run))
+    assert names == ["team.permission.answered", "team.permission.requested", "team.permissions.failed"]
