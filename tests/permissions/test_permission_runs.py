@@ -1,7 +1,8 @@
 """Permission rules and durable asks through the real CLI: real runs, real logs, SIGKILL of the real process.
 
 Each case writes a profile (``agent-teams`` plus a ``[permissions]`` table) and a
-script, runs ``dsh run`` in a subprocess, and reads the Lead log on disk. The
+script, runs ``dsh`` (``main`` in this process, or a subprocess where it is to be
+killed), and reads the Lead log on disk. The
 command under an ask appends a line to ``out.txt`` in the workspace, so "ran at
 most once" is a line count. A case that must stop while an ask is open waits
 for the ``permission/requested`` record to be durable, then kills the process
@@ -10,6 +11,8 @@ with SIGKILL.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import signal
 import subprocess
@@ -19,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from host_spec.host.cli.main import main
 
 pytestmark = pytest.mark.slow
 
@@ -42,8 +47,11 @@ class Run:
         self.model = ["--profile", str(tmp / "p.toml"), "--model", f"scripted:{tmp / 's.json'}"]
 
     def dsh(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*DSH, *args, "--data-dir", str(self.data)], capture_output=True, text=True,
-                              timeout=120)  # fmt: skip
+        """``dsh ARGS --data-dir D`` through the CLI's ``main`` in this process (its output captured)."""
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([*args, "--data-dir", str(self.data)])
+        return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
     def run(self) -> subprocess.CompletedProcess[str]:
         return self.dsh("run", *self.model, "--workspace", str(self.ws), "go")

@@ -15,7 +15,8 @@ import attrs
 import pytest
 
 from dsh_team.errors import TeamCode, TeamError
-from dsh_team.permissions import PermissionRoutes
+from dsh_team.permissions import AnsweredRecord, PermissionRoutes
+from host_spec.errors import InvariantError
 from dsh_team.views.chat import commands
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
@@ -84,6 +85,10 @@ async def test_the_user_answers_from_chat_and_always_makes_a_session_rule(tmp_pa
         assert usage.value.code == TeamCode.INVALID_ARGUMENT
         await root.when_idle()
         state = teams_of(host).permissions_state(root)
+        with pytest.raises(InvariantError) as vetoed:  # a second answer never reaches the log, however written
+            root.session.append("permission/answered", AnsweredRecord(
+                version=1, team_id="lead", ask_id="ask-1", decision="deny", by="user"))
+        assert "answered twice" in vetoed.value.message
     finally:
         await host.close()
     [ask] = state.listed()  # the second call ran on the session rule: no second ask
