@@ -285,3 +285,7 @@ def test_profile_layers_override_key_by_key(tmp_path: Path) -> None:
         load_profile(bad)
     assert error.value.path == "permissions.allow[0]" and "bad.toml" in error.value.message
     assert not load_profile("agent-teams").permissions.active
+
+
+def test_no_table_is_the_defaults() -> None:
+    assert settings_from(None) == PermissionSettings()

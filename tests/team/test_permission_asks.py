@@ -21,6 +21,7 @@ from dsh_team.views.chat import commands
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
 from host_spec.messages import user_message
+from host_spec.records import CancelCause
 from host_spec.permissions import PermissionRouter
 from kit_waits import until
 from roster_kit import lead, spawn, teams_of
@@ -131,3 +132,46 @@ async def test_only_the_lead_answers_and_only_what_is_delegated(tmp_path: Path) 
     assert (missing.value.code, long.value.code) == (TeamCode.PERMISSION_NOT_FOUND, TeamCode.INVALID_ARGUMENT)
     [result] = [e.value() for e in root.session.events if e.type == "tool/result"]
     assert result["error"]["code"] == "PERMISSION_DENIED" and "denied by user: no" in result["error"]["message"]
+
+
+async def test_an_interrupted_ask_runs_nothing_and_a_later_answer_is_recorded(tmp_path: Path) -> None:
+    half = {"name": "send_message", "arguments": {"target": "lead", "message": "m", "permission": "ask-1"}}
+    script = {"lead": [{"text": "one", "tool_calls": [LIST]}, {"text": "half", "tool_calls": [half]}, {"text": "ok"}]}
+    host = await open_host(tmp_path, script, default="allow", ask=["list_agents"])
+    try:
+        root = await lead(host)
+        routes = host.service(PermissionRouter)
+        assert isinstance(routes, PermissionRoutes)
+        root.followup(user_message("go"))
+        await until(lambda: routes.open_asks(root), what="the Lead's ask")
+        root.cancel(CancelCause("user"))
+        await root.when_idle()
+        [result] = [e.value() for e in root.session.events if e.type == "tool/result"]
+        assert result["error"]["code"] == "ABORTED"
+        [ask] = routes.open_asks(root)  # the ask stays on record; nobody waits for it now
+        answered = await teams_of(host).answer_permission(root, ask_id="ask-1", answer="allow", by="user")
+        assert answered.answer is not None and routes.open_asks(root) == ()
+        root.followup(user_message("again"))  # the next turn: a permission without its answer
+        await root.when_idle()
+        results = [e.value() for e in root.session.events if e.type == "tool/result"]
+    finally:
+        await host.close()
+    assert results[-1]["error"]["code"] == "INVALID_ARGS" and "both permission and answer" in results[-1]["error"]["message"]
+
+
+def test_without_a_team_an_ask_is_denied_at_once(tmp_path: Path) -> None:
+    profile = tmp_path / "p.toml"
+    profile.write_text('extends = "headless"\n[permissions]\ndefault = "ask"\n')
+    script = tmp_path / "s.json"
+    script.write_text('{"lead": [{"text": "x", "tool_calls": [{"name": "bash", "arguments": {"command": "true"}}]}]}')
+    (tmp_path / "ws").mkdir()
+    from host_spec.host.cli.main import main
+
+    assert main(["run", "--profile", str(profile), "--model", f"scripted:{script}", "--data-dir",
+                 str(tmp_path / "data"), "--workspace", str(tmp_path / "ws"), "go"]) == 0  # fmt: skip
+    from host_spec.host.store.jsonl import JsonlStore
+
+    events = JsonlStore(tmp_path / "data").read("session-1")[1]
+    [result] = [e.value() for e in events if e.type == "tool/result"]
+    assert result["error"]["code"] == "PERMISSION_DENIED" and "no one can answer" in result["error"]["message"]
+    assert not [e for e in events if e.type == "tool/permission"]  # nothing was asked
