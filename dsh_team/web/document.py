@@ -40,6 +40,8 @@ from dsh_team.cost.ledger import CostLedger, fold_cost
 from dsh_team.controls.ledger import ControlsState, fold_controls
 from dsh_team.cost.report import build_report
 from dsh_team.views.controls import build_controls
+from dsh_team.views.permissions import build_permissions
+from dsh_team.permissions.ledger import PermissionsState, fold_permissions
 from dsh_team.views.show import ShowTask, build_show, offline_status
 from dsh_team.views.show_messages import pending_messages
 from dsh_team.views.usage import MemberUsage
@@ -121,6 +123,7 @@ class PanelFold:
         self.queued_at: dict[str, int] = {}  # pending message id -> time of its queued record
         self.ledger = CostLedger(team_id)
         self.controls = ControlsState(team_id)
+        self.permissions = PermissionsState(team_id)
         #: The log last folded from (a view, never a copy): a deleted task's whole snapshot is read there.
         self.events: Sequence[Event] = ()
 
@@ -136,6 +139,7 @@ class PanelFold:
         state = self.state
         ledger = self.ledger
         controls = self.controls
+        permissions = self.permissions
         for event in events[self.seq : upto]:
             charged = fold_cost(ledger, event)
             if charged is not ledger:
@@ -143,6 +147,9 @@ class PanelFold:
             gated = fold_controls(controls, event)
             if gated is not controls:
                 controls, change = gated, "team"
+            asked = fold_permissions(permissions, event)
+            if asked is not permissions:
+                permissions, change = asked, "team"
             after = evolve(state, event)
             entry = timeline_entry(state, after, event)
             if entry is not None:
@@ -161,6 +168,7 @@ class PanelFold:
         self.state = state
         self.ledger = ledger
         self.controls = controls
+        self.permissions = permissions
         timeline = self.timeline
         if len(timeline) > 2 * TIMELINE_KEPT:  # trimmed in batches: amortised O(1) per entry
             self.dropped = timeline[-TIMELINE_KEPT - 1].seq
@@ -221,7 +229,7 @@ def document(
     """
     show = build_show(fold.state, session_id=fold.team_id, log_length=log_length, at=fold.seq, damage=damage,
                       writes=writes, usage=usage, costs=build_report(fold.state, fold.ledger, events=fold.events),
-                      controls=build_controls(fold.controls))
+                      controls=build_controls(fold.controls), permissions=build_permissions(fold.permissions))
     doc: dict[str, Any] = _to_builtins(show)
     if live is not None:
         doc["offline"] = False
