@@ -11,7 +11,7 @@ through the host's CLI write (:meth:`host_spec.cli.CliEnv.open_appender`: under
 the Team's lock, fsynced). ``dsh resume`` then finds the answer: the member's
 held call runs once if allowed, or is told it was denied. A run live in another
 process holds the lock, and the command refuses with ``TEAM_RUN_LIVE`` (answer in
-its ``dsh chat`` with ``/permit``, or its web panel): only the process that holds
+its ``dsh chat`` with ``/permit``, or on its web panel's Permissions card): only the process that holds
 the Team appends to its Lead log, which keeps "answered exactly once" simple.
 """
 
