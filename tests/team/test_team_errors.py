@@ -35,6 +35,9 @@ class TestCodes:
             "TEAM_ROLE_INVALID",
             "TEAM_SHUTDOWN_PENDING",
             "TEAM_NO_SHUTDOWN_REQUEST",
+            "PERMISSION_NOT_FOUND",
+            "PERMISSION_ALREADY_ANSWERED",
+            "PERMISSION_NOT_DELEGATED",
         }
 
     def test_team_error_carries_code_and_details(self) -> None:
