@@ -44,6 +44,7 @@ from typing import Any
 import attrs
 
 from host_spec.errors import DshError, SessionLockedError
+from host_spec.permissions import PermissionSettings
 
 from host_spec.host.app import Host
 from host_spec.host.cli.run_commands import _NoModel
@@ -101,7 +102,10 @@ def _member_host_opener(store: Any, args: argparse.Namespace) -> Any:
     async def open_host(root: str) -> Host:
         profile_name, model = await asyncio.to_thread(_recorded, store, root, args)
         profile = load_profile(profile_name)
-        profile = attrs.evolve(profile, plugins=tuple(e for e in profile.plugins if e.name == "workspace"))
+        # The call was checked against the permission rules (and asked, if need be) by the
+        # Lead's process before it was placed here: the worker runs what was allowed.
+        profile = attrs.evolve(profile, plugins=tuple(e for e in profile.plugins if e.name == "workspace"),
+                               permissions=PermissionSettings())
         return await Host.open(None, profile, model, extra_plugins=[("dsh-placement-audits", audits_plugin())])
 
     return open_host
