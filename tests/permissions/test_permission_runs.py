@@ -139,6 +139,7 @@ def test_permit_on_a_stopped_run_then_resume_runs_the_command_once(tmp_path: Pat
     [answered] = run.records("permission/answered")
     assert (answered["decision"], answered["by"], answered["reason"]) == ("allow", "user", "fine")
     assert len(run.records("permission/requested")) == 1  # the resumed call found its ask, never asked twice
+    assert "permission ask-1 allowed by user" in run.transcript("lead")
     assert run.resume().returncode == 0 and run.lines() == 1  # a further resume runs nothing again
 
 
@@ -147,8 +148,16 @@ def test_an_open_ask_survives_sigkill_and_resume(tmp_path: Path) -> None:
               default="ask", ask_timeout_ms=3_600_000)  # fmt: skip
     run.kill_when(run.start(), lambda: run.records("permission/requested"))
     resumed = run.start("resume", *run.model)
-    # The resumed Lead is told the host restarted, and waits on the same ask again.
-    run.kill_when(resumed, lambda: "has been restarted" in json.dumps(run.lead_log()))
+
+    def waiting_again() -> bool:
+        """The resumed Lead was told the host restarted and waits on the same ask: the live run refuses a permit."""
+        if "has been restarted" not in json.dumps(run.lead_log()):
+            return False
+        live = run.dsh("team", "permit", "ask-1", "allow")
+        assert live.returncode != 0 and "TEAM_RUN_LIVE" in live.stderr, live.stderr
+        return True
+
+    run.kill_when(resumed, waiting_again)
     assert run.records("permission/answered") == [] and run.lines() == 0  # a restart answers nothing
     assert run.dsh("team", "permit", "ask-1", "allow").returncode == 0
     assert run.resume().returncode == 0
