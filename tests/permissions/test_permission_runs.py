@@ -111,6 +111,7 @@ def test_allowed_denied_and_timed_out(tmp_path: Path) -> None:
     ]}, default="allow", ask=["bash(echo line*)"], deny=["bash(rm *)"], ask_timeout_ms=800)  # fmt: skip
     done = run.run()
     assert done.returncode == 0, done.stderr[-2000:]
+    assert "[lead] permission needed for call lead-2.1 (rule bash(echo line*)): answer with /permit" in done.stdout
     transcript = run.transcript("lead")
     assert 'bash is denied by the permission rule "bash(rm *)"; nothing ran' in transcript
     assert "permission ask ask-1 for bash was denied by deadline" in transcript

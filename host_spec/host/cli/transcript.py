@@ -75,7 +75,7 @@ def render_event(name: str, event: Event) -> list[str]:
         value = event.value()
         if value.get("phase") == "asked":
             return [f"{tag}permission needed for call {value.get('call_id')} (rule {value.get('rule')}): "
-                    "/permit lists open asks, /permit ID allow|always|deny answers"]
+                    "answer with /permit in dsh chat, on the web panel, or `dsh team permit` once the run stopped"]
         return [f"{tag}permission {value.get('ask_id') or '(session rule)'} allowed by {value.get('by')}"]
     if event.type == EventType.TURN_END:
         reason = event.value().get("reason") or {}
