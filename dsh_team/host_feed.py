@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from dsh_team.config import TeamConfig
     from dsh_team.coordination import Coordination
     from dsh_team.controls.ledger import LiveControls
+    from dsh_team.permissions.ledger import LivePermissions
     from dsh_team.cost.costs import TeamCosts
     from dsh_team.log.journal import Journal
     from dsh_team.log.journals import Journals
@@ -67,6 +68,7 @@ class HostFeed:
     quiescence: QuiescenceWatch
     controls: LiveControls
     merges: Merges
+    permissions: LivePermissions
 
     if TYPE_CHECKING:  # the service's own calls, which the feed uses
 
@@ -129,6 +131,7 @@ class HostFeed:
         self.costs.session_disposed(session)
         self.controls.forget(session)
         self.merges.forget(session)
+        self.permissions.forget(session)
 
     @hookimpl(specname="dsh_agent_status")
     def agent_status(self, agent: Agent, status: str) -> None:

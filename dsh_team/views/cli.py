@@ -46,7 +46,10 @@ from dsh_team.roster.shutdown import gone_members
 from dsh_team.views.member_commands import register_member_commands
 from dsh_team.views.show import build_show, render_json
 from dsh_team.views.controls import build_controls
+from dsh_team.views.permissions import build_permissions
+from dsh_team.permissions.ledger import replay_permissions
 from dsh_team.views.plan_cli import register_plan
+from dsh_team.views.permit_cli import register_permit
 from dsh_team.controls.ledger import replay_controls
 from dsh_team.views.writes import collect_writes
 from dsh_team.views.show_text import render_text
@@ -117,6 +120,7 @@ def register(subparsers: Any, env: CliEnv) -> None:
     register_plan(commands, env)
     register_member_commands(commands, env, lead_of)
     register_worktree_commands(commands, env, lead_of)
+    register_permit(commands, env, lead_of)
 
 
 def lead_of(reader: SessionReader, session_id: str) -> str:
@@ -191,10 +195,10 @@ def show_command(args: argparse.Namespace, env: CliEnv) -> int:
     costs = build_report(state, ledger, uncharged_spend(reader, ids, ledger) if until is None else None, stored.events)
     controls = build_controls(replay_controls(stored.events[:at], team_id))
     worktrees = build_worktrees(stored.events[:at], team_id, lambda: env.worktrees())
+    permissions = build_permissions(replay_permissions(stored.events[:at], team_id))
     show = build_show(state, session_id=asked, log_length=length, at=at, damage=damage, writes=writes,
                       usage=member_usage(reader, ids, until=until), costs=costs, controls=controls,
-                      worktrees=worktrees,
-                      gone=gone_members(stored.events[:at], team_id))
+                      permissions=permissions, worktrees=worktrees, gone=gone_members(stored.events[:at], team_id))
     print(render_json(show) if args.json else render_text(show))
     if not args.json:
         names = ["lead", *(member.name for member in state.members.listed())]

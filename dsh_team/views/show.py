@@ -30,6 +30,7 @@ from dsh_team.core.task_view import LEAD_NAME, list_views, owner_name
 from dsh_team.cost.report import CostReport
 from dsh_team.views.controls import ControlsReport
 from dsh_team.worktrees.report import WorktreeReport
+from dsh_team.views.permissions import PermissionsReport
 from dsh_team.views.show_messages import ShowMessage, ShowMessageStatus, pending_messages, recent_messages
 from dsh_team.views.writes import ShowWrite
 from dsh_team.views.usage import MemberUsage
@@ -188,6 +189,7 @@ class TeamShow(msgspec.Struct, frozen=True):
     quiescence: ShowQuiescence | None = None
     controls: ControlsReport | None = None
     worktrees: WorktreeReport | None = None
+    permissions: PermissionsReport | None = None
 
 
 def show_quiescence(state: TeamState) -> ShowQuiescence | None:
@@ -237,6 +239,7 @@ def build_show(
     controls: ControlsReport | None = None,
     worktrees: WorktreeReport | None = None,
     gone: frozenset[str] = frozenset(),
+    permissions: PermissionsReport | None = None,
 ) -> TeamShow:
     """The view of ``state`` (the Lead log folded up to ``at``).
 
@@ -253,6 +256,7 @@ def build_show(
         controls: The controls section (:func:`~dsh_team.views.controls.build_controls`).
         worktrees: The worktree section (:func:`~dsh_team.worktrees.report.build_worktrees`).
         gone: Ids of the members that shut down for good (:func:`~dsh_team.roster.shutdown.gone_members`).
+        permissions: The permissions section (:func:`~dsh_team.views.permissions.build_permissions`).
     """
     spent = usage or {}
     mail = state.mail
@@ -293,6 +297,7 @@ def build_show(
         quiescence=show_quiescence(state),
         controls=controls,
         worktrees=worktrees,
+        permissions=permissions,
     )
 
 

@@ -13,6 +13,7 @@ from typing import Final
 from dsh_team.cost.report import CostReport
 from dsh_team.views.controls import render_controls
 from dsh_team.worktrees.report import render_worktrees
+from dsh_team.views.permissions import render_permissions
 from dsh_team.views.show import ShowMember, TeamShow
 
 __all__ = ["render_text"]
@@ -181,4 +182,6 @@ def render_text(show: TeamShow) -> str:
         blocks.append(render_controls(show.controls))
     if show.worktrees is not None:
         blocks.append(render_worktrees(show.worktrees))
+    if show.permissions is not None:
+        blocks.append(render_permissions(show.permissions))
     return "\n\n".join("\n".join(block) for block in blocks)

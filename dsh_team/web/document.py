@@ -42,6 +42,8 @@ from dsh_team.cost.report import build_report
 from dsh_team.roster.member_records import fold_latest
 from dsh_team.roster.shutdown import GONE, SHUTDOWN_RECORDS, TEAM_SHUTDOWN, ShutdownRecord
 from dsh_team.views.controls import build_controls
+from dsh_team.views.permissions import build_permissions
+from dsh_team.permissions.ledger import PermissionsState, fold_permissions
 from dsh_team.views.show import ShowTask, build_show, offline_status
 from dsh_team.views.show_messages import pending_messages
 from dsh_team.views.usage import MemberUsage
@@ -135,6 +137,7 @@ class PanelFold:
         self.worktree_records: list[Event] = []
         #: Member id -> its latest ``team/shutdown`` record (who shut down for good).
         self.shutdowns: dict[str, ShutdownRecord] = {}
+        self.permissions = PermissionsState(team_id)
         #: The log last folded from (a view, never a copy): a deleted task's whole snapshot is read there.
         self.events: Sequence[Event] = ()
 
@@ -150,6 +153,7 @@ class PanelFold:
         state = self.state
         ledger = self.ledger
         controls = self.controls
+        permissions = self.permissions
         for event in events[self.seq : upto]:
             charged = fold_cost(ledger, event)
             if charged is not ledger:
@@ -162,6 +166,9 @@ class PanelFold:
             if event.type == TEAM_SHUTDOWN:
                 fold_latest(SHUTDOWN_RECORDS, (event,), self.team_id, self.shutdowns)
                 change = "team"
+            asked = fold_permissions(permissions, event)
+            if asked is not permissions:
+                permissions, change = asked, "team"
             after = evolve(state, event)
             entry = timeline_entry(state, after, event)
             if entry is not None:
@@ -180,6 +187,7 @@ class PanelFold:
         self.state = state
         self.ledger = ledger
         self.controls = controls
+        self.permissions = permissions
         timeline = self.timeline
         if len(timeline) > 2 * TIMELINE_KEPT:  # trimmed in batches: amortised O(1) per entry
             self.dropped = timeline[-TIMELINE_KEPT - 1].seq
@@ -249,7 +257,7 @@ def document(
                       writes=writes, usage=usage, costs=build_report(fold.state, fold.ledger, events=fold.events),
                       controls=build_controls(fold.controls),
                       worktrees=build_worktrees(fold.worktree_records, fold.team_id, lambda: git),
-                      gone=fold.gone())
+                      gone=fold.gone(), permissions=build_permissions(fold.permissions))
     doc: dict[str, Any] = _to_builtins(show)
     if live is not None:
         doc["offline"] = False

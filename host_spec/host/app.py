@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
+from host_spec.permissions import PermissionRouter
 from host_spec.storage import StorageBackend
 
 from host_spec.host.agents.registry import AgentRegistry, AgentRuntime
@@ -169,6 +170,10 @@ class Host(HostRuns):
         host.profile = resolved
         if resolved is not None:
             host.agents.runtime.compaction = resolved.compaction
+            if resolved.permissions.active:
+                from host_spec.host.agents.permission_gate import PermissionGate
+
+                host.tools.permissions = PermissionGate(resolved.permissions, host.permission_router)
         try:
             for member_spec in resolved.models.values() if resolved is not None else ():
                 if member_spec != spec:  # a bad member model fails here, before anything runs
@@ -233,6 +238,10 @@ class Host(HostRuns):
     def find_service(self, api: TypeForm[S]) -> S | None:
         """The service a plugin published for ``api``, or ``None``."""
         return self.plugins.services.find(api)
+
+    def permission_router(self) -> PermissionRouter | None:
+        """Who answers permission asks here: the plugin that provides the router, or ``None``."""
+        return self.find_service(PermissionRouter)
 
     def call_soon(self, fn: Callable[[], Any]) -> None:
         """Run ``fn`` on the next loop iteration; an awaitable result becomes a tracked task.

@@ -38,6 +38,9 @@ class TestCodes:
             "TEAM_WORKTREE_UNAVAILABLE",
             "TEAM_MERGE_CONFLICT",
             "TEAM_MERGE_BLOCKED",
+            "PERMISSION_NOT_FOUND",
+            "PERMISSION_ALREADY_ANSWERED",
+            "PERMISSION_NOT_DELEGATED",
         }
 
     def test_team_error_carries_code_and_details(self) -> None:

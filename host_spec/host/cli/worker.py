@@ -48,6 +48,7 @@ import attrs
 
 from host_spec.errors import DshError, SessionLockedError
 from host_spec.extras import require
+from host_spec.permissions import PermissionSettings
 
 from host_spec.host.app import Host
 from host_spec.host.cli.run_commands import _NoModel, taken_over
@@ -112,7 +113,9 @@ def _member_host_opener(store: Any, args: argparse.Namespace, audits_plugin: Any
         checkout = args.workspace or (await asyncio.to_thread(store.header, root)).cwd
         kept = tuple(_on_checkout(e, checkout) if e.name == MCP_PLUGIN else e
                      for e in profile.plugins if e.name in ("workspace", MCP_PLUGIN))
-        profile = attrs.evolve(profile, plugins=kept)
+        # The call was checked against the permission rules (and asked, if need be) by the
+        # Lead's process before it was placed here: the worker runs what was allowed.
+        profile = attrs.evolve(profile, plugins=kept, permissions=PermissionSettings())
         # The run's own sandbox policies: a member's calls are confined here as in the Lead's process.
         return await Host.open(None, profile, model, extra_plugins=[("dsh-placement-audits", audits_plugin())],
                                run_data=store_url)
