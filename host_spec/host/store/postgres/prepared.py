@@ -23,8 +23,8 @@ about 15 µs. So the append of up to :data:`SPREAD_MAX` events is:
 A server error is raised as psycopg raises it (a lost connection as
 :class:`psycopg.OperationalError`, so the :class:`~.link.Link` reconnects and
 retries as before); a prepared statement the server forgot (``DISCARD ALL``
-by a pooler) is sent with its text again and prepared anew. Longer batches, and the rare follow-up
-reads of a refused append, go through psycopg as before.
+by a pooler) is sent with its text again and prepared anew. Longer batches, and
+the rare follow-up reads of a refused append, go through psycopg as before.
 """
 
 from __future__ import annotations
