@@ -34,16 +34,17 @@ def measure(fn: Callable[[], object], *, seconds: float, warmup: float = 0.1) ->
             return ops / (now - start)
 
 
-def report(bench_id: str, ratio: float, goal: float) -> str:
-    """Print and return the machine-readable goal line ``<ID> <measured> <goal>``.
+def report(bench_id: str, ratio: float, goal: float | None) -> str:
+    """Print and return the machine-readable goal line ``<ID> <measured> <goal>`` (goal ``None``: ``-``).
 
     A ratio prints with two decimals; a count or a size (an ``int``: bytes of M1,
     turns of Q1) prints exactly. Which way a goal points is the bench's own
     statement: ratios are at least their goal (higher is better), while sizes,
-    counts and slowdowns (M1, W1, P4, Q1) are at most theirs (lower is better).
+    counts and slowdowns (M1, W1, P4, Q1) are at most theirs (lower is better). A
+    figure printed beside a peer without a goal of its own has goal ``-``.
     """
     measured = str(ratio) if type(ratio) is int else f"{ratio:.2f}"
-    line = f"{bench_id} {measured} {goal:g}"
+    line = f"{bench_id} {measured} {'-' if goal is None else format(goal, 'g')}"
     print(line, flush=True)
     return line
 

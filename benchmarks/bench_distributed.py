@@ -4,12 +4,22 @@ X1: serial durable ``update_task`` through the full service on a host whose stor
     is PostgreSQL, against the same CAS board in PostgreSQL written directly (one
     ``UPDATE ... WHERE revision = %s`` plus its event row, one statement, one
     commit per mutation; :class:`PgBoard`), goal >= 0.8.
+X1f: the same serial update against a single-row ``INSERT`` committed on its own
+    (the floor of a durable write on this server), goal >= 0.8.
+X1p: the same against LangGraph's ``PostgresSaver.put`` of a checkpoint holding
+    the same event line, goal >= 1.3.
 X3: cross-process wake-up latency: a batch committed by one process (the
     ``pg_notify`` inside its transaction) until another process, woken by
     LISTEN, has read the new events from its cursor; p50 and p99 in
     milliseconds, goal p99 <= 50 ms. It measures the wake-up path (commit,
     notification, cursor read); a member's call reaching the worker that runs it
     is ``bench_workers``' X3t.
+
+Printed beside a peer, without a goal (``-``; :mod:`.pg_peers`, each in a child
+process on a fresh database of the same server): X1e, our serial rate over
+eventsourcing's PostgreSQL recorder ``insert_events`` of one event; X1d, over a
+DBOS workflow of one step; X3q, procrastinate's ``defer`` -> job started p50
+over X3's p50. A peer that is not installed or does not start prints why.
 
 Printed without a goal: 16 members of one Lead process updating their own tasks
 at once on PostgreSQL (group commit) against the serial rate; the followed
@@ -24,7 +34,7 @@ across 4 worker processes) is measured by ``bench_workers``.
 
 The server is started by ``tests/kit_postgres.py`` in a temporary directory; when
 none can start (no PostgreSQL binaries) the bench prints why and reports nothing.
-Contenders alternate in short segments and the goal ratio is the median of the
+The direct board, the floor, LangGraph's put and our updates alternate in short segments and the goal ratio is the median of the
 rounds' ratios, as in ``bench_team``.
 """
 
@@ -45,6 +55,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import Rounds, atimed, timed  # noqa: E402
+from benchmarks.pg_peers import CHILD_PEERS, LangGraphPut, PgFloor, median_rate, run_child  # noqa: E402
 from benchmarks.scale_children import LEAD, LIVE  # noqa: E402
 from benchmarks.team_setup import claimed_board, lead_events, write_log  # noqa: E402
 
@@ -108,14 +119,23 @@ class PgBoard:
         self.conn.close()
 
 
-async def _board(url: str) -> dict[str, float]:
+async def _board(url: str, skipped: dict[str, str]) -> tuple[dict[str, float], str]:
+    """Our serial and grouped updates, alternating with the direct board, the floor and LangGraph's put."""
     from host_spec.events import encode_event
     from host_spec.host.app import Host
     from host_spec.host.models.scripted import ScriptedModel
 
     host = await Host.open(url, None, ScriptedModel.from_mapping({}))
     teams, session, root, members, views = await claimed_board(host, MEMBERS)
-    peer = PgBoard(url, (encode_event(session.events[-1]) + b"\n").decode())
+    line = (encode_event(session.events[-1]) + b"\n").decode()
+    peer, floor = PgBoard(url, line), PgFloor(url, line)
+    contenders: dict[str, Any] = {"direct": peer.serial, "floor": floor.serial}
+    try:
+        langgraph: LangGraphPut | None = LangGraphPut(url, line)
+    except Exception as exc:  # not installed, or it would not start: the rest is measured all the same
+        langgraph, skipped["langgraph"] = None, f"{type(exc).__name__}: {exc}"
+    else:
+        contenders["langgraph"] = langgraph.serial
     labels = ("bench task", "bench task, edited")
 
     async def edit(member: Any) -> None:
@@ -140,22 +160,27 @@ async def _board(url: str) -> dict[str, float]:
         return sum(counts), time.perf_counter() - start
 
     rounds = Rounds()
-    order = ["direct", "serial", "group"]
+    order = [*contenders, "serial", "group"]
     try:
         for number in range(ROUNDS):
             for key in order if number % 2 == 0 else reversed(order):
-                if key == "direct":
-                    rounds.add(key, timed(peer.serial, SEGMENT))
-                elif key == "serial":
+                if key == "serial":
                     rounds.add(key, await atimed(serial, SEGMENT))
-                else:
+                elif key == "group":
                     rounds.add(key, await group(SEGMENT))
+                else:
+                    rounds.add(key, timed(contenders[key], SEGMENT))
         assert session.durable_seq == session.last_seq
     finally:
         peer.close()
+        floor.close()
+        if langgraph is not None:
+            langgraph.close()
         await host.close()
-    return {key: rounds.rate(key) for key in rounds} | {
-        "X1": rounds.median_ratio("serial", "direct"), "group_x": rounds.median_ratio("group", "serial")}
+    ratios = {f"{key}_x": rounds.median_ratio("serial", key) for key in contenders}
+    figures = {key: rounds.rate(key) for key in rounds} | ratios | {
+        "X1": ratios["direct_x"], "group_x": rounds.median_ratio("group", "serial")}
+    return figures, line
 
 
 def _wakeups(url: str) -> list[float]:
@@ -248,7 +273,7 @@ def _memory(url: str) -> dict[str, dict[str, Any]]:
     return figures
 
 
-def run() -> list[tuple[str, float, float]]:
+def run() -> list[tuple[str, float, float | None]]:
     sys.path.insert(0, str(REPO / "tests"))
     try:
         import psycopg  # noqa: F401
@@ -262,9 +287,11 @@ def run() -> list[tuple[str, float, float]]:
     except PostgresUnavailable as exc:
         print(f"distributed: skipped: no PostgreSQL server could start: {exc}")
         return []
+    skipped: dict[str, str] = {}
     try:
-        board = asyncio.run(_board(server.new_database()))
+        board, line = asyncio.run(_board(server.new_database(), skipped))
         latencies = sorted(_wakeups(server.new_database()))
+        peers = {name: run_child(name, server.new_database(), line, seconds=SEGMENT, rounds=ROUNDS) for name in CHILD_PEERS}
         pushes = sorted(asyncio.run(_panel_pushes(server.new_database())))
         memory = _memory(server.new_database())
     finally:
@@ -273,6 +300,23 @@ def run() -> list[tuple[str, float, float]]:
     p99 = latencies[min(len(latencies) - 1, round(0.99 * (len(latencies) - 1)))]
     print(f"distributed: durable update_task on PostgreSQL (serial) {board['serial']:8.0f} ops/s")
     print(f"distributed: the same CAS board written directly         {board['direct']:8.0f} ops/s  (X1 {board['X1']:.2f})")
+    print(f"distributed: a single-row INSERT commit (the floor)      {board['floor']:8.0f} ops/s  (X1f {board['floor_x']:.2f})")
+    results: list[tuple[str, float, float | None]] = [("X1", board["X1"], 0.8), ("X1f", board["floor_x"], 0.8)]
+    if "langgraph" in board:
+        print(f"distributed: LangGraph PostgresSaver.put                 {board['langgraph']:8.0f} ops/s  "
+              f"(X1p {board['langgraph_x']:.2f})")
+        results.append(("X1p", board["langgraph_x"], 1.3))
+    else:
+        print(f"distributed: peer langgraph (PostgresSaver.put) not measured: {skipped['langgraph']}")
+    for name, bench_id, what in (("eventsourcing", "X1e", "eventsourcing's PostgreSQL recorder insert_events"),
+                                 ("dbos", "X1d", "a DBOS workflow of one step")):
+        found = peers[name]
+        if isinstance(found, str):
+            print(f"distributed: peer {name} not measured: {found}")
+            continue
+        rate = median_rate(found)
+        print(f"distributed: {what:47s} {rate:8.0f} ops/s  ({bench_id} {board['serial'] / rate:.2f}: ours over it)")
+        results.append((bench_id, board["serial"] / rate, None))
     print(f"distributed: {MEMBERS} members of one process at once       {board['group']:8.0f} ops/s  "
           f"({board['group_x']:.1f}x serial; X2, across 4 worker processes: bench_workers)")
     print(f"distributed: cross-process wake-up (commit -> NOTIFY -> cursor read), {len(latencies)} samples: "
@@ -285,7 +329,17 @@ def run() -> list[tuple[str, float, float]]:
     print(f"distributed: live Lead on PostgreSQL after {kept['events']} Team events: resident {kept['rss'] / 1e6:.1f} MB "
           f"({kept['added'] / 1e6:.1f} MB added by the host; {kept['held']} events held decoded); keeping every event: "
           f"{every['rss'] / 1e6:.1f} MB ({every['added'] / 1e6:.1f} MB added; {every['held']} held)")
-    return [("X1", board["X1"], 0.8), ("X3p50", p50, 50.0), ("X3p99", p99, 50.0)]
+    found = peers["procrastinate"]
+    if isinstance(found, str):
+        print(f"distributed: peer procrastinate not measured: {found}")
+    else:
+        waits = sorted(found["latencies_ms"])
+        wait50 = statistics.median(waits)
+        print(f"distributed: procrastinate defer -> job started (LISTEN/NOTIFY), {len(waits)} samples: p50 {wait50:.2f} ms, "
+              f"p99 {waits[min(len(waits) - 1, round(0.99 * (len(waits) - 1)))]:.2f} ms "
+              f"(X3q {wait50 / p50:.2f}: its p50 over X3's)")
+        results.append(("X3q", wait50 / p50, None))
+    return results + [("X3p50", p50, 50.0), ("X3p99", p99, 50.0)]
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Arguments name a subset (``bench_memory bench_scale``, the ``bench_`` prefix may
 left out), so a goal that must hold in consecutive runs can be re-measured without
 the whole suite; an unknown name is an error before anything runs.
 
-Each bench module exposes ``run() -> list[tuple[id, ratio, goal]]`` and prints its
+Each bench module exposes ``run() -> list[tuple[id, ratio, goal]]`` (goal ``None``: a
+ratio beside a peer, printed with goal ``-``) and prints its
 own human-readable figures; the summary lines come last so tools can parse them.
 A bench that crashes is reported on stderr and makes the exit status non-zero.
 """
@@ -45,7 +46,7 @@ def main(names: list[str]) -> int:
     # The runner is an application: it, not the library, decides that host and
     # plugin logs below WARNING would only drown the figures (and cost time).
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    results: list[tuple[str, float, float]] = []
+    results: list[tuple[str, float, float | None]] = []
     failed: list[str] = []
     for path in paths:
         name = f"benchmarks.{path.stem}"

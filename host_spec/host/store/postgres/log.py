@@ -5,8 +5,9 @@ queued event in one statement and one transaction (:data:`~.schema.APPEND`:
 lease check, compare-and-set of the tail, insert, ``pg_notify``). A created log
 stores its header with its first batch, so a session closed before anything was
 written leaves no trace, as in the JSONL store. A short batch passes each body
-as a parameter of its own (one ``VALUES`` row each): the driver encodes a list
-parameter far more slowly than the round trip it rides on.
+as a parameter of its own (one ``VALUES`` row each) to a statement prepared on
+the connection and run through libpq directly (:mod:`.prepared`): the driver's
+per-call work costs several times the client's share of the round trip.
 
 The log is ``inline``: a host may sync it on its event loop's thread, which
 saves two thread hand-offs per batch (a round trip on a near server costs about
@@ -51,19 +52,10 @@ from host_spec.events import Event, SessionHeader, decode_event, encode_event, e
 
 from host_spec.host.store.batch import running_loop
 from host_spec.host.store.postgres.link import Link
-from host_spec.host.store.postgres.schema import ADD_SESSION, APPEND, MOVE_TAIL
+from host_spec.host.store.postgres.prepared import SPREAD_MAX, PreparedAppend, named_append
 
-__all__ = ["PostgresLog", "decode_rows"]
+__all__ = ["PostgresLog", "SPREAD_MAX", "decode_rows"]
 
-#: Batches of up to this many events pass each body as its own parameter; longer ones one ``bytea[]``.
-SPREAD_MAX = 32
-#: The body names of a spread batch.
-_NAMES = [f"b{index}" for index in range(1, SPREAD_MAX + 1)]
-_ROWS = ["unnest(%(bodies)s::bytea[]) WITH ORDINALITY AS t(body, n)"] + [
-    "(VALUES " + ", ".join(f"(%({name})s::bytea, {index})" for index, name in enumerate(_NAMES[:count], 1)) + ") AS t(body, n)"
-    for count in range(1, SPREAD_MAX + 1)]
-#: The append statement by ``[is the first batch][batch size]`` (size 0: the one ``bytea[]`` parameter).
-_APPEND = [[APPEND.format(head=head, bodies=rows) for rows in _ROWS] for head in (MOVE_TAIL, ADD_SESSION)]
 _TAIL = "SELECT tail FROM dsh_sessions WHERE id = %s"
 _OURS = "SELECT body FROM dsh_events WHERE session = %s AND seq > %s AND seq <= %s AND epoch = %s ORDER BY seq"
 _RANGE = "SELECT seq, body FROM dsh_events WHERE session = %s AND seq >= %s AND seq < %s ORDER BY seq"
@@ -121,6 +113,7 @@ class PostgresLog:
         self._pending: list[Event] = []
         self._open = True
         self._unsure = False  # a write failed without an answer: it may have committed
+        self._prepared = PreparedAppend(header.id, lease_key, holder, epoch)
 
     def __repr__(self) -> str:
         return f"<PostgresLog {self.header.id} tail={self._tail} epoch={self.epoch}>"
@@ -160,22 +153,29 @@ class PostgresLog:
     def _write(self, bodies: list[bytes]) -> None:
         header = self.header
         first = not self._stored
-        count = len(bodies)
-        params: dict[str, Any] = {
-            "session": header.id, "lease": self.lease_key, "holder": self._holder, "epoch": self.epoch,
-            "expected": self._synced, "tail": self._synced + count}
-        if first:
-            params.update(created=header.created_at, parent=header.parent_session, header=encode_header(header))
-        if count <= SPREAD_MAX:
-            params.update(zip(_NAMES, bodies))
+        expected = self._synced
+        tail = expected + len(bodies)
+        create = (header.created_at, header.parent_session, encode_header(header)) if first else None
+        if len(bodies) <= SPREAD_MAX:  # the prepared statement (:mod:`.prepared`)
+            prepared = self._prepared
+
+            def send(conn: psycopg.Connection[Any]) -> tuple[int, int | None, str | None]:
+                return prepared.run(conn, expected, bodies, create)
         else:
-            params["bodies"], count = bodies, 0
-        query = _APPEND[first][count]
+            params: dict[str, Any] = {
+                "session": header.id, "lease": self.lease_key, "holder": self._holder, "epoch": self.epoch,
+                "expected": expected, "tail": tail, "bodies": bodies}
+            if create is not None:
+                params.update(zip(("created", "parent", "header"), create))
+            query = named_append(first, 0)
+
+            def send(conn: psycopg.Connection[Any]) -> tuple[int, int | None, str | None]:
+                return conn.execute(query, params).fetchone() or (0, None, None)
 
         def attempt(conn: psycopg.Connection[Any], number: int) -> tuple[str, int | None, int | None]:
             self._unsure = True  # until the server's answer is in
-            stored, epoch, holder = conn.execute(query, params).fetchone() or (0, None, None)
-            tail = params["tail"]
+            stored, epoch, holder = send(conn)
+            found: int | None = tail
             if stored:
                 status = "ok"
             elif (number > 0 or unsure) and self._ours(conn, bodies):
@@ -185,12 +185,12 @@ class PostgresLog:
             elif first:
                 status = "exists"
             else:
-                status, tail = "conflict", (conn.execute(_TAIL, (header.id,)).fetchone() or (None,))[0]
+                status, found = "conflict", (conn.execute(_TAIL, (header.id,)).fetchone() or (None,))[0]
             self._unsure = False
-            return status, tail, epoch
+            return status, found, epoch
 
         unsure = self._unsure
-        status, tail, epoch = self._link.run(attempt, wait=running_loop() is None)
+        status, found, epoch = self._link.run(attempt, wait=running_loop() is None)
         if status == "ok":
             return
         if status == "fenced":
@@ -202,8 +202,8 @@ class PostgresLog:
         if status == "exists":
             raise SessionExistsError(f"session {header.id} is already stored", session=header.id)
         raise SequenceConflictError(
-            f"session {header.id}: append at seq {self._synced} but the stored log ends at seq {tail}",
-            session=header.id, expected=self._synced, actual=tail,
+            f"session {header.id}: append at seq {self._synced} but the stored log ends at seq {found}",
+            session=header.id, expected=self._synced, actual=found,
         )
 
     def _ours(self, conn: psycopg.Connection[Any], bodies: list[bytes]) -> bool:
