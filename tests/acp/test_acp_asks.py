@@ -167,7 +167,8 @@ async def test_an_ask_open_across_a_sigkill_is_asked_again_after_load(tmp_path: 
         await until(loaded, lambda: "allowed after the crash." in loaded.message_text(), "the Lead carrying on")
         [(_, tool_call, _)] = loaded.asks
         assert tool_call.title == f'lead: bash {ASKED} (rule "bash(echo *)")'
-        assert _bash(loaded)[-1]["statuses"][-1] == "completed"
+        [call] = _bash(loaded)
+        assert call["statuses"][-1] == "completed" and "waiting for permission" in call["text"]
     answered = _records(data, session_id, "permission/answered")
     assert [(a["ask_id"], a["decision"], a["by"]) for a in answered] == [("ask-1", "allow", "user")]
     assert _lines(workspace) == 1
