@@ -7,7 +7,8 @@ on disk, read with the store: its ``permission/requested`` and ``permission/answ
 records (who answered, and exactly once) and the tool result the model got.
 
 * the editor allows: the command runs once, one answer by ``user``; it denies:
-  nothing runs, the model gets ``PERMISSION_DENIED`` (one session, two prompts);
+  nothing runs, the model gets ``PERMISSION_DENIED``; it allows always: the same
+  command later runs without asking (one session, four prompts);
 * the editor cancels: nothing is answered, the ask stays open until its deadline
   denies it; an editor answering after the deadline is refused harmlessly
   (``PERMISSION_ALREADY_ANSWERED`` in the agent, which goes on answering prompts);
@@ -28,8 +29,10 @@ from acp.schema import RequestPermissionResponse
 from kit_acp import Editor, agent, initialized, prompt, until
 
 from host_spec.events import EventType
+from host_spec.host.acp.asks import ALLOW_ALWAYS
 from host_spec.host.acp.permission import ALLOW_ONCE, REJECT_ONCE
 from host_spec.host.store.jsonl import JsonlStore
+from host_spec.messages import message_text
 
 pytestmark = pytest.mark.slow
 
@@ -65,9 +68,12 @@ def _bash(editor: Editor) -> list[dict[str, Any]]:
 
 
 @pytest.mark.timeout_s(150)
-async def test_the_editor_allows_then_denies(tmp_path: Path) -> None:
+async def test_the_editor_allows_denies_and_allows_always(tmp_path: Path) -> None:
+    always = {"name": "bash", "arguments": {"command": "echo always"}}
     steps = [{"text": "first", "tool_calls": [CALL]}, {"text": "allowed."},
-             {"text": "second", "tool_calls": [CALL]}, {"text": "denied."}]
+             {"text": "second", "tool_calls": [CALL]}, {"text": "denied."},
+             {"text": "third", "tool_calls": [always]}, {"text": "allowed always."},
+             {"text": "fourth", "tool_calls": [always]}, {"text": "allowed by the session rule."}]
     data, workspace, flags = _setup(tmp_path, steps, 3_600_000)
     editor = Editor(answer=ALLOW_ONCE)
     async with agent(editor, data, *flags, log=tmp_path / "agent.log") as (conn, _):
@@ -89,11 +95,20 @@ async def test_the_editor_allows_then_denies(tmp_path: Path) -> None:
         assert (await prompt(conn, session_id, "again")).stop_reason == "end_turn"
         assert len(editor.asks) == 2 and _lines(workspace) == 1  # denied: nothing ran
         assert _bash(editor)[-1]["statuses"][-1] == "failed"
+
+        editor.answer = ALLOW_ALWAYS
+        assert (await prompt(conn, session_id, "always")).stop_reason == "end_turn"
+        assert (await prompt(conn, session_id, "once more")).stop_reason == "end_turn"
+        assert len(editor.asks) == 3  # the fourth call was allowed by the session rule, not asked
     answered = _records(data, session_id, "permission/answered")
-    assert [(a["ask_id"], a["decision"], a["by"], a["reason"]) for a in answered] == [
-        ("ask-1", "allow", "user", "answered in the editor"), ("ask-2", "deny", "user", "answered in the editor")]
-    assert len(_records(data, session_id, "permission/requested")) == 2
-    denied = _results(data, session_id)[-1]
+    assert [(a["ask_id"], a["decision"], a["by"], a["reason"], a.get("always", False)) for a in answered] == [
+        ("ask-1", "allow", "user", "answered in the editor", False),
+        ("ask-2", "deny", "user", "answered in the editor", False),
+        ("ask-3", "allow", "user", "answered in the editor", True)]
+    assert len(_records(data, session_id, "permission/requested")) == 3
+    results = _results(data, session_id)
+    assert [json.loads(message_text(r["content"]))["output"] for r in results[2:]] == ["always\n", "always\n"]
+    denied = results[1]
     assert denied["is_error"] and denied["error"]["code"] == "PERMISSION_DENIED"
 
 
