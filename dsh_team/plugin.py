@@ -31,7 +31,7 @@ import attrs
 import structlog
 
 from host_spec import hookimpl
-from host_spec.permissions import PermissionRouter
+from host_spec.permissions import PermissionDesk, PermissionRouter
 from host_spec.workspace import WriteAuditor
 
 from dsh_team.api import TeamServiceAPI
@@ -78,5 +78,6 @@ def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
     ctx.provide(TeamServiceAPI, service)
     ctx.provide(WriteAuditor, TeamWriteAuditor(service.members, service.mode))
     ctx.provide(PermissionRouter, service.asks)
+    ctx.provide(PermissionDesk, service.asks)  # answerers outside the Team (an ACP editor)
     service.coordination.recover_live()
     log.info("team.loaded", sessions=len(service.journals))

@@ -39,7 +39,7 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkable
 
 import attrs
@@ -49,6 +49,7 @@ from host_spec.errors import ConfigError, DshError
 
 if TYPE_CHECKING:
     from host_spec.protocols import Agent
+    from host_spec.records import Handle
 
 __all__ = [
     "Decision",
@@ -59,6 +60,9 @@ __all__ = [
     "PermissionRequest",
     "PermissionAnswer",
     "PermissionRouter",
+    "AskedCall",
+    "OpenAsk",
+    "PermissionDesk",
     "PermissionDeniedError",
     "PermissionMark",
     "TOOL_PERMISSION",
@@ -386,6 +390,72 @@ class PermissionRouter(Protocol):
 
     async def ask(self, agent: Agent, request: PermissionRequest) -> PermissionAnswer:
         """Record ``request`` (once per key, durably) and wait for its answer (or its deadline)."""
+        ...
+
+
+class AskedCall(Protocol):
+    """What an answerer sees of a recorded ask (``permission/requested``)."""
+
+    @property
+    def ask_id(self) -> str: ...
+
+    @property
+    def key(self) -> str:
+        """The call's :attr:`PermissionRequest.key` (``member id/turn/step/call id``)."""
+        ...
+
+    @property
+    def member(self) -> str: ...
+
+    @property
+    def tool(self) -> str: ...
+
+    @property
+    def arguments(self) -> str:
+        """The call's arguments, raw JSON text."""
+        ...
+
+    @property
+    def rule(self) -> str: ...
+
+    @property
+    def always_rule(self) -> str:
+        """The rule an "allow always" answer adds (``""``: it allows this call only)."""
+        ...
+
+
+class OpenAsk(Protocol):
+    """One ask as an answerer sees it: the request, and whether it still waits for its answer."""
+
+    @property
+    def request(self) -> AskedCall: ...
+
+    @property
+    def open(self) -> bool: ...
+
+
+@runtime_checkable
+class PermissionDesk(Protocol):
+    """Where answerers outside the Team plugin (an ACP editor) find open asks and answer them.
+
+    Looked up with ``host.find_service(PermissionDesk)``; the Team plugin provides the
+    same object as its :class:`PermissionRouter`, so an answer given here takes the one
+    answer path every answerer takes (recorded once; a later answer is refused with
+    ``PERMISSION_ALREADY_ANSWERED``).
+    """
+
+    def listen(self, listener: Callable[[str, OpenAsk], None]) -> Handle:
+        """Call ``listener(team id, ask)`` after every request and answer recorded (until disposed)."""
+        ...
+
+    def open_asks(self, member: Agent) -> Sequence[OpenAsk]:
+        """The open asks of ``member``'s Team, in log order (raises a typed error for a non-member)."""
+        ...
+
+    async def answer(
+        self, lead: Agent, ask_id: str, answer: str, *, by: Literal["user", "lead"], reason: str = ""
+    ) -> OpenAsk:
+        """Answer ``ask_id`` once: ``allow``, ``always`` or ``deny``, ``by`` the user or the Lead."""
         ...
 
 

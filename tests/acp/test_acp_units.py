@@ -7,11 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import acp
+import attrs
 import pytest
 from acp.schema import AcpMcpServer, EnvVariable, HttpHeader, HttpMcpServer, McpServerStdio, SseMcpServer
 
 from host_spec.events import Event, EventType, encode_data
+from host_spec.permissions import TOOL_PERMISSION
 from host_spec.host.acp.agent import prompt_blocks
+from host_spec.host.acp.asks import OPTIONS, ask_call_id, ask_title
 from host_spec.host.acp.feed import UpdateSender
 from host_spec.host.acp.progress import Progress
 from host_spec.host.acp.servers import joined_profile
@@ -196,3 +199,38 @@ class TestUpdateSender:
             task.cancel()
         assert [u if isinstance(u, str) else u.session_update for _, u in sent] == ["one", "plan", "two"]
         assert {session for session, _ in sent} == {"session-1"}
+
+
+class TestPermissionAsks:
+    def test_an_asked_mark_shows_the_call_waiting_an_allowed_one_nothing(self) -> None:
+        asked = _event(TOOL_PERMISSION, {"call_id": "c1", "phase": "asked", "rule": "bash(echo *)"})
+        (update,) = event_updates("builder", "child-1", asked, lead=False, replay=True)
+        assert update.tool_call_id == "child-1:c1" and update.status == "pending"
+        assert update.content[0].content.text == 'waiting for permission (rule "bash(echo *)")'
+        allowed = _event(TOOL_PERMISSION, {"call_id": "c1", "phase": "allowed", "ask_id": "ask-1", "by": "user"})
+        assert event_updates("builder", "child-1", allowed, lead=False) == []
+
+    def test_an_ask_names_the_call_the_editor_shows(self) -> None:
+        assert ask_call_id("child-1/3/2/builder-3.1") == "child-1:builder-3.1"
+        assert ask_call_id("child-1/3/2/odd/id") == "child-1:odd/id"
+
+    def test_the_title_names_member_tool_argument_and_rule(self) -> None:
+        @attrs.frozen
+        class Request:
+            ask_id: str = "ask-1"
+            key: str = "s/1/1/c"
+            member: str = "builder"
+            tool: str = "bash"
+            arguments: str = '{"command": "echo  hi"}'
+            rule: str = "bash(echo *)"
+            always_rule: str = ""
+
+        @attrs.frozen
+        class Ask:
+            request: Request = Request()
+            open: bool = True
+
+        assert ask_title(Ask()) == 'builder: bash echo hi (rule "bash(echo *)")'
+        assert ask_title(Ask(Request(tool="odd", arguments="not json"))) == 'builder: odd (rule "bash(echo *)")'
+        assert [(o.option_id, o.kind) for o in OPTIONS] == [
+            ("allow-once", "allow_once"), ("allow-always", "allow_always"), ("reject-once", "reject_once")]

@@ -9,6 +9,8 @@
   it ends (:mod:`host_spec.host.acp.turns`), after every update of the turn was
   sent. An ``error`` turn fails the request with the turn's code and message.
 * ``session/cancel``: cancels the Lead's running turn, inbox kept (Ctrl-C in chat).
+* permission asks of the session's Team go to the editor as
+  ``session/request_permission`` (:mod:`host_spec.host.acp.asks`).
 
 A :class:`~host_spec.errors.DshError` becomes a JSON-RPC error whose message is
 ``CODE: message`` and whose data carries ``{"code": CODE}``.
@@ -122,6 +124,7 @@ class DshAgent:
         except DshError as exc:
             raise request_error(exc) from None
         self.sessions[run.id] = run
+        run.ask_editor(self.client)
         log.info("acp.session_new", session=run.id, cwd=cwd)
         return NewSessionResponse(session_id=run.id)
 
@@ -134,6 +137,7 @@ class DshAgent:
         except DshError as exc:
             raise request_error(exc) from None
         self.sessions[run.id] = run
+        run.ask_editor(self.client)  # asks left open by a crash are asked again here
         log.info("acp.session_load", session=run.id)
         return LoadSessionResponse()
 

@@ -33,7 +33,9 @@ import structlog
 
 from host_spec.errors import DshError, SessionNotFoundError
 from host_spec.events import Event, EventType
+from host_spec.permissions import PermissionDesk
 
+from host_spec.host.acp.asks import EditorAsks
 from host_spec.host.acp.feed import RunFeed, UpdateSender
 from host_spec.host.acp.progress import Progress, progress_sources
 from host_spec.host.acp.servers import joined_profile
@@ -74,6 +76,15 @@ class RunSession:
     root: Any
     feed: RunFeed
     sending: asyncio.Task[None]
+    asks: EditorAsks | None = None
+
+    def ask_editor(self, client: Any) -> None:
+        """Put the Team's permission asks to the editor from now on, and those open now (none: no Team plugin)."""
+        desk = self.host.find_service(PermissionDesk)
+        if desk is None:
+            return
+        self.asks = EditorAsks(desk, self.root, client, self.id, self.feed.sender.drained)
+        self.asks.open_now()
 
     @property
     def id(self) -> str:
@@ -82,6 +93,8 @@ class RunSession:
     async def close(self) -> None:
         """Close the host (members keep their inboxes for a cold resume), then stop sending."""
         try:
+            if self.asks is not None:
+                await self.asks.close()
             await self.host.close()
         finally:
             self.sending.cancel()

@@ -10,7 +10,9 @@ members' logs, merged in commit order), so a loaded run reads as it did live:
 * every **tool call** of every agent is a ``tool_call`` (``pending``) whose title
   starts with the member that made it (``builder: write_file src/greet.py``),
   then ``in_progress`` when its body starts (:meth:`ToolCalls.started`) and
-  ``completed`` or ``failed`` with its result text; call ids are
+  ``completed`` or ``failed`` with its result text; a call a permission rule
+  asks about gets a ``pending`` update saying it waits for permission (its
+  ``tool/permission`` ``asked`` mark); call ids are
   ``<session id>:<call id>``, unique over the whole Team;
 * members' activity (their assistant text, the Team mail they and the Lead
   receive, a turn that ended abnormally, a compaction) is an **agent thought
@@ -31,10 +33,12 @@ from acp.schema import ToolKind
 
 from host_spec.events import Event, EventType, json_decode
 from host_spec.messages import message_text
+from host_spec.permissions import TOOL_PERMISSION
 
 from host_spec.host.cli.transcript import render_event
 
-__all__ = ["RESULT_CHARS", "TITLE_CHARS", "Update", "ToolCalls", "event_updates", "tool_call_id", "tool_kind"]
+__all__ = ["RESULT_CHARS", "TITLE_CHARS", "Update", "ToolCalls", "call_title", "event_updates", "tool_call_id",
+           "tool_kind"]
 
 #: Characters of a tool result shown in the editor (the log keeps it whole).
 RESULT_CHARS: Final = 4000
@@ -69,7 +73,8 @@ def _arguments(text: str) -> Any:
         return text  # a model's malformed arguments are shown as written
 
 
-def _title(member: str, tool: str, arguments: Any) -> str:
+def call_title(member: str, tool: str, arguments: Any) -> str:
+    """``member: tool detail``: the member, the tool, and the call's telling argument, shortened."""
     detail = ""
     if isinstance(arguments, dict):
         for key in _TITLE_ARGUMENTS:
@@ -102,7 +107,7 @@ def event_updates(name: str, session_id: str, event: Event, *, lead: bool, repla
         value = event.value()
         arguments = _arguments(str(value.get("arguments") or "{}"))
         tool = str(value.get("name"))
-        return [acp.start_tool_call(tool_call_id(session_id, str(value.get("call_id"))), _title(name, tool, arguments),
+        return [acp.start_tool_call(tool_call_id(session_id, str(value.get("call_id"))), call_title(name, tool, arguments),
                                     kind=tool_kind(tool), status="pending", raw_input=arguments)]
     if kind == EventType.TOOL_RESULT:
         value = event.value()
@@ -117,6 +122,13 @@ def event_updates(name: str, session_id: str, event: Event, *, lead: bool, repla
                                      status="failed" if failed else "completed",
                                      content=[acp.tool_content(acp.text_block(text))] if text else None,
                                      raw_output=value.get("error") if failed else None)]
+    if kind == TOOL_PERMISSION:
+        value = event.value()
+        if value.get("phase") != "asked":
+            return []  # allowed: the call's in_progress (body started) or its result follows
+        return [acp.update_tool_call(tool_call_id(session_id, str(value.get("call_id"))), status="pending",
+                                     content=[acp.tool_content(acp.text_block(
+                                         f'waiting for permission (rule "{value.get("rule")}")'))])]
     if kind == EventType.ASSISTANT_MESSAGE and lead:
         text = message_text(event.value().get("content") or [])
         return [acp.update_agent_message_text(text + "\n\n")] if text.strip() else []
