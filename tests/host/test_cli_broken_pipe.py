@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-DEMO = Path(__file__).resolve().parents[2] / "examples" / "team_demo.json"
+from host_spec.host.demo import SCRIPT
+
+DEMO = SCRIPT
 
 pytestmark = pytest.mark.slow
 
