@@ -139,8 +139,9 @@ class Continuations(Protocol):
         could only fail its first turn.
 
         Raises:
-            ModelError: the spec's error (``MODEL_UNKNOWN``, ``MODEL_NOT_INSTALLED``,
-                ``MODEL_SPEC_INVALID``, ``MODEL_AUTH`` ...).
+            DshError: the spec's error (``MODEL_UNKNOWN``, ``MODEL_LOAD_FAILED``,
+                ``MODEL_SPEC_INVALID``, ``MODEL_AUTH`` ...; ``EXTRA_NOT_INSTALLED`` for a
+                kind whose extra is missing).
         """
         ...
 

@@ -21,11 +21,12 @@ import pytest
 from kit_postgres import shared_server
 
 from host_spec.events import SessionHeader
+from host_spec.host.demo import SCRIPT
 from host_spec.host.store.postgres import PostgresStore
 from host_spec.testing import make_events
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "examples" / "team_demo.json"
+DEMO = SCRIPT
 THIEF = "thief:1"
 _STEAL = ("UPDATE dsh_leases SET holder = %s, epoch = epoch + 1, expires_at = now() + interval '1 hour' "
           "WHERE key = 'session-1'")
