@@ -331,9 +331,9 @@ def test_each_extra_alone_enables_its_command(tmp_path: Path, dist: Dist) -> Non
     profile.write_text('extends = "agent-teams"\n\n[mcp.servers.glossary]\n'
                        f'command = {json.dumps(str(venv.bin / "python"))}\n'
                        f'args = [{json.dumps(str(REPO / "examples" / "mcp_server.py"))}]\n'
-                       # unsandboxed: this virtual environment lies under /tmp, which the sandbox replaces
-                       # with a private one, so its interpreter would not be there (what is tested is the extra)
-                       'sandbox = "full"\nstartup_timeout_ms = 20000\n')
+                       # sandboxed, though this virtual environment lies under /tmp: the host's own
+                       # interpreter is shown inside the sandbox's private /tmp
+                       'startup_timeout_ms = 20000\n')
     assert_extra_missing(venv.dsh("run", "--profile", str(profile), "--model", "scripted:hello.json", "--data-dir",
                                   "mcp", "hi"), "mcp")
     venv.install(f"{dist.wheel}[mcp]")

@@ -154,3 +154,18 @@ async def test_a_python_under_home_still_runs_sandboxed(tmp_path: Path, monkeypa
     finally:
         await host.close()
     assert ran.value["output"] == "42\n", ran
+
+
+def test_the_hosts_interpreter_under_tmp_is_shown_in_the_private_tmp(tmp_path: Path) -> None:
+    # A venv made under /tmp (CI's, a packaging test's) holds the interpreter a member's `python`
+    # and a stdio MCP server need; the sandbox's private /tmp must not hide it.
+    from host_spec.host.sandbox.bwrap import Layout, bwrap_argv
+    from host_spec.host.sandbox.policy import load_settings
+
+    venv = Path("/tmp/some-venv")
+    policy = load_settings({}).policy_for("lead")
+    argv = bwrap_argv("bwrap", policy, Layout(root=tmp_path, temp_tools=(venv,)), ["true"])
+    private = argv.index("/tmp", argv.index("--tmpfs"))
+    shown = argv.index(str(venv))
+    assert argv[shown - 1] == "--ro-bind-try" and argv[shown + 1] == str(venv) and shown > private
+    assert str(venv) not in bwrap_argv("bwrap", policy, Layout(root=tmp_path), ["true"])

@@ -5,7 +5,8 @@ the widest to the narrowest rule.
 
 1. ``/`` read-only; a fresh ``/dev`` and ``/proc`` (of the command's own pid
    namespace: the host's processes are not even visible, let alone killable).
-2. A private, empty ``/tmp`` and an empty ``/run``: local service sockets live
+2. A private, empty ``/tmp`` (but for the host's own Python installation when a venv
+   under ``/tmp`` holds it, shown read-only) and an empty ``/run``: local service sockets live
    there (PostgreSQL's, D-Bus, a container engine's -- reaching that one would be
    root on the machine), network or not. With network, the resolver's files are
    bound back (``/etc/resolv.conf`` often points into ``/run``).
@@ -52,12 +53,15 @@ class Layout:
         hidden: Paths to cover (the run's data dir, the store's socket directory).
         tools: Toolchain directories inside a home shown read-only again (an interpreter
             under ``~/.pyenv``, ``~/.cargo/bin`` on ``PATH``).
+        temp_tools: The host's own Python installation under ``/tmp`` (a venv made there),
+            shown read-only again inside the private ``/tmp``.
     """
 
     root: Path
     homes: tuple[Path, ...] = ()
     hidden: tuple[Path, ...] = ()
     tools: tuple[Path, ...] = ()
+    temp_tools: tuple[Path, ...] = ()
 
 
 def _inside(path: Path, parent: Path) -> bool:
@@ -85,6 +89,8 @@ def bwrap_argv(bwrap: str, policy: Policy, layout: Layout, argv: Sequence[str]) 
     if policy.network:
         out.append("--share-net")
     out += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for tool in layout.temp_tools:  # the host's interpreter in a venv under /tmp
+        out += ["--ro-bind-try", str(tool), str(tool)]
     if not _inside(root, Path("/run")):
         out += ["--tmpfs", "/run"]  # local service sockets: PostgreSQL's, D-Bus, a container engine's
         if policy.network:

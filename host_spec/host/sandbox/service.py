@@ -183,7 +183,8 @@ class Sandbox:
         except KeyError:
             pass
         layout = Layout(root=Path(os.path.realpath(root)), homes=tuple(sorted(homes)), hidden=self.hidden,
-                        tools=toolchains(tuple(sorted(homes)), os.environ.get("PATH", "")))
+                        tools=toolchains(tuple(sorted(homes)), os.environ.get("PATH", "")),
+                        temp_tools=temp_interpreters())
         inner = limited(argv, policy.memory_mb, policy.max_processes)
         command = bwrap_argv(found.bwrap, policy, layout, inner)
         group = None
@@ -254,6 +255,23 @@ def toolchains(homes: tuple[Path, ...], path: str) -> tuple[Path, ...]:
             chosen = home / first if first.startswith(".") and first not in _PRIVATE else real
             if chosen not in found:
                 found.append(chosen)
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=1)
+def temp_interpreters() -> tuple[Path, ...]:
+    """The host's own Python installation where it lies under ``/tmp`` (a venv made there).
+
+    The sandbox's ``/tmp`` is private and empty, which would hide the very interpreter
+    a member's ``python`` (or a stdio MCP server started with ``sys.executable``) needs:
+    it is shown again, read-only.
+    """
+    temp = Path("/tmp")
+    found: list[Path] = []
+    for prefix in (sys.prefix, sys.base_prefix):
+        real = Path(os.path.realpath(prefix))
+        if temp in real.parents and real not in found:
+            found.append(real)
     return tuple(found)
 
 
