@@ -50,7 +50,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from typing import NamedTuple
+
+import attrs
 
 __all__ = ["Bounds", "Result", "explore", "violations", "PROCESSES", "WORKERS"]
 
@@ -61,13 +62,15 @@ WORKERS = ("w1", "w2")
 STEPS = 2
 
 
-class Lease(NamedTuple):
+@attrs.frozen(cache_hash=True)
+class Lease:
     holder: str | None
     epoch: int
     expired: bool
 
 
-class Row(NamedTuple):
+@attrs.frozen(cache_hash=True)
+class Row:
     """One ``dsh_work`` row: ``call`` is the tool call id of a tool row (0 for a model call)."""
 
     key: int
@@ -81,7 +84,8 @@ class Row(NamedTuple):
     result: int  # a model call's answer (the tool call id; -1: the script is exhausted), a tool call's 0
 
 
-class Running(NamedTuple):
+@attrs.frozen(cache_hash=True)
+class Running:
     """A call in flight on a worker: ``phase`` start -> read -> ready -> ran.
 
     ``begin`` is ``len(stored)`` when its read ran and ``snapshot`` the rows the read
@@ -95,7 +99,8 @@ class Running(NamedTuple):
     answer: int
 
 
-class Proc(NamedTuple):
+@attrs.frozen(cache_hash=True)
+class Proc:
     frozen: bool
     team_epoch: int  # the Team epoch it believes it holds (0: none)
     fenced: bool  # it learnt it lost the Team (it stops)
@@ -107,7 +112,8 @@ class Proc(NamedTuple):
     running: tuple[Running, ...]
 
 
-class State(NamedTuple):
+@attrs.frozen(cache_hash=True)
+class State:
     team: Lease
     member: Lease
     log: tuple[tuple[str, int], ...]  # ("reply", id), ("call", id), ("result", id); ("end", 0): the last reply
@@ -121,14 +127,16 @@ class State(NamedTuple):
     claims: int
 
 
-class Bounds(NamedTuple):
+@attrs.frozen(cache_hash=True)
+class Bounds:
     outages: int = 1
     freezes: int = 1
     takeovers: int = 1
     claims: int = 3  # member lease claims
 
 
-class Result(NamedTuple):
+@attrs.frozen(cache_hash=True)
+class Result:
     states: int
     violation: str | None
     trace: list[str]
@@ -138,7 +146,7 @@ _IDLE = Proc(False, 0, False, 0, 0, 0, 0, (), ())
 
 
 def initial() -> State:
-    procs = tuple(_IDLE._replace(team_epoch=1) if name == "lead" else _IDLE for name in PROCESSES)
+    procs = tuple(attrs.evolve(_IDLE, team_epoch=1) if name == "lead" else _IDLE for name in PROCESSES)
     return State(Lease("lead", 1, False), Lease(None, 0, False), (), (), procs, (0,) * STEPS, 0, 0, 0, 0, 0)
 
 
@@ -159,7 +167,7 @@ def position(events: tuple[tuple[str, int], ...]) -> int:
 def _set(state: State, name: str, proc: Proc) -> State:
     procs = list(state.procs)
     procs[PROCESSES.index(name)] = proc
-    return state._replace(procs=tuple(procs))
+    return attrs.evolve(state, procs=tuple(procs))
 
 
 def _proc(state: State, name: str) -> Proc:
@@ -173,7 +181,7 @@ def _row(state: State, key: int) -> Row:
 def _put(state: State, row: Row) -> State:
     rows = list(state.rows)
     rows[row.key - 1] = row
-    return state._replace(rows=tuple(rows))
+    return attrs.evolve(state, rows=tuple(rows))
 
 
 def _appendable(state: State, proc: Proc) -> bool:
@@ -211,38 +219,38 @@ class Model:
         team_held = row.team_epoch == state.team.epoch and state.team.holder is not None
         if self.epoch and (not team_held or row.state in ("withdrawn", "settled")):
             yield f"{name}: outcome of row {row.key} says the Team moved on -> SESSION_FENCED", \
-                _set(state, name, proc._replace(fenced=True))
+                _set(state, name, attrs.evolve(proc, fenced=True))
             return
         if row.state != "done":
             return
         if not _appendable(state, proc):
             yield f"{name}: append of row {row.key}'s answer refused -> SESSION_FENCED", \
-                _set(state, name, proc._replace(fenced=True))
+                _set(state, name, attrs.evolve(proc, fenced=True))
             return
-        settled = _put(state, row._replace(state="settled"))
+        settled = _put(state, attrs.evolve(row, state="settled"))
         if row.kind == "model":
             if row.result < 0:  # exhausted: the reply has no tool call, and the turn ends
                 yield f"{name}: settle {row.key}, record the last reply; the member's turn ends", \
-                    _set(settled._replace(log=state.log + (("end", 0),)), name, proc._replace(waiting=0))
+                    _set(attrs.evolve(settled, log=state.log + (("end", 0),)), name, attrs.evolve(proc, waiting=0))
                 return
             log = state.log + (("reply", row.result), ("call", row.result))  # the checkpoint before the post
             yield (f"{name}: settle {row.key}, record reply and tool/call {row.result}",
-                   _set(settled._replace(log=log), name, proc._replace(waiting=0, pending_tool=row.result)))
+                   _set(attrs.evolve(settled, log=log), name, attrs.evolve(proc, waiting=0, pending_tool=row.result)))
         else:
             log = state.log + (("result", row.call),)
             yield f"{name}: settle {row.key}, record tool/result {row.call}", \
-                _set(settled._replace(log=log), name, proc._replace(waiting=0))
+                _set(attrs.evolve(settled, log=log), name, attrs.evolve(proc, waiting=0))
 
     def _post(self, state: State, name: str, proc: Proc, kind: str, call: int) -> Iterator[tuple[str, State]]:
         if self.epoch and not (state.team.holder == name and state.team.epoch == proc.team_epoch):
             yield f"{name}: post refused (not the Team's holder) -> SESSION_FENCED", \
-                _set(state, name, proc._replace(fenced=True))
+                _set(state, name, attrs.evolve(proc, fenced=True))
             return
         key = len(state.rows) + 1
         row = Row(key, kind, call, len(state.log), "queued", None, 0, proc.team_epoch, 0)
-        posted = state._replace(rows=state.rows + (row,))
+        posted = attrs.evolve(state, rows=state.rows + (row,))
         yield f"{name}: post {kind} row {key}" + (f" (tool call {call})" if call else ""), \
-            _set(posted, name, proc._replace(waiting=key, pending_tool=0))
+            _set(posted, name, attrs.evolve(proc, waiting=key, pending_tool=0))
 
     # ------------------------------------------------------------ taking the Team over (store.resume)
 
@@ -253,22 +261,22 @@ class Model:
         if state.team.holder is not None and not state.team.expired:
             return
         epoch = state.team.epoch + 1
-        taken = state._replace(team=Lease(name, epoch, False), takeovers=state.takeovers + 1)
+        taken = attrs.evolve(state, team=Lease(name, epoch, False), takeovers=state.takeovers + 1)
         if self.epoch:  # WorkDesk.take_over: close the older rows, fence the member's lease
-            rows = tuple(r._replace(state="settled" if r.state == "done" else "withdrawn")
+            rows = tuple(attrs.evolve(r, state="settled" if r.state == "done" else "withdrawn")
                          if r.team_epoch < epoch and r.state in ("queued", "taken", "done") else r
                          for r in taken.rows)  # fmt: skip
             member = taken.member
             if member.holder is not None:
                 member = Lease(None, member.epoch + 1, False)
-            taken = taken._replace(rows=rows, member=member)
+            taken = attrs.evolve(taken, rows=rows, member=member)
         # the cold resume: a recorded tool call without a result is answered TOOL_OUTCOME_UNKNOWN
         log = taken.log
         results = {call for kind, call in log if kind == "result"}
         log += tuple(("result", call) for kind, call in taken.log if kind == "call" and call not in results)
-        taken = taken._replace(log=log)
+        taken = attrs.evolve(taken, log=log)
         yield f"{name}: claim the Team (epoch {epoch}), take over, cold-resume", \
-            _set(taken, name, proc._replace(team_epoch=epoch, fenced=False, waiting=0, pending_tool=0))
+            _set(taken, name, attrs.evolve(proc, team_epoch=epoch, fenced=False, waiting=0, pending_tool=0))
 
     # ------------------------------------------------------------ a worker running the member (placement/runner.py)
 
@@ -281,10 +289,10 @@ class Model:
         if proc.member_epoch and not holds:  # renew finds the lease moved: lost, let go
             running = tuple(r for r in proc.running if r.phase == "ran")  # the rest are aborted
             yield f"{name}: member lease lost; let go (cache dropped)", _set(
-                state, name, proc._replace(member_epoch=0, stored=(), cache_epoch=0, running=running))
+                state, name, attrs.evolve(proc, member_epoch=0, stored=(), cache_epoch=0, running=running))
             return
         if holds and member.expired:
-            yield f"{name}: renew the member lease", state._replace(member=member._replace(expired=False))
+            yield f"{name}: renew the member lease", attrs.evolve(state, member=attrs.evolve(member, expired=False))
         if not proc.member_epoch and state.claims < self.bounds.claims and (member.holder is None or member.expired):
             if any(self._wanted(state, r) for r in state.rows):
                 yield from self._acquire(state, name, proc)
@@ -304,22 +312,22 @@ class Model:
 
     def _acquire(self, state: State, name: str, proc: Proc) -> Iterator[tuple[str, State]]:
         epoch = state.member.epoch + 1
-        claimed = state._replace(member=Lease(name, epoch, False), claims=state.claims + 1)
+        claimed = attrs.evolve(state, member=Lease(name, epoch, False), claims=state.claims + 1)
         rows = []
         for row in claimed.rows:  # recover what a dead holder left taken
             if row.state == "taken" and row.epoch != epoch:
-                row = row._replace(state="queued", holder=None, epoch=0) if row.kind == "model" else \
-                    row._replace(state="done")  # TOOL_OUTCOME_UNKNOWN
+                row = attrs.evolve(row, state="queued", holder=None, epoch=0) if row.kind == "model" else \
+                    attrs.evolve(row, state="done")  # TOOL_OUTCOME_UNKNOWN
             rows.append(row)
         yield f"{name}: acquire the member lease (epoch {epoch}), recover", _set(
-            claimed._replace(rows=tuple(rows)), name, proc._replace(member_epoch=epoch))
+            attrs.evolve(claimed, rows=tuple(rows)), name, attrs.evolve(proc, member_epoch=epoch))
 
     def _take(self, state: State, name: str, proc: Proc, queued: list[Row]) -> Iterator[tuple[str, State]]:
         taken = state
         running = list(proc.running)
         cache_epoch, stored = proc.cache_epoch, proc.stored
         for row in queued:
-            taken = _put(taken, row._replace(state="taken", holder=name, epoch=proc.member_epoch))
+            taken = _put(taken, attrs.evolve(row, state="taken", holder=name, epoch=proc.member_epoch))
             if self.epoch:
                 if row.team_epoch < cache_epoch:
                     continue  # a row of a Team epoch gone by: never run
@@ -328,40 +336,40 @@ class Model:
             running.append(Running(row.key, "start", 0, (), 0))  # model and tool calls both read the log first
         keys = ", ".join(str(r.key) for r in queued)
         yield f"{name}: take rows {keys}", _set(
-            taken, name, proc._replace(running=tuple(running), cache_epoch=cache_epoch, stored=stored))
+            taken, name, attrs.evolve(proc, running=tuple(running), cache_epoch=cache_epoch, stored=stored))
 
     def _step(self, state: State, name: str, proc: Proc, index: int, run: Running) -> Iterator[tuple[str, State]]:
         row = _row(state, run.key)
         running = list(proc.running)
         if run.phase in ("start", "read", "ready") and row.state == "withdrawn":
             del running[index]  # still_mine: withdrawn, the call is aborted
-            yield f"{name}: row {row.key} withdrawn, abort it", _set(state, name, proc._replace(running=tuple(running)))
+            yield f"{name}: row {row.key} withdrawn, abort it", _set(state, name, attrs.evolve(proc, running=tuple(running)))
             return
         if run.phase == "start":
             if len(proc.stored) >= row.seq:
-                running[index] = run._replace(phase="ready")
+                running[index] = attrs.evolve(run, phase="ready")
                 yield f"{name}: row {row.key} finds its cached log long enough", _set(
-                    state, name, proc._replace(running=tuple(running)))
+                    state, name, attrs.evolve(proc, running=tuple(running)))
                 return
             begin = len(proc.stored)
             if len(proc.running) == 1:
                 # Alone on this worker, reading and extending at once is the same: between the two
                 # steps only this worker's private cache differs, and no other call of it can touch it.
-                running[index] = run._replace(phase="ready")
+                running[index] = attrs.evolve(run, phase="ready")
                 yield f"{name}: row {row.key} reads the member's log into its cache", _set(
-                    state, name, proc._replace(stored=proc.stored + state.log[begin:], running=tuple(running)))
+                    state, name, attrs.evolve(proc, stored=proc.stored + state.log[begin:], running=tuple(running)))
                 return
-            running[index] = run._replace(phase="read", begin=begin, snapshot=state.log[begin:])
-            yield f"{name}: row {row.key} reads the member's log", _set(state, name, proc._replace(running=tuple(running)))
+            running[index] = attrs.evolve(run, phase="read", begin=begin, snapshot=state.log[begin:])
+            yield f"{name}: row {row.key} reads the member's log", _set(state, name, attrs.evolve(proc, running=tuple(running)))
         elif run.phase == "read":
             known = len(proc.stored)  # another call of the member may have extended it since this one read
             if self.dedupe:  # row i of the snapshot is seq begin + i + 1: keep only those past ``known``
                 fresh = tuple(event for offset, event in enumerate(run.snapshot) if run.begin + offset + 1 > known)
             else:
                 fresh = run.snapshot
-            running[index] = run._replace(phase="ready", snapshot=())
+            running[index] = attrs.evolve(run, phase="ready", snapshot=())
             yield f"{name}: row {row.key} extends its cached log", _set(
-                state, name, proc._replace(stored=proc.stored + fresh, running=tuple(running)))
+                state, name, attrs.evolve(proc, stored=proc.stored + fresh, running=tuple(running)))
         elif run.phase == "ready":
             effects = list(state.effects)
             if row.kind == "model":
@@ -371,19 +379,19 @@ class Model:
             else:
                 effects[row.call - 1] += 1
                 answer, what = 0, f"runs command {row.call}"
-            running[index] = run._replace(phase="ran", answer=answer)
+            running[index] = attrs.evolve(run, phase="ran", answer=answer)
             yield f"{name}: row {row.key} {what}", _set(
-                state._replace(effects=tuple(effects)), name, proc._replace(running=tuple(running)))
+                attrs.evolve(state, effects=tuple(effects)), name, attrs.evolve(proc, running=tuple(running)))
         else:  # ran: finish
             del running[index]
             member_ok = row.state == "taken" and row.holder == name and row.epoch == proc.member_epoch \
                 and state.member.holder == name and state.member.epoch == row.epoch
             team_ok = row.team_epoch == state.team.epoch and state.team.holder is not None
-            after = _set(state, name, proc._replace(running=tuple(running)))
+            after = _set(state, name, attrs.evolve(proc, running=tuple(running)))
             if member_ok and (team_ok or not self.epoch):
-                after = _put(after, row._replace(state="done", result=run.answer))
+                after = _put(after, attrs.evolve(row, state="done", result=run.answer))
                 if not team_ok:
-                    after = after._replace(stale_answers=after.stale_answers + 1)
+                    after = attrs.evolve(after, stale_answers=after.stale_answers + 1)
                 yield f"{name}: finish row {row.key} (stored)", after
             else:
                 yield f"{name}: finish row {row.key} refused", after
@@ -392,22 +400,22 @@ class Model:
 
     def _environment(self, state: State) -> Iterator[tuple[str, State]]:
         if state.outages < self.bounds.outages:
-            yield "outage: the database stops; every lease lapses", state._replace(
-                team=state.team._replace(expired=state.team.holder is not None),
-                member=state.member._replace(expired=state.member.holder is not None), outages=state.outages + 1)
+            yield "outage: the database stops; every lease lapses", attrs.evolve(state, 
+                team=attrs.evolve(state.team, expired=state.team.holder is not None),
+                member=attrs.evolve(state.member, expired=state.member.holder is not None), outages=state.outages + 1)
         for name in PROCESSES:
             proc = _proc(state, name)
             if not proc.frozen and state.freezes < self.bounds.freezes:
-                yield f"freeze {name}", _set(state._replace(freezes=state.freezes + 1), name, proc._replace(frozen=True))
+                yield f"freeze {name}", _set(attrs.evolve(state, freezes=state.freezes + 1), name, attrs.evolve(proc, frozen=True))
             if proc.frozen:
-                yield f"thaw {name}", _set(state, name, proc._replace(frozen=False))
+                yield f"thaw {name}", _set(state, name, attrs.evolve(proc, frozen=False))
                 if state.team.holder == name and not state.team.expired:
-                    yield f"{name}'s Team lease lapses (frozen)", state._replace(team=state.team._replace(expired=True))
+                    yield f"{name}'s Team lease lapses (frozen)", attrs.evolve(state, team=attrs.evolve(state.team, expired=True))
                 if state.member.holder == name and not state.member.expired:
-                    yield f"{name}'s member lease lapses (frozen)", state._replace(
-                        member=state.member._replace(expired=True))
+                    yield f"{name}'s member lease lapses (frozen)", attrs.evolve(state, 
+                        member=attrs.evolve(state.member, expired=True))
             elif state.team.holder == name and state.team.expired and state.team.epoch == proc.team_epoch:
-                yield f"{name}: renew the Team lease", state._replace(team=state.team._replace(expired=False))
+                yield f"{name}: renew the Team lease", attrs.evolve(state, team=attrs.evolve(state.team, expired=False))
 
     def successors(self, state: State) -> Iterator[tuple[str, State]]:
         yield from self._environment(state)
