@@ -1,4 +1,4 @@
-"""A tool call is recorded once: refuse a second ``tool/call`` (or ``tool/result``) of one id in a log.
+"""A tool call is recorded once: refuse a second ``tool/call`` of one call (its id, tool and arguments) in a log.
 
 A model's tool call runs a command, writes a file, spends money: recording the
 same call id twice in one log means the host issued it twice, and whatever it
@@ -9,11 +9,16 @@ makes that bug fail loudly at the append, with rule :data:`RULE`, instead of
 running the command again. It runs in ``dsh_pre_append``, above every storage
 backend, so it holds for the JSONL files and the PostgreSQL store alike.
 
+A call is its id *with* its tool and arguments: some OpenAI-compatible servers
+number the calls of each response from ``call_0`` again, so an id alone may come
+back for another call, which is no repeat; the same id asking the same tool the same
+thing again is.
+
 Only a session's own events count (after a fork's inherited prefix), as the
 reliability suite's checker reads them: a fork's seed is its parent's history.
 
-Cost: one set lookup per append; a ``tool/call`` or ``tool/result`` decodes only
-its ``call_id``. The ids a session recorded are kept per live session object,
+Cost: one set lookup per append; a ``tool/call`` decodes only
+its id, tool and arguments. The calls a session recorded are kept per live session object,
 seeded once from its own events (on its first tool record), and carried across
 activations (:mod:`host_spec.carry`) so a woken member's log is not scanned
 again. As in :mod:`.invariant`, the candidate is *staged* (another plugin may
@@ -41,11 +46,13 @@ __all__ = ["ToolCallsOnce", "RULE"]
 
 #: The rule name of a refused second record of a call id.
 RULE: Final = "tool-call-once"
-_KINDS: Final = frozenset({EventType.TOOL_CALL, EventType.TOOL_RESULT})
+_KINDS: Final = frozenset({EventType.TOOL_CALL})
 
 
 class _CallId(msgspec.Struct):
     call_id: str | None = None
+    name: str = ""
+    arguments: str = ""
 
 
 _decode_id = msgspec.json.Decoder(_CallId).decode
@@ -76,14 +83,16 @@ class _Ids:
 
 
 def _call_id(event: Event) -> str | None:
+    """The call a record names (id, tool, arguments), or ``None`` without an id."""
     try:
-        return _decode_id(event.data).call_id
+        call = _decode_id(event.data)
     except msgspec.DecodeError:
         return None  # not this check's to judge: the host refuses a malformed record elsewhere
+    return None if call.call_id is None else f"{call.call_id}\0{call.name}\0{call.arguments}"
 
 
 def _scan(events: object) -> dict[str, set[str]]:
-    seen: dict[str, set[str]] = {EventType.TOOL_CALL: set(), EventType.TOOL_RESULT: set()}
+    seen: dict[str, set[str]] = {EventType.TOOL_CALL: set()}
     for event in events:  # type: ignore[attr-defined]
         if event.type in _KINDS:
             call_id = _call_id(event)
@@ -116,7 +125,7 @@ class ToolCallsOnce:
 
     @hookimpl(specname="dsh_pre_append")
     def check(self, session: Session, event: Event) -> Violation | None:
-        """Veto a ``tool/call`` or ``tool/result`` whose id this session's own events already hold."""
+        """Veto a ``tool/call`` whose call (id, tool, arguments) this session's own events already hold."""
         kind = event.type
         if kind not in _KINDS:
             return None
@@ -127,8 +136,8 @@ class ToolCallsOnce:
             return None
         if call_id in ids.seen[kind]:
             return Violation(
-                reason=(f"session event {event.seq} records {kind} {call_id} a second time: a tool call is "
-                        f"recorded once, so it never runs twice (rule {RULE})"),
+                reason=(f"session event {event.seq} records {kind} {call_id.split(chr(0))[0]} a second time: "
+                        f"a tool call is recorded once, so it never runs twice (rule {RULE})"),
                 rule=RULE,
             )
         ids.staged = (event, kind, call_id)
