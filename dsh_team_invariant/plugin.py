@@ -3,7 +3,8 @@
 Loading builds one :class:`~dsh_team_invariant.invariant.TeamStreamInvariant` for
 the loading host, seeds it from ``host.sessions.list()`` (``dsh_session_created``
 is not replayed for sessions that are already live) and registers it with that
-host's hooks through ``ctx.register``: it seeds each later session, stages each
+host's hooks through ``ctx.register``, with the veto of a second record of one
+tool call id (:mod:`dsh_team_invariant.tool_calls`); the stream check seeds each later session, stages each
 candidate in ``dsh_pre_append`` and settles it at the next check of that session
 (no ``dsh_session_event`` observer: see :mod:`dsh_team_invariant.invariant`). It
 also provides that fold as :class:`~dsh_team.log.lead_fold.TeamFolds`, so the Team journal
@@ -26,6 +27,7 @@ from host_spec.config import structure_config
 from dsh_team import TeamFolds
 
 from dsh_team_invariant.invariant import TeamStreamInvariant
+from dsh_team_invariant.tool_calls import ToolCallsOnce
 
 if TYPE_CHECKING:
     from host_spec.protocols import Host, PluginContext
@@ -52,5 +54,6 @@ def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
     for session in host.sessions.list():
         invariant.seed(session)
     ctx.register(invariant)
+    ctx.register(ToolCallsOnce())  # a tool call is recorded once in a log, on every backend
     ctx.provide(TeamFolds, invariant)
     log.info("team_invariant.loaded", sessions=len(invariant.sessions()))

@@ -33,7 +33,7 @@ class TestProfileLoading:
         order, names = await registered("agent-teams", tmp_path)
         assert order == ["workspace", "dsh-team", "dsh-team-tools", "dsh-team-invariant"]
         objects = ["workspace/Tools", "dsh-team/TeamService", "dsh-team-tools/Installer",
-                   "dsh-team-invariant/TeamStreamInvariant"]
+                   "dsh-team-invariant/TeamStreamInvariant", "dsh-team-invariant/ToolCallsOnce"]
         assert names == sorted(order + objects)
 
     async def test_agent_teams_refuses_an_in_memory_host(self) -> None:

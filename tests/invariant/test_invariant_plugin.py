@@ -19,6 +19,8 @@ from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
 from host_spec.host.store.jsonl import JsonlStore
 
+from dsh_team_invariant.invariant import TeamStreamInvariant
+
 NAME = "dsh-team-invariant"
 
 
@@ -46,7 +48,7 @@ async def open_host(data_dir: Path, *, invariant: bool = True, recorder: Recorde
 
 
 def invariant_of(host: Host) -> Any:
-    (invariant,) = host.plugins.hook_objects(NAME)
+    (invariant,) = [found for found in host.plugins.hook_objects(NAME) if isinstance(found, TeamStreamInvariant)]
     return invariant
 
 

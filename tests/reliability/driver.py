@@ -82,6 +82,7 @@ def run_parts(plan: dict[str, int | None], scratch: Path, report: Callable[[Figu
     if shared_points:
         from kit_postgres import PostgresServer
         from shared_store import SharedStoreDemo, fenced_stale_processes, outages, takeovers
+        from shared_outages import outage_takeovers
         from shared_workers import member_takeovers, worker_takeovers
 
         server = PostgresServer()
@@ -95,6 +96,8 @@ def run_parts(plan: dict[str, int | None], scratch: Path, report: Callable[[Figu
             lambda: outages(shared, events[: max(1, len(events) // 2)]),
             lambda: worker_takeovers(shared, points[: max(1, len(points) // 2)])[0],
             lambda: member_takeovers(shared, [3 * (index + 1) for index in range(int(shared_points))])[0],
+            lambda: outage_takeovers(shared, [2 * (index + 1) for index in range(int(shared_points) // 2)],
+                                     repeat=2),
         ]
     results = []
     try:

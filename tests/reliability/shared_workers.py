@@ -36,13 +36,14 @@ from shared_store import SharedStoreDemo, events_of_epoch, lease_of, until
 __all__ = ["member_takeovers", "start_workers", "stop_workers", "worker_takeovers"]
 
 
-def start_workers(shared: SharedStoreDemo, url: str, *options: str, count: int = 2) -> dict[int, subprocess.Popen[str]]:
+def start_workers(shared: SharedStoreDemo, url: str, *options: str, count: int = 2,
+                  env: dict[str, str] | None = None) -> dict[int, subprocess.Popen[str]]:
     """``count`` ``dsh worker`` processes on ``url`` by pid (no kill point: they are killed from outside)."""
     argv = [sys.executable, "-m", "host_spec.host.cli.main", "worker", "--store", url, *options,
             "--profile", str(shared.demo.profile())]
     workers = {}
     for _ in range(count):
-        process = subprocess.Popen(argv, env=shared.env, cwd=shared.demo.scratch, text=True,
+        process = subprocess.Popen(argv, env=shared.env if env is None else env, cwd=shared.demo.scratch, text=True,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
         workers[process.pid] = process
     return workers

@@ -10,6 +10,7 @@ from kit_postgres import PostgresServer
 
 from crash_sweep import Demo, spread
 from shared_store import SharedStoreDemo, fenced_stale_processes, outages, takeovers
+from shared_outages import outage_takeovers
 from shared_workers import member_takeovers, worker_takeovers
 
 pytestmark = pytest.mark.slow
@@ -56,3 +57,11 @@ def test_a_worker_killed_while_running_a_member_is_replaced(shared: SharedStoreD
     """Three processes: a Lead and two workers running its members; one worker dies mid-run; the Team finishes."""
     figures, kills = member_takeovers(shared, [6, 14])
     assert figures.attempted == 2 and figures.violations == [] and kills == 2
+
+
+@pytest.mark.timeout_s(300)
+def test_outages_shorter_and_longer_than_the_lease_with_a_takeover_record_nothing_twice(shared: SharedStoreDemo) -> None:
+    """A Lead and two workers running its members; the server stopped shorter than the lease, then longer
+    with the Lead frozen until a worker took its Team over: no call or effect twice, nothing left open."""
+    figures = outage_takeovers(shared, [3], kinds=("short", "takeover"))
+    assert figures.attempted == 2 and figures.violations == [] and figures.passed == 2

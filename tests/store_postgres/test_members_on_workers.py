@@ -350,6 +350,22 @@ ESCAPING_TEAM: dict[str, Any] = {
             "command": "echo owned > ../owned.txt; ls -A ~ | grep -c -x -e .ssh -e .config -e .bashrc; echo $HOME; "
                        "echo started > ran.txt"}}]},
         *SLOW_TEAM["runner"][2:],
+
+
+#: A member whose first step reads two files at once (two calls of one member on the worker side by side).
+PARALLEL_READS: dict[str, Any] = {
+    "lead": [
+        {"text": "A reader.", "tool_calls": [{"name": "spawn_teammate", "arguments": {
+            "name": "reader", "description": "Reads", "context": "fresh", "prompt": "Read the files, then report."}}]},
+        {"when": "reader finished", "text": "The reader reported; done."},
+    ],
+    "reader": [
+        {"text": "Reading both.", "tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}},
+                                                 {"name": "read_file", "arguments": {"path": "b.txt"}}]},
+        {"text": "Reading a again.", "tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]},
+        {"text": "Reporting.", "tool_calls": [{"name": "send_message", "arguments": {
+            "target": "lead", "message": "reader finished"}}]},
+        {"text": "Done."},
     ],
 }
 
@@ -379,3 +395,32 @@ class TestSandboxOnWorkers:
         output = json.loads(results[0]["content"][0]["text"])["output"]
         # ``..`` is the sandbox's private /tmp (the workspace lies under /tmp): written there, gone with it.
         assert output == f"0\n{os.environ.get('HOME', '/root')}\n", output  # and a home without its files
+
+
+class TestCallsOfOneMemberSideBySide:
+    def test_two_reads_at_once_leave_the_workers_copy_of_the_log_exact(self, workers: Workers, tmp_path: Path) -> None:
+        """The worker's copy of the member's log is read once per row even when two calls refresh it at once:
+        a row held twice would shift the member's position, and the script would skip or repeat a step."""
+        workers.start()
+        workers.wait_present(1)
+        script = tmp_path / "team.json"
+        script.write_text(json.dumps(PARALLEL_READS))
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        (workspace / "a.txt").write_text("alpha\n")
+        (workspace / "b.txt").write_text("beta\n")
+        lead = start_lead(workers.url, tmp_path, script, workspace)
+        _, err = lead.communicate(timeout=120)
+        assert lead.returncode == 0, err[-600:]
+        store = PostgresStore(workers.url)
+        try:
+            (member,) = [session for session in store.list_ids() if session != "session-1"]
+            events = store.read(member)[1]
+        finally:
+            store.close()
+        texts = [block["text"] for e in events if e.type == "assistant/message"
+                 for block in e.value()["content"] if block.get("type") == "text"]
+        assert texts == ["Reading both.", "Reading a again.", "Reporting.", "Done."]
+        calls = [e.value()["call_id"] for e in events if e.type == "tool/call"]
+        assert len(calls) == len(set(calls)) == 4
+        assert {kind for _, kind, _, _ in work_rows(workers.url)} == {"model", "tool"}  # it really ran on the worker

@@ -13,12 +13,14 @@ from typing import Any
 import psycopg
 import pytest
 
-from host_spec.errors import SessionLockedError
+from host_spec.errors import SessionFencedError, SessionLockedError
+from host_spec.events import SessionHeader
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
 from host_spec.host.store.postgres import PostgresStore
 
 from host_spec.host.store.postgres.work import UNKNOWN_OUTCOME, WorkDesk, member_key, worker_key
+from host_spec.testing import make_events
 
 
 
@@ -31,6 +33,12 @@ def _claim(store: PostgresStore, member: str) -> tuple[WorkDesk, int]:
     return desk, epoch
 
 
+def _lead(store: PostgresStore) -> PostgresStore:
+    """``store`` as the Lead's process: it holds the Team (root ``root``), so it may post its members' calls."""
+    store.leases.acquire("root", "root")
+    return store
+
+
 def _expire(store: PostgresStore) -> None:
     """Freeze ``store`` as a holder: it stops renewing, and its leases run out."""
     store.leases.close()
@@ -39,7 +47,7 @@ def _expire(store: PostgresStore) -> None:
 
 class TestPostingAndAnswering:
     def test_a_holder_takes_calls_in_posting_order_and_its_answers_reach_the_poster(self, open_store: Opener) -> None:
-        lead, worker = open_store(), open_store()
+        lead, worker = _lead(open_store()), open_store()
         poster = WorkDesk(lead)
         for number in range(3):
             poster.post(f"k{number}", "root", "m1", "model", b'{"n": %d}' % number)
@@ -69,7 +77,7 @@ class TestPostingAndAnswering:
         assert poster.outcome("nope") is None
 
     def test_one_take_serves_every_held_member_and_says_whose_each_call_is(self, open_store: Opener) -> None:
-        lead, worker = open_store(), open_store()
+        lead, worker = _lead(open_store()), open_store()
         for member in ("m1", "m2", "m3"):
             WorkDesk(lead).post(f"{member}-call", "root", member, "model", b"{}")
         desk, first = _claim(worker, "m1")
@@ -80,7 +88,7 @@ class TestPostingAndAnswering:
         assert desk.still_mine({"m1": first + 1}) == set()
 
     def test_only_the_lease_holder_takes_a_members_calls(self, open_store: Opener) -> None:
-        lead, holder, other = open_store(), open_store(), open_store()
+        lead, holder, other = _lead(open_store()), open_store(), open_store()
         WorkDesk(lead).post("k", "root", "m1", "tool", b"{}")
         desk, epoch = _claim(holder, "m1")
         with pytest.raises(SessionLockedError):
@@ -99,7 +107,7 @@ class TestPostingAndAnswering:
 
 class TestFencing:
     def test_a_frozen_holders_answer_is_refused_and_its_calls_are_recovered(self, open_store: Opener) -> None:
-        lead, stale, fresh = open_store(), open_store(lease_seconds=0.6), open_store()
+        lead, stale, fresh = _lead(open_store()), open_store(lease_seconds=0.6), open_store()
         poster = WorkDesk(lead)
         poster.post("model-call", "root", "m1", "model", b"m")
         poster.post("tool-call", "root", "m1", "tool", b"t")
@@ -121,7 +129,7 @@ class TestFencing:
         assert poster.outcome("tool-call").result == UNKNOWN_OUTCOME  # type: ignore[union-attr]
 
     def test_a_claim_recovers_only_what_an_older_epoch_took(self, open_store: Opener) -> None:
-        lead, worker = open_store(), open_store()
+        lead, worker = _lead(open_store()), open_store()
         WorkDesk(lead).post("k", "root", "m1", "tool", b"t")
         desk, epoch = _claim(worker, "m1")
         desk.take({"m1": epoch})
@@ -132,7 +140,7 @@ class TestFencing:
 
 class TestWithdrawal:
     def test_a_withdrawn_call_is_not_taken_and_its_late_answer_is_dropped(self, open_store: Opener) -> None:
-        lead, worker = open_store(), open_store()
+        lead, worker = _lead(open_store()), open_store()
         poster = WorkDesk(lead)
         poster.post("queued", "root", "m1", "model", b"q")
         assert poster.withdraw("queued", taken_too=False)
@@ -147,6 +155,99 @@ class TestWithdrawal:
         assert poster.outcome("running").state == "withdrawn"  # type: ignore[union-attr]
 
 
+def _team(store: PostgresStore) -> Any:
+    """A stored Team: root ``root`` and its member ``m1``, written by ``store`` (which holds the Team)."""
+    root = store.create(SessionHeader(id="root", created_at=1))
+    root.append(make_events(1, 1), expected_seq=0)
+    root.sync()
+    mate = store.create(SessionHeader(id="m1", created_at=2, parent_session="root"))
+    mate.append(make_events(1, 1), expected_seq=0)
+    mate.sync()
+    return root, mate
+
+
+def _lease(url: str, key: str) -> tuple[str | None, int]:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT holder, epoch FROM dsh_leases WHERE key = %s", (key,)).fetchone()
+    assert row is not None
+    return row[0], int(row[1])
+
+
+class TestTeamEpoch:
+    def test_a_process_that_does_not_hold_the_team_cannot_post_its_members_calls(self, open_store: Opener) -> None:
+        lead, stranger = _lead(open_store()), open_store()
+        with pytest.raises(SessionFencedError, match="no longer held by this process"):
+            WorkDesk(stranger).post("k", "root", "m1", "model", b"{}")
+        assert WorkDesk(lead).outcome("k") is None  # nothing was posted
+        lead.leases.release("root")
+        with pytest.raises(SessionFencedError):  # a process that let its Team go posts nothing either
+            WorkDesk(lead).post("k", "root", "m1", "model", b"{}")
+
+    def test_a_takeover_closes_the_old_holders_rows_and_fences_its_members_leases(self, open_store: Opener) -> None:
+        old, worker, new = open_store(lease_seconds=0.6), open_store(), open_store()
+        _team(old)
+        poster = WorkDesk(old)
+        for key, kind in (("queued", "model"), ("running", "tool"), ("answered", "model")):
+            poster.post(key, "root", "m1", kind, b"r")
+        desk, epoch = _claim(worker, "m1")
+        assert {t.key: t.team_epoch for t in desk.take({"m1": epoch})} == {"queued": 1, "running": 1, "answered": 1}
+        assert desk.finish("answered", epoch, b"never recorded")
+        poster.post("late", "root", "m1", "model", b"r")  # still queued at the takeover
+        _expire(old)  # the Lead's process froze: its Team lease runs out
+        log, _ = new.resume("root")  # the new holder: take_over runs before it reads the Team
+        assert log.epoch == 2
+        states = {key: WorkDesk(new).outcome(key) for key in ("queued", "running", "answered", "late")}
+        assert {key: (o.state, o.result) for key, o in states.items() if o} == {
+            "queued": ("withdrawn", None), "running": ("withdrawn", None), "answered": ("settled", None),
+            "late": ("withdrawn", None)}
+        assert not any(o.team_held for o in states.values() if o)  # the old poster's rows: its Team moved on
+        holder, member_epoch = _lease(new.url, member_key("m1"))
+        assert holder is None and member_epoch == epoch + 1  # the member's lease under the old Team is void
+        assert not desk.finish("running", epoch, b"late answer")  # refused: fenced and closed
+        assert desk.still_mine({"m1": epoch}) == set()  # the worker sees it closed and aborts it
+        with pytest.raises(SessionFencedError):
+            poster.post("after", "root", "m1", "model", b"r")  # the old holder can post nothing now
+        worker.leases.renew()
+        assert member_key("m1") in worker.leases.lost  # its renewal finds the lease fenced
+        WorkDesk(new).post("fresh", "root", "m1", "model", b"again")  # the new holder's calls run as usual
+        assert WorkDesk(worker).wanted(10) == ["m1"]
+        again = open_store()
+        desk2, epoch2 = _claim(again, "m1")
+        (taken,) = desk2.take({"m1": epoch2})
+        assert (taken.key, taken.team_epoch) == ("fresh", 2)
+        assert desk2.finish("fresh", epoch2, b"answer")
+        assert WorkDesk(new).outcome("fresh").team_held  # type: ignore[union-attr]
+        log.close()
+
+    def test_an_answer_under_an_old_team_epoch_is_refused_even_by_a_live_member_holder(self, open_store: Opener) -> None:
+        old, worker, new = _lead(open_store(lease_seconds=0.6)), open_store(), open_store()
+        WorkDesk(old).post("k", "root", "m1", "tool", b"t")
+        desk, epoch = _claim(worker, "m1")
+        desk.take({"m1": epoch})
+        _expire(old)
+        assert new.leases.acquire("root", "root") == 2  # a claim alone (no take_over yet: no session rows here)
+        assert not desk.finish("k", epoch, b"answer")  # the member lease is live, the Team epoch is not
+        assert WorkDesk(new).wanted(10) == []  # and nobody wants a call of a Team epoch gone by
+
+    def test_a_teams_settled_history_is_pruned_past_a_bound(self, open_store: Opener) -> None:
+        lead, worker = _lead(open_store()), open_store()
+        poster = WorkDesk(lead)
+        desk, epoch = _claim(worker, "m1")
+        for number in range(8):
+            poster.post(f"k{number}", "root", "m1", "model", b"r")
+            desk.take({"m1": epoch})
+            desk.finish(f"k{number}", epoch, b"a")
+            poster.settle(f"k{number}")
+        poster.post("open", "root", "m1", "model", b"r")
+        poster.prune("root", keep=3)
+        with psycopg.connect(lead.url) as conn:
+            keys = [row[0] for row in conn.execute("SELECT key FROM dsh_work ORDER BY n").fetchall()]
+        assert keys == ["k5", "k6", "k7", "open"]  # the newest three settled rows and every open one
+        poster.prune("root", keep=3)
+        with psycopg.connect(lead.url) as conn:
+            assert conn.execute("SELECT count(*) FROM dsh_work").fetchone() == (4,)
+
+
 class TestLayout:
     def test_a_layout_one_database_gets_the_desk_on_first_use(self, open_store: Opener) -> None:
         first = open_store()
@@ -155,14 +256,14 @@ class TestLayout:
             conn.execute("DROP TABLE dsh_work")
             conn.execute("DELETE FROM dsh_schema")
             conn.execute("INSERT INTO dsh_schema (version) VALUES (1)")
-        upgraded = PostgresStore(first.url)
+        upgraded = _lead(PostgresStore(first.url))
         try:
             WorkDesk(upgraded).post("k", "root", "m1", "model", b"{}")
             assert WorkDesk(upgraded).outcome("k").state == "queued"  # type: ignore[union-attr]
         finally:
             upgraded.close()
         with psycopg.connect(first.url) as conn:
-            assert conn.execute("SELECT max(version) FROM dsh_schema").fetchone() == (2,)
+            assert conn.execute("SELECT max(version) FROM dsh_schema").fetchone() == (3,)
 
 
 class TestRunHere:

@@ -19,7 +19,11 @@ Where a call runs:
 * a call taken by a holder whose lease expired (the worker died) is recovered by
   the next claim of the member's lease -- a worker's, or this process's own when
   no worker claims it: a model call is asked again, a tool call is answered
-  ``TOOL_OUTCOME_UNKNOWN`` (it may have run; a tool never runs twice).
+  ``TOOL_OUTCOME_UNKNOWN`` (it may have run; a tool never runs twice);
+* a call posted under a Team epoch that moved on (another process took the Team
+  over: the desk refuses the post, or the new holder closed the row) is neither
+  run here nor answered: the wait raises ``SESSION_FENCED``, as this process's
+  next append would.
 
 An interrupt of the member (its turn's signal) withdraws the call; the worker
 stops running it.
@@ -37,7 +41,7 @@ from typing import Any, Final
 import msgspec
 import structlog
 
-from host_spec.errors import DshError, ModelError, SessionLockedError
+from host_spec.errors import DshError, ModelError, SessionFencedError, SessionLockedError
 from host_spec.messages import ToolResultMessage
 from host_spec.workspace import WriteAuditor
 
@@ -64,6 +68,8 @@ GRACE_SECONDS: Final = 3.0
 RECHECK_SECONDS: Final = 0.5
 #: Seconds a count of live workers is trusted before it is asked again.
 WORKERS_TTL: Final = 1.0
+#: Settled rows between two prunes of a Team's desk history (:meth:`WorkDesk.prune`).
+PRUNE_EVERY: Final = 64
 _WRITES: Final = frozenset({"write_file", "edit_file"})
 
 
@@ -82,6 +88,7 @@ class Placement:
         self.desk = WorkDesk(self.store)
         self.grace_seconds = grace_seconds
         self._workers = (-WORKERS_TTL, 0)  # (when counted, how many)
+        self._settles = 0
         self._waiting: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -185,10 +192,14 @@ class Placement:
             while True:
                 woken.clear()
                 outcome = await asyncio.to_thread(self.desk.outcome, key)
-                if outcome is None or outcome.state == "withdrawn":
-                    return None
+                if outcome is None or not outcome.team_held or outcome.state in ("withdrawn", "settled"):
+                    # Only this waiter withdraws a row it waits for (below), and only the holder that
+                    # took the Team over closes one: this process lost its Team, so no answer of this
+                    # call is accepted here and the call does not run here either.
+                    raise self._fenced(agent, key)
                 if outcome.state == "done":
                     await asyncio.to_thread(self.desk.settle, key)
+                    self._settled(agent)
                     return outcome.result
                 if outcome.state == "queued" and time.monotonic() - posted >= self.grace_seconds:
                     if await asyncio.to_thread(self.desk.withdraw, key, taken_too=False):
@@ -211,6 +222,24 @@ class Placement:
                     waiters.remove(entry)
                 if not waiters:
                     self._waiting.pop(member, None)
+
+    def _fenced(self, agent: Any, key: str) -> SessionFencedError:
+        root = self._root(agent)
+        return SessionFencedError(
+            f"member {agent.id}: the Team {root} was taken over by another holder while call {key} waited; "
+            "its answer is not accepted here and the call does not run here", session=agent.id, root=root)
+
+    def _settled(self, agent: Any) -> None:
+        """Count a settled row; every :data:`PRUNE_EVERY` of them, prune the Team's desk history."""
+        self._settles += 1
+        if self._settles % PRUNE_EVERY == 0:
+            threading.Thread(target=self._prune_quietly, args=(self._root(agent),), daemon=True).start()
+
+    def _prune_quietly(self, root: str) -> None:
+        try:
+            self.desk.prune(root)
+        except Exception as exc:  # the next prune catches up: the history is bounded, not exact
+            log.warning("placement.prune_failed", root=root, error=type(exc).__name__)
 
     def _withdraw_quietly(self, key: str) -> None:
         try:

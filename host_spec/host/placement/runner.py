@@ -65,6 +65,10 @@ class _Held:
     epoch: int
     idle_since: float
     root: str | None = None  # the Team whose calls it ran (its host is closed once no held member needs it)
+    #: The Team epoch of the calls it runs: the member's cached state (``session``, the host's
+    #: model) belongs to it, and is dropped and read again from the store when a call of a
+    #: newer Team epoch comes (the Team changed holder).
+    team_epoch: int = 0
     session: StandInSession | None = None
     running: dict[str, tuple[asyncio.Task[None], AbortSignal]] = attrs.Factory(dict)
 
@@ -105,7 +109,7 @@ class MemberRunner:
         self._open_host = open_host
         self._say = say or (lambda text: None)
         self.held: dict[str, _Held] = {}
-        self._hosts: dict[str, Any] = {}
+        self._hosts: dict[tuple[str, int], Any] = {}  # by Team root and Team epoch
         self._wake = asyncio.Event()
         self._stop_listening = threading.Event()
 
@@ -165,9 +169,9 @@ class MemberRunner:
         for member, held in list(self.held.items()):
             if not held.running and now - held.idle_since >= self.linger_seconds:
                 self._let_go(member)
-        needed = {held.root for held in self.held.values()}
-        for root in [root for root in self._hosts if root not in needed]:
-            await self._hosts.pop(root).close()  # no member of that Team is held here any more
+        needed = {(held.root, held.team_epoch) for held in self.held.values()}
+        for team in [team for team in self._hosts if team not in needed]:
+            await self._hosts.pop(team).close()  # no member of that Team (under that epoch) is held here any more
         room = self.max_members - len(self.held)
         if room > 0:
             # Several workers wake on the same post: each tries the wanted members in an
@@ -183,6 +187,8 @@ class MemberRunner:
                 await self._take()
 
     async def _claim(self, member: str) -> bool:
+        if member in self.held:
+            return False  # wanted again: its lease was fenced (a takeover); the next round lets it go
         lease = member_key(member)
         try:
             epoch = await asyncio.to_thread(self.store.leases.acquire, lease, member)
@@ -202,6 +208,11 @@ class MemberRunner:
         epochs = {member: held.epoch for member, held in self.held.items()}
         for taken in await asyncio.to_thread(self.desk.take, epochs):
             held = self.held[taken.member]  # taken under the epochs of the members held now
+            if taken.team_epoch < held.team_epoch:
+                continue  # posted by a holder the Team moved on from: closed by the new one, never run
+            if taken.team_epoch > held.team_epoch:
+                held.team_epoch = taken.team_epoch  # the Team changed holder: rebuild the member from the store
+                held.session = None
             signal = AbortSignal()
             task = asyncio.create_task(self._execute(taken.member, held, taken, signal))
             held.running[taken.key] = (task, signal)
@@ -225,15 +236,15 @@ class MemberRunner:
             held.idle_since = time.monotonic()
 
     async def _answer(self, member: str, held: _Held, taken: Taken, signal: AbortSignal) -> Any:
-        host = await self._host(taken.root)
+        host = await self._host(taken.root, taken.team_epoch)
         if taken.kind == "model":
             return await self._model(host, held, member, decode_model_work(taken.request), signal)
         return await self._tool(host, held, member, decode_tool_work(taken.request), signal)
 
-    async def _host(self, root: str) -> Any:
-        host = self._hosts.get(root)
+    async def _host(self, root: str, team_epoch: int) -> Any:
+        host = self._hosts.get((root, team_epoch))
         if host is None:
-            host = self._hosts[root] = await self._open_host(root)
+            host = self._hosts[(root, team_epoch)] = await self._open_host(root)
         return host
 
     async def _stand_in(self, host: Any, held: _Held, member: str, asker: Any, seq: int) -> StandIn:
@@ -246,7 +257,10 @@ class MemberRunner:
         session = held.session
         if len(session.stored) < seq:
             _, events = await asyncio.to_thread(self.store.read_since, member, len(session.stored))
-            session.stored.extend(events)
+            # Calls of one member run side by side: another may have read the same rows meanwhile.
+            # ``stored[i]`` is the event of seq ``i + 1``, so only the events past it are added.
+            known = len(session.stored)
+            session.stored.extend(event for event in events if event.seq > known)
         for event in session.stored[session.cut:seq]:
             host.committed(session, event)  # the workspace tools' read ledger follows the log
         session.cut = max(session.cut, seq)

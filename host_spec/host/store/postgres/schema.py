@@ -11,7 +11,8 @@ starting together do not race on ``CREATE``):
 * ``dsh_runs``: how each root was started (profile and model), so ``dsh
   resume`` on another machine needs no flags.
 * ``dsh_work`` (layout 2, :mod:`.work`): a member's model and tool calls handed to
-  workers, with their answers.
+  workers, with their answers; layout 3 binds each row to the Team epoch it was
+  posted under (``team_epoch``), added to an older database's table on first use.
 * ``dsh_leases``: who may write a session tree now (``holder``), until when
   (``expires_at``, the server's clock, so machines need not agree on time) and
   the fencing ``epoch`` every claim raises.
@@ -44,7 +45,7 @@ CHANNEL: Final = "dsh_log"
 #: Advisory lock key held while the schema is created.
 SCHEMA_LOCK: Final = 0x64736801
 #: The layout this module writes; a database with a newer one is refused.
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 #: One batch, with ``{head}`` (:data:`MOVE_TAIL` or :data:`ADD_SESSION`) and ``{bodies}`` (rows ``t(body, n)``, ``n`` from 1).
 APPEND: Final = """

@@ -41,7 +41,7 @@ from host_spec.host.redaction import redact_url
 from host_spec.host.store.postgres.link import Link, check_url
 from host_spec.host.store.postgres.log import PostgresLog, decode_rows
 from host_spec.host.store.postgres.schema import DDL, SCHEMA_LOCK, SCHEMA_VERSION
-from host_spec.host.store.postgres.work import WORK_DDL, member_key, worker_key
+from host_spec.host.store.postgres.work import WORK_DDL, WorkDesk, member_key, worker_key
 
 __all__ = ["PostgresStore"]
 
@@ -273,8 +273,13 @@ class PostgresStore:
         if row is None:
             raise SessionNotFoundError(f"session {session_id} not found", session=session_id)
         key = row[0]
+        counted = key in self._roots.values()  # this handle holds the tree already: no new claim
         epoch = self.leases.acquire(key, session_id)  # before reading: a stale holder is fenced from here on
         try:
+            if key == session_id and not counted and epoch > 1:
+                # A new holder of the Team: nothing the old one posted to the desk may run or be
+                # recorded from here on, and its members' leases are fenced (work.WorkDesk.take_over).
+                WorkDesk(self).take_over(key, epoch)
             header, events = self.read(session_id)
         except BaseException:
             self.leases.release(key)

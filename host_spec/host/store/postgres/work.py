@@ -11,19 +11,37 @@ writes each answer back; the Lead's process reads the answer and records it in
 the member's log as if it had run the call itself.
 
 Fencing: an answer is stored only while its writer still holds the member's
-lease under the epoch it took the row with. A worker that was presumed dead and
+lease under the epoch it took the row with, *and* while the Team is still held
+under the epoch the row was posted under. A worker that was presumed dead and
 comes back finds the epoch moved and its answer refused
 (:meth:`WorkDesk.finish` returns ``False``). The next holder's claim
 *recovers* the rows the dead one had taken: a model call is queued again (its
 answer was never recorded, so asking again is what a cold resume does), a tool
 call is answered ``TOOL_OUTCOME_UNKNOWN`` (it may have run: never run twice).
 
+Every row, and so every member lease and every answer, is bound to the *Team
+epoch* (the epoch of the root's lease) it was posted under: a row is posted only
+while the poster holds the Team at that epoch, taken and answered only while the
+Team lease still carries it. When the Team changes holder (a takeover claims the
+root at a higher epoch), the new holder calls :meth:`WorkDesk.take_over` before it
+reads the Team's logs: every row of an older Team epoch is withdrawn (queued or
+taken: a worker running one aborts it, its answer is refused) or settled (answered
+but never recorded: the new holder asks again from the log), and every member
+lease of the Team is fenced (its epoch raised, its holder cleared), so a worker
+that held a member under the old Team epoch loses it, drops what it had cached of
+that member and rebuilds it from the store at its next claim. A cold resume then
+closes what the old holder left open from the log, as it always did (a tool call
+cut off is answered ``TOOL_OUTCOME_UNKNOWN``): nothing the old holder posted can
+be run or recorded after the takeover.
+
 Each row keeps when it was posted, taken and answered (the server's clock), so an
 operator can see how long calls wait for a worker.
 
 Once the Lead's process has read an answer it *settles* the row: its request
 and answer are dropped (a model call's request is a whole conversation), so the
-table holds payloads only for calls in flight.
+table holds payloads only for calls in flight. Settled and withdrawn rows are
+pruned past the newest :data:`DESK_HISTORY` of their Team (:meth:`WorkDesk.prune`),
+so a Team's desk history stays bounded.
 
 Every state change sends ``pg_notify`` on :data:`WORK_CHANNEL` with the member
 and the row's number, so neither side polls; a missed notification only delays
@@ -36,12 +54,17 @@ from typing import Any, Final
 
 import attrs
 
-__all__ = ["WORK_CHANNEL", "WORK_DDL", "WorkDesk", "Taken", "member_key", "worker_key", "UNKNOWN_OUTCOME"]
+from host_spec.errors import SessionFencedError
+
+__all__ = ["WORK_CHANNEL", "WORK_DDL", "WorkDesk", "Taken", "Outcome", "member_key", "worker_key", "UNKNOWN_OUTCOME",
+           "DESK_HISTORY"]
 
 #: The NOTIFY channel of the desk; the payload is ``{"s": member session, "seq": row number}``.
 WORK_CHANNEL: Final = "dsh_work"
 #: The answer a recovered tool call gets: it was taken by a holder that died, so it may have run.
 UNKNOWN_OUTCOME: Final = b'{"lost": "TOOL_OUTCOME_UNKNOWN"}'
+#: Settled and withdrawn rows a Team keeps (the newest); older ones are pruned.
+DESK_HISTORY: Final = 256
 
 WORK_DDL: Final = """
 CREATE TABLE IF NOT EXISTS dsh_work (
@@ -60,6 +83,8 @@ CREATE TABLE IF NOT EXISTS dsh_work (
     answered_at timestamptz
 );
 CREATE INDEX IF NOT EXISTS dsh_work_open ON dsh_work (member, n) WHERE state IN ('queued', 'taken');
+ALTER TABLE dsh_work ADD COLUMN IF NOT EXISTS team_epoch bigint NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS dsh_work_root ON dsh_work (root, n);
 """
 
 
@@ -73,15 +98,20 @@ def worker_key(holder: str) -> str:
     return f"worker:{holder}"
 
 
+#: The Team lease (``t``) still carries the row's (``w``) Team epoch: the row's poster still holds the Team.
+_TEAM_HELD = "EXISTS (SELECT FROM dsh_leases t WHERE t.key = w.root AND t.epoch = w.team_epoch AND t.holder IS NOT NULL)"
 _POST = """
 WITH w AS (
-    INSERT INTO dsh_work (key, root, member, kind, request) VALUES (%(key)s, %(root)s, %(member)s, %(kind)s, %(request)s)
+    INSERT INTO dsh_work (key, root, member, kind, request, team_epoch)
+    SELECT %(key)s, %(root)s, %(member)s, %(kind)s, %(request)s, t.epoch FROM dsh_leases t
+    WHERE t.key = %(root)s AND t.holder = %(holder)s AND t.epoch = %(team_epoch)s
     ON CONFLICT (key) DO NOTHING RETURNING n, member
-) SELECT pg_notify('dsh_work', json_build_object('s', member, 'seq', n)::text) FROM w
+) SELECT (SELECT count(*) FROM w), (SELECT count(*) FROM dsh_work WHERE key = %(key)s),
+         (SELECT count(*) FROM (SELECT pg_notify('dsh_work', json_build_object('s', member, 'seq', n)::text) FROM w) n)
 """
-_OUTCOME = """
+_OUTCOME = f"""
 SELECT w.state, w.result, l.holder IS NOT NULL AND l.epoch = w.epoch AND l.holder = w.holder
-       AND l.expires_at > now()
+       AND l.expires_at > now(), {_TEAM_HELD}
 FROM dsh_work w LEFT JOIN dsh_leases l ON l.key = 'member:' || w.member WHERE w.key = %s
 """
 _WITHDRAW = """
@@ -90,9 +120,9 @@ RETURNING pg_notify('dsh_work', json_build_object('s', member, 'seq', n)::text)
 """
 _SETTLE = "UPDATE dsh_work SET state = 'settled', request = ''::bytea, result = NULL WHERE key = %s AND state = 'done'"
 _LIVE_WORKERS = "SELECT count(*) FROM dsh_leases WHERE key LIKE 'worker:%' AND holder IS NOT NULL AND expires_at > now()"
-_WANTED = """
+_WANTED = f"""
 SELECT w.member, min(w.n) FROM dsh_work w LEFT JOIN dsh_leases l ON l.key = 'member:' || w.member
-WHERE w.state IN ('queued', 'taken') AND (l.holder IS NULL OR l.expires_at < now())
+WHERE w.state IN ('queued', 'taken') AND (l.holder IS NULL OR l.expires_at < now()) AND {_TEAM_HELD}
 GROUP BY w.member ORDER BY min(w.n) LIMIT %s
 """
 _RECOVER = """
@@ -107,21 +137,43 @@ WITH requeued AS (
 ) SELECT pg_notify('dsh_work', json_build_object('s', %(member)s::text, 'seq', n)::text)
 FROM (SELECT n FROM requeued UNION ALL SELECT n FROM lost) r
 """
-_TAKE = """
+_TAKE = f"""
 UPDATE dsh_work w SET state = 'taken', holder = %(holder)s, epoch = h.epoch, taken_at = clock_timestamp()
 FROM unnest(%(members)s::text[], %(epochs)s::bigint[]) AS h(member, epoch), dsh_leases l
 WHERE w.member = h.member AND l.key = 'member:' || h.member AND l.holder = %(holder)s AND l.epoch = h.epoch
-  AND l.expires_at > now()
+  AND l.expires_at > now() AND {_TEAM_HELD}
   AND w.key IN (SELECT key FROM dsh_work WHERE member = ANY(%(members)s::text[]) AND state = 'queued'
                 FOR UPDATE SKIP LOCKED)
-RETURNING w.member, w.key, w.n, w.root, w.kind, w.request
+RETURNING w.member, w.key, w.n, w.root, w.kind, w.request, w.team_epoch
 """
-_FINISH = """
+_FINISH = f"""
 UPDATE dsh_work w SET state = 'done', result = %(result)s, answered_at = clock_timestamp()
 FROM dsh_leases l
 WHERE w.key = %(key)s AND w.state = 'taken' AND w.holder = %(holder)s AND w.epoch = %(epoch)s
-  AND l.key = 'member:' || w.member AND l.holder = w.holder AND l.epoch = w.epoch
+  AND l.key = 'member:' || w.member AND l.holder = w.holder AND l.epoch = w.epoch AND {_TEAM_HELD}
 RETURNING pg_notify('dsh_work', json_build_object('s', w.member, 'seq', w.n)::text)
+"""
+#: The new holder of a Team (its root claimed at ``epoch``): close every row of an older Team epoch and fence
+#: every member lease of the Team (see the module docstring).
+_TAKE_OVER = """
+WITH closed AS (
+    UPDATE dsh_work SET state = CASE WHEN state = 'done' THEN 'settled' ELSE 'withdrawn' END,
+        request = ''::bytea, result = NULL
+    WHERE root = %(root)s AND team_epoch < %(epoch)s AND state IN ('queued', 'taken', 'done')
+    RETURNING member, n
+), fenced AS (
+    UPDATE dsh_leases SET holder = NULL, expires_at = NULL, epoch = epoch + 1
+    WHERE key IN (SELECT 'member:' || id FROM dsh_sessions WHERE lease = %(root)s AND parent IS NOT NULL)
+      AND holder IS NOT NULL
+    RETURNING key
+) SELECT (SELECT count(*) FROM closed), (SELECT count(*) FROM fenced),
+         (SELECT count(*) FROM (SELECT pg_notify('dsh_work', json_build_object('s', member, 'seq', n)::text)
+                                FROM closed) n)
+"""
+_PRUNE = """
+DELETE FROM dsh_work WHERE root = %(root)s AND state IN ('settled', 'withdrawn') AND n <= (
+    SELECT n FROM dsh_work WHERE root = %(root)s AND state IN ('settled', 'withdrawn')
+    ORDER BY n DESC OFFSET %(keep)s LIMIT 1)
 """
 _OPEN_KEYS = """
 SELECT w.key FROM dsh_work w JOIN unnest(%(members)s::text[], %(epochs)s::bigint[]) AS h(member, epoch)
@@ -131,7 +183,8 @@ ON w.member = h.member AND w.epoch = h.epoch WHERE w.state = 'taken' AND w.holde
 
 @attrs.frozen
 class Taken:
-    """One row a worker took: its member, key, order number, Team root, kind (``model`` | ``tool``) and request."""
+    """One row a worker took: its member, key, order number, Team root, kind (``model`` | ``tool``), request,
+    and the Team epoch it was posted under."""
 
     member: str
     key: str
@@ -139,15 +192,18 @@ class Taken:
     root: str
     kind: str
     request: bytes
+    team_epoch: int = 0
 
 
 @attrs.frozen
 class Outcome:
-    """What the poster reads back: the row's ``state``, its ``result`` when done, and whether its holder is live."""
+    """What the poster reads back: the row's ``state``, its ``result`` when done, whether its holder is live,
+    and whether the Team is still held under the epoch the row was posted under (``False``: taken over)."""
 
     state: str
     result: bytes | None
     holder_live: bool
+    team_held: bool = True
 
 
 class WorkDesk:
@@ -168,16 +224,45 @@ class WorkDesk:
     # ------------------------------------------------------------ the poster (the Lead's process)
 
     def post(self, key: str, root: str, member: str, kind: str, request: bytes) -> None:
-        """Queue one call; posting the same ``key`` twice (a retried statement) queues it once."""
-        params = {"key": key, "root": root, "member": member, "kind": kind, "request": request}
-        self.link.run(lambda conn, _: conn.execute(_POST, params))
+        """Queue one call under the Team epoch this handle holds ``root`` at; a retried ``key`` queues it once.
+
+        Raises:
+            SessionFencedError: this handle does not hold the Team's lease (any more): another
+                holder took the Team over, and its members' work is that holder's to post.
+        """
+        try:
+            team_epoch = self.store.leases.epoch(root)
+        except KeyError:
+            team_epoch = None
+        params = {"key": key, "root": root, "member": member, "kind": kind, "request": request,
+                  "holder": self.holder, "team_epoch": team_epoch}
+        row = None if team_epoch is None else self.link.run(lambda conn, _: conn.execute(_POST, params).fetchone())
+        if row is None or not row[0] and not row[1]:
+            raise SessionFencedError(
+                f"member {member}: the Team {root} is no longer held by this process under lease epoch "
+                f"{team_epoch}; its call was not posted", session=member, root=root, epoch=team_epoch)
 
     def outcome(self, key: str) -> Outcome | None:
         """The row's state now (``None``: no such row)."""
         row = self.link.run(lambda conn, _: conn.execute(_OUTCOME, (key,)).fetchone())
         if row is None:
             return None
-        return Outcome(str(row[0]), None if row[1] is None else bytes(row[1]), bool(row[2]))
+        return Outcome(str(row[0]), None if row[1] is None else bytes(row[1]), bool(row[2]), bool(row[3]))
+
+    def take_over(self, root: str, epoch: int) -> tuple[int, int]:
+        """As the new holder of Team ``root`` (claimed at ``epoch``): close its older rows, fence its member leases.
+
+        Returns how many rows were closed and how many member leases fenced. Run
+        before the Team's logs are read, so nothing the old holder posted is run or
+        recorded after the takeover. Idempotent (a retried statement closes nothing twice).
+        """
+        row = self.link.run(lambda conn, _: conn.execute(_TAKE_OVER, {"root": root, "epoch": epoch}).fetchone())
+        self.prune(root)
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    def prune(self, root: str, keep: int = DESK_HISTORY) -> None:
+        """Delete Team ``root``'s settled and withdrawn rows past its newest ``keep``."""
+        self.link.run(lambda conn, _: conn.execute(_PRUNE, {"root": root, "keep": keep}))
 
     def settle(self, key: str) -> None:
         """An answered call whose answer was read: drop its request and answer; its row stays, slim.
@@ -219,7 +304,7 @@ class WorkDesk:
             return []
         params = {"members": list(held), "epochs": list(held.values()), "holder": self.holder}
         rows = self.link.run(lambda conn, _: conn.execute(_TAKE, params).fetchall())
-        taken = [Taken(str(r[0]), str(r[1]), int(r[2]), str(r[3]), str(r[4]), bytes(r[5])) for r in rows]
+        taken = [Taken(str(r[0]), str(r[1]), int(r[2]), str(r[3]), str(r[4]), bytes(r[5]), int(r[6])) for r in rows]
         return sorted(taken, key=lambda t: t.n)
 
     def finish(self, key: str, epoch: int, result: bytes) -> bool:
