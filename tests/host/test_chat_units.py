@@ -94,14 +94,14 @@ class TestChatScreen:
 
         session = ChatSession(None, None, terminal, {}, render=feed.render)
         out.truncate(0), out.seek(0)
-        assert not asyncio.run(session._line("/last 1"))
+        assert not asyncio.run(session.handle_line("/last 1"))
         assert out.getvalue() == "[lead] tool result spawn_teammate #1:\n" + long + "\n"
         out.truncate(0), out.seek(0)
-        asyncio.run(session._line("/last"))
+        asyncio.run(session.handle_line("/last"))
         assert out.getvalue() == "[lead] tool result bash (error) #3:\nline one\nline two\n"
         out.truncate(0), out.seek(0)
-        asyncio.run(session._line("/last 9"))
-        asyncio.run(session._line("/help"))
+        asyncio.run(session.handle_line("/last 9"))
+        asyncio.run(session.handle_line("/help"))
         shown = out.getvalue()
         assert shown.startswith("(no tool result 9: /last N shows one of #1..#3)\n")
         assert "/last [N]" in shown

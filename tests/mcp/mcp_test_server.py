@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -92,7 +93,8 @@ def chatter(lines: int) -> str:
 def die(reason: str) -> str:
     """Exit in the middle of the call."""
     print(f"dying: {reason}", file=sys.stderr, flush=True)
-    os._exit(7)
+    os.kill(os.getpid(), signal.SIGKILL)
+    return "unreachable"
 
 
 @server.tool()

@@ -138,7 +138,7 @@ class ChatSession:
                         return
                 elif kind == "line" and value is not None:
                     self._armed = False
-                    if await self._line(value.strip()):
+                    if await self.handle_line(value.strip()):
                         return
         finally:
             ticker.cancel()
@@ -159,7 +159,8 @@ class ChatSession:
         self.terminal.write("(Ctrl-C again, Ctrl-D or /exit to leave)")
         return False
 
-    async def _line(self, line: str) -> bool:
+    async def handle_line(self, line: str) -> bool:
+        """One typed line: a ``/command`` or the Lead's next turn; ``True`` when the user leaves."""
         if not line:
             return False
         if line.startswith("/"):
