@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo mcp-demo real-demo check test system-deps bench reliability install clean
+.PHONY: demo worktree-demo mcp-demo real-demo check test system-deps bench reliability install clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -16,13 +16,18 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The scripted team shipped in the package: `dsh demo` (what `pip install dsh-team` users run), kept in .dsh-demo.
 demo: $(STAMP)
-	$(BIN)/python examples/run_demo.py
+	$(BIN)/dsh demo .dsh-demo
+
+# The same team with each teammate in its own git worktree, merged into main per completed task.
+worktree-demo: $(STAMP)
+	$(BIN)/dsh demo --worktrees .dsh-worktree-demo
 
 # The same team shape using a real MCP server's tools (examples/mcp_server.py over stdio).
 mcp-demo: $(STAMP)
-	$(BIN)/python examples/run_demo.py --profile examples/mcp_profile.toml --script examples/mcp_demo.json \
-		--data-dir .dsh-mcp-demo --prompt "Use an Agent Team: write docs/terms.md from the glossary MCP server."
+	$(BIN)/dsh demo .dsh-mcp-demo --profile examples/mcp_profile.toml --script examples/mcp_demo.json \
+		--prompt "Use an Agent Team: write docs/terms.md from the glossary MCP server."
 
 # Static types: strict on the plugin packages, default on host_spec (see [tool.mypy]).
 check: $(STAMP)

@@ -7,7 +7,7 @@ durable change, or once with ``reason: "quiescent"`` when nothing can progress.
 Measured on the real ``dsh run`` (scripted model, no key) of two teams, from the
 Lead log alone:
 
-* the demo (``examples/team_demo.json``: a builder and a forked reviewer);
+* the demo (``host_spec/host/demo/team_demo.json``: a builder and a forked reviewer);
 * three teammates in a task chain (``benchmarks/quiescence_team.json``) where the
   last one stops with its task in progress and one task is never claimed, so the
   run ends in a stall the Lead has to learn about.
@@ -41,16 +41,13 @@ from benchmarks._common import report  # noqa: E402
 from dsh_team.core.fold import evolve  # noqa: E402
 from dsh_team.core.state import initial_state  # noqa: E402
 from host_spec.events import Event, EventType  # noqa: E402
+from host_spec.host.demo import PROMPT, SCRIPT  # noqa: E402
 from host_spec.host.store.jsonl import JsonlStore  # noqa: E402
 from host_spec.messages import message_text  # noqa: E402
 
 HERE: Final = Path(__file__).resolve().parent
 RUNS: Final = {
-    "demo": (
-        HERE.parent / "examples" / "team_demo.json",
-        "Use an Agent Team for this: have a builder write src/greet.py and a reviewer review it, "
-        "then give me a summary.",
-    ),
+    "demo": (SCRIPT, PROMPT),
     "three teammates": (HERE / "quiescence_team.json", "Use an Agent Team of three to draft, review and publish."),
 }
 _WAIT: Final = "wait_agent"

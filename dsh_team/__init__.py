@@ -15,11 +15,20 @@ This module is the public surface; import from here (or from a room package:
 * the fold: :func:`evolve` / :func:`replay` over :class:`TeamState`;
 * the controls fold (quality-gate runs, plan approval): :func:`fold_controls` /
   :func:`replay_controls` over :class:`ControlsState`, :class:`LiveControls`.
+* Permission asks (:mod:`dsh_team.permissions`): :func:`fold_permissions`,
+  :func:`replay_permissions` over :class:`PermissionsState`, :class:`LivePermissions`.
 """
 
 from dsh_team.api import TeamServiceAPI
 from dsh_team.config import MAX_SAFE_INTEGER, BudgetConfig, TeamConfig
 from dsh_team.controls import CONTROL_EVENT_TYPES, ControlsState, LiveControls, fold_controls, replay_controls
+from dsh_team.permissions import (
+    PERMISSION_EVENT_TYPES,
+    LivePermissions,
+    PermissionsState,
+    fold_permissions,
+    replay_permissions,
+)
 from dsh_team.cost import MemberCost, Spend
 from dsh_team.core import (
     LEAD_NAME,
@@ -74,6 +83,11 @@ __all__ = [
     "side_record_failure",
     "ControlsState",
     "LiveControls",
+    "PERMISSION_EVENT_TYPES",
+    "LivePermissions",
+    "PermissionsState",
+    "fold_permissions",
+    "replay_permissions",
     "fold_controls",
     "replay_controls",
     "TeamServiceAPI",

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from host_spec.records import AbortSignal, Handle
 
     from dsh_team.controls.ledger import ControlsState
+    from dsh_team.permissions.ledger import Ask, PermissionsState
     from dsh_team.core.task_view import TaskView
     from dsh_team.cost.report import MemberCost
     from dsh_team.log.waits import WaitResult
@@ -85,6 +86,16 @@ class TeamServiceAPI(Protocol):
         signal: AbortSignal | None = None,
     ) -> SendResult:
         """Submit a plan (``submit``, teammate to ``lead``) or decide on one (``approve``/``reject``, Lead)."""
+        ...
+
+    async def answer_permission(
+        self, caller: Agent, *, ask_id: Any, answer: Any, reason: Any = "", by: Literal["lead", "user"] = "lead"
+    ) -> Ask:
+        """Answer a permission ask once: the Lead a delegated one (``by="lead"``), the user any (``by="user"``)."""
+        ...
+
+    def permissions_state(self, caller: Agent) -> PermissionsState:
+        """Every permission ask of the caller's Team and its answer."""
         ...
 
     def controls_state(self, caller: Agent) -> ControlsState:

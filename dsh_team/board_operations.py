@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from dsh_team.log.lifecycle import Lifecycle
     from dsh_team.mode import ModeControl
     from dsh_team.roster.membership import Membership
+    from dsh_team.worktrees.merge import Merges
 
 __all__ = ["BoardOperations"]
 
@@ -42,6 +43,7 @@ class BoardOperations:
     config: TeamConfig
     lifecycle: Lifecycle
     mode: ModeControl
+    merges: Merges
 
     if TYPE_CHECKING:  # the service's own membership calls and the gated completion of ControlOperations
 
@@ -157,7 +159,9 @@ class BoardOperations:
 
         ``complete`` of a task with quality gates runs them first and completes only
         when all pass (:mod:`dsh_team.controls.gates`; ``signal`` interrupts them;
-        ``gated=False`` is recovery's completion of a run that passed).
+        ``gated=False`` is recovery's completion of a run that passed). ``complete`` of
+        a task whose owner works in its own worktree merges its branch first
+        (:mod:`dsh_team.worktrees.merge`: ``TEAM_MERGE_CONFLICT``, ``TEAM_MERGE_BLOCKED``).
 
         Raises:
             TeamError: the update codes of :func:`~dsh_team.core.board.decide_update`, ``TEAM_NOT_MEMBER``, ``TEAM_DISPOSED``, ``TEAM_MODE_DISABLED``,
@@ -178,8 +182,33 @@ class BoardOperations:
                 owner=owner,
             )
 
-        if gated and action == "complete":
-            gated_run = self._gated_complete(caller, task_id, decide, signal)
-            if gated_run is not None:
-                return await gated_run
+        if action == "complete":
+            if gated:
+                gated_run = self._gated_complete(caller, task_id, decide, signal)
+                if gated_run is not None:
+                    return await gated_run  # its passing run completes through here again (gated=False)
+            merged = self._merged_complete(caller, task_id, decide)
+            if merged is not None:
+                return await merged
         return await self._mutate(caller, decide, f"team task {task_id}")
+
+    def _merged_complete(
+        self, caller: Agent, task_id: Any, decide: Callable[[TeamState, Membership], TeamTaskSnapshot]
+    ) -> Awaitable[TaskView] | None:
+        """The merge step of ``complete`` when the task's owner works in its own worktree (else ``None``).
+
+        Raises:
+            TeamError: ``TEAM_NOT_MEMBER`` (at once).
+        """
+        membership = self.membership(caller)
+        journal = self._lead(membership)
+        record = self.merges.applies(journal, task_id)
+        if record is None:
+            return None
+
+        def check(state: TeamState) -> None:
+            self.lifecycle.admit()
+            self.mode.require_enabled(caller, (membership.root, state))
+
+        return self.merges.complete(journal, record, lambda state: decide(state, membership), check,
+                                    lambda: self._mutate(caller, decide, f"team task {task_id}"))

@@ -19,6 +19,11 @@ wrong type names its path (``budget.member_tokens``).
 (``on_complete = ["make test"]``) and the time each command may take; and
 ``plan_approval`` is the default of ``spawn_teammate``'s ``plan_approval`` (see
 :mod:`dsh_team.controls`).
+
+``workspace_mode`` is where teammates work (a role may choose its own): ``shared``
+(the Lead's checkout, the default) or ``worktree`` (each its own git worktree and
+branch, merged when its task completes; :mod:`dsh_team.worktrees`).
+``keep_worktrees`` keeps merged worktrees when the Team ends instead of removing them.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from host_spec.errors import ConfigError
 
 from dsh_team.errors import TeamConfigError
 
-__all__ = ["LIMIT_FIELDS", "MAX_SAFE_INTEGER", "BudgetConfig", "GatesConfig", "TeamConfig", "is_safe_positive_int"]
+__all__ = ["LIMIT_FIELDS", "WORKSPACE_MODES", "MAX_SAFE_INTEGER", "BudgetConfig", "GatesConfig", "TeamConfig", "is_safe_positive_int"]
 
 MAX_SAFE_INTEGER: Final = 2**53 - 1
 
@@ -61,6 +66,15 @@ def _limit(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
 def _flag(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if type(value) is not bool:
         raise TeamConfigError(f"{attribute.name} must be a boolean", path=attribute.name)
+
+
+#: The workspace modes a Team, or a role, may choose.
+WORKSPACE_MODES: Final = ("shared", "worktree")
+
+
+def _workspace_mode(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value not in WORKSPACE_MODES:
+        raise TeamConfigError(f'{attribute.name} must be "shared" or "worktree", got {value!r}', path=attribute.name)
 
 
 def _budget_limit(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -186,6 +200,8 @@ class TeamConfig:
             write (``spawn_teammate``'s default).
         roles: Role presets by name (``[plugins.dsh-team.roles.NAME]``, see
             :mod:`dsh_team.roster.roles`); each is checked at load, its tools at spawn.
+        workspace_mode: ``shared`` or ``worktree`` (see the module docstring).
+        keep_worktrees: Keep members' worktrees when the Team ends, merged or not.
 
     Raises:
         TeamConfigError: any field is invalid (``TEAM_INVALID_CONFIG``, ``path`` = field).
@@ -204,6 +220,8 @@ class TeamConfig:
     gates: GatesConfig = attrs.field(factory=GatesConfig, converter=_structure_gates)
     plan_approval: bool = attrs.field(default=False, validator=_flag)
     roles: Mapping[str, Any] = attrs.field(factory=dict, converter=_structure_roles)
+    workspace_mode: str = attrs.field(default="shared", validator=_workspace_mode)
+    keep_worktrees: bool = attrs.field(default=False, validator=_flag)
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None) -> TeamConfig:

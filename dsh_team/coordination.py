@@ -34,6 +34,7 @@ from dsh_team.roster.shutdown import Shutdowns
 from dsh_team.roster.roster import RosterService
 from dsh_team.mail.holdings import SessionMessages, settled_in
 from dsh_team.mail.receipts import ReadReceipts
+from dsh_team.worktrees.room import MemberWorktrees
 
 if TYPE_CHECKING:
     from host_spec.events import Event
@@ -80,7 +81,10 @@ class Coordination:
         self.lifecycle = lifecycle
         self.messages = SessionMessages(settled_in(journals))
         self.roster = RosterService(host, journals, members)
-        self.provisioner = Provisioner(host, config, journals, members, lifecycle, self.messages, self.roster)
+        self.worktrees = MemberWorktrees(host, config, journals)
+        self.provisioner = Provisioner(
+            host, config, journals, members, lifecycle, self.messages, self.roster, self.worktrees
+        )
         self.dispatcher = Dispatcher(host, journals, members, lifecycle, self.messages)
         self.sender = MessageSender(config, journals, members, lifecycle, self.dispatcher)
         self.receipts = ReadReceipts(host, journals, members, lifecycle, self.dispatcher)
@@ -88,6 +92,7 @@ class Coordination:
         self.roles = RoleBook()
         self.shutdowns = Shutdowns(host, journals, members, lifecycle, self.sender, config.shutdown_timeout_ms)
         self.sender.gone = self.dispatcher.gone = self.roster.gone = self.shutdowns.gone
+        self.shutdowns.on_gone = self.worktrees.member_gone
 
     # ------------------------------------------------------------ host feed
 
@@ -102,6 +107,7 @@ class Coordination:
         self.messages.forget(session)
         self.roles.forget(session)
         self.shutdowns.book.forget(session)
+        self.worktrees.forget(session)
 
     def agent_started(self, agent: Agent) -> None:
         """Schedule recovery for an agent that was just published (startup or resume).
@@ -146,7 +152,9 @@ class Coordination:
         """
         try:
             if plan:
-                await reconcile(self.host, self.journals.get(agent.session), plan)
+                journal = self.journals.get(agent.session)
+                await reconcile(self.host, journal, plan)
+                await self.worktrees.recover(journal)  # a member it settled as failed leaves no worktree
             await self.dispatcher.recover(agent)
             await self.receipts.reconcile(agent)
         except Exception as exc:

@@ -32,10 +32,12 @@ if TYPE_CHECKING:
     from dsh_team.config import TeamConfig
     from dsh_team.coordination import Coordination
     from dsh_team.controls.ledger import LiveControls
+    from dsh_team.permissions.ledger import LivePermissions
     from dsh_team.cost.costs import TeamCosts
     from dsh_team.log.journal import Journal
     from dsh_team.log.journals import Journals
     from dsh_team.log.lifecycle import Lifecycle
+    from dsh_team.worktrees.merge import Merges
     from dsh_team.log.quiescence import QuiescenceWatch
     from dsh_team.log.waits import Activity
     from dsh_team.roster.membership import Membership, MembershipResolver
@@ -65,6 +67,8 @@ class HostFeed:
     costs: TeamCosts
     quiescence: QuiescenceWatch
     controls: LiveControls
+    merges: Merges
+    permissions: LivePermissions
 
     if TYPE_CHECKING:  # the service's own calls, which the feed uses
 
@@ -126,6 +130,8 @@ class HostFeed:
         self.coordination.session_disposed(session)
         self.costs.session_disposed(session)
         self.controls.forget(session)
+        self.merges.forget(session)
+        self.permissions.forget(session)
 
     @hookimpl(specname="dsh_agent_status")
     def agent_status(self, agent: Agent, status: str) -> None:
@@ -160,6 +166,7 @@ class HostFeed:
     def agent_session_start(self, agent: Agent, source: str) -> None:
         """An agent was published: schedule its recovery (reconcile, retry queued mail, lost charges), then a quiescence check."""
         self.costs.agent_session_start(agent)
+        self.coordination.worktrees.ensure(agent)  # before its first step: a member's workspace must be there
         self.coordination.agent_started(agent)
         self._controls_started(agent)
         self._may_be_quiet(agent)
@@ -191,5 +198,6 @@ class HostFeed:
         self.activity.close()
         failures = await self.lifecycle.settle()
         failures += await self.coordination.dispose()
+        self.coordination.worktrees.cleanup()  # the Team ends: merged worktrees go, ones with work stay
         if failures:
             raise BaseExceptionGroup("Agent Teams runtime disposal failed", failures)

@@ -93,6 +93,8 @@ class MemberOperations:
         ``role`` names a role (:mod:`dsh_team.roster.roles`): its instructions are appended
         to ``prompt``, its description stands in for an empty ``description``, its
         allowlist and model apply to the member (``TEAM_ROLE_NOT_FOUND``, ``TEAM_ROLE_INVALID``).
+        In ``worktree`` mode (the role's ``workspace_mode``, else the config's) the member
+        works in its own git worktree (:mod:`dsh_team.worktrees`; ``TEAM_WORKTREE_UNAVAILABLE``).
         """
         if plan_approval is not None and type(plan_approval) is not bool:
             raise TeamError("plan_approval must be a boolean", TeamCode.INVALID_ARGUMENT, field="plan_approval")
@@ -109,12 +111,13 @@ class MemberOperations:
             prompt = with_instructions(list(prompt), spec) if isinstance(prompt, list) else prompt
             if spec.description and (not isinstance(description, str) or not description.strip()):
                 description = spec.description
+        worktree = self.coordination.worktrees.mode(chosen[1].workspace_mode if chosen else None) == "worktree"
         if membership is not None and membership.is_lead:
             if self.config.plan_approval if plan_approval is None else plan_approval:
                 await self.plans.require(self._lead(membership), membership.team_id, validate_name(name))
         return await self.coordination.provisioner.spawn(
             caller, name=name, description=description, prompt=prompt, context=context, provider=provider,
-            signal=signal, role=chosen,
+            signal=signal, role=chosen, worktree=worktree,
         )  # fmt: skip
 
     def control_choices(self, caller: Agent) -> dict[str, list[str]]:

@@ -31,6 +31,7 @@ import attrs
 import structlog
 
 from host_spec import hookimpl
+from host_spec.permissions import PermissionRouter
 from host_spec.workspace import WriteAuditor
 
 from dsh_team.api import TeamServiceAPI
@@ -76,5 +77,6 @@ def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
     ctx.register(service)
     ctx.provide(TeamServiceAPI, service)
     ctx.provide(WriteAuditor, TeamWriteAuditor(service.members, service.mode))
+    ctx.provide(PermissionRouter, service.asks)
     service.coordination.recover_live()
     log.info("team.loaded", sessions=len(service.journals))

@@ -18,12 +18,13 @@ they share the journal, membership, activity and lifecycle built here.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
 from host_spec.records import AbortSignal, Handle
 
+from dsh_team.permissions import Ask, LivePermissions, PermissionRoutes, PermissionsState
 from dsh_team.controls.gates import Gates
 from dsh_team.controls.ledger import LiveControls
 from dsh_team.controls.operations import ControlOperations
@@ -34,6 +35,7 @@ from dsh_team.member_operations import MemberOperations
 from dsh_team.log.quiescence import QuiescenceWatch, quiet_result
 from dsh_team.log.waits import Activity, Timer, WaitResult, check_since, check_timeout
 from dsh_team.config import TeamConfig
+from dsh_team.errors import TeamCode, TeamError
 from dsh_team.coordination import Coordination
 from dsh_team.cost.costs import TeamCosts
 from dsh_team.log.journal import Journal
@@ -48,6 +50,7 @@ from dsh_team.views.projection import Publisher, TeamView, ViewListener
 from dsh_team.views.cursor import CursorDeltas
 from dsh_team.views.remote import RemoteTeam
 from dsh_team.core.state import TeamState, mode_enabled
+from dsh_team.worktrees.merge import Merges
 
 if TYPE_CHECKING:
     from host_spec.protocols import Agent, Host, Session
@@ -97,8 +100,14 @@ class TeamService(MemberOperations, BoardOperations, ControlOperations, HostFeed
             host, self.config.budget, self.journals, self.members, self.coordination.messages, self.activity.notify
         )
         self.controls = LiveControls()
-        self.gates = Gates(host, self.config, self.journals, self.controls, self.lifecycle)
+        self.gates = Gates(host, self.config, self.journals, self.controls, self.lifecycle,
+                           self.coordination.worktrees.workspace)
+        self.merges = Merges(self.coordination.worktrees, self.lifecycle, host.call_soon)
         self.plans = Plans(self.controls)
+        self.permissions = LivePermissions()
+        self.asks = PermissionRoutes(
+            host, self.journals, self.members, self.lifecycle, self.coordination.sender, self.permissions
+        )
         self.quiescence = QuiescenceWatch(
             host, self.journals, self.lifecycle, self.activity.parked, partial(asleep_with_work, host.sessions)
         )
@@ -134,6 +143,29 @@ class TeamService(MemberOperations, BoardOperations, ControlOperations, HostFeed
             TeamError: ``TEAM_NOT_MEMBER``.
         """
         return self._lead(self.membership(caller)).position
+
+    # ------------------------------------------------------------ permission asks
+
+    async def answer_permission(
+        self, caller: Agent, *, ask_id: Any, answer: Any, reason: Any = "", by: Literal["lead", "user"] = "lead"
+    ) -> Ask:
+        """Answer a permission ask of the caller's Team once (the Lead's tool; the user through the Lead).
+
+        Raises:
+            TeamError: ``TEAM_NOT_MEMBER``, ``TEAM_LEAD_REQUIRED``, ``TEAM_INVALID_ARGUMENT``,
+                ``PERMISSION_NOT_FOUND``, ``PERMISSION_ALREADY_ANSWERED``, ``PERMISSION_NOT_DELEGATED``.
+        """
+        if not isinstance(ask_id, str) or not isinstance(answer, str) or not isinstance(reason, str):
+            raise TeamError("permission, answer and message must be strings", TeamCode.INVALID_ARGUMENT)
+        return await self.asks.answer(caller, ask_id, answer, by=by, reason=reason)
+
+    def permissions_state(self, caller: Agent) -> PermissionsState:
+        """Every permission ask of the caller's Team and its answer.
+
+        Raises:
+            TeamError: ``TEAM_NOT_MEMBER``.
+        """
+        return self.permissions.state(self._lead(self.membership(caller)).session)
 
     # ------------------------------------------------------------ waiting
 

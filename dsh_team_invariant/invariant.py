@@ -46,12 +46,15 @@ import attrs
 
 from dsh_team import (
     CONTROL_EVENT_TYPES,
+    PERMISSION_EVENT_TYPES,
     SIDE_RECORD_TYPES,
     TEAM_EVENT_TYPES,
     LiveControls,
+    LivePermissions,
     TeamState,
     evolve,
     fold_controls,
+    fold_permissions,
     replay,
     side_record_failure,
 )
@@ -69,6 +72,8 @@ __all__ = ["TeamStreamInvariant"]
 _STREAM_FAILED: Final = "stream-already-failed"
 #: The rule of a controls record the controls fold refuses.
 _CONTROLS: Final = "controls"
+#: The rule of a permission record the permissions fold refuses (a second answer, an unknown ask).
+_PERMISSIONS: Final = "permissions"
 #: The rule of a role or shutdown record its book could not read.
 _SIDE: Final = "side-record"
 
@@ -115,6 +120,8 @@ class TeamStreamInvariant:
     _carried: CarriedFolds[TeamState] = attrs.Factory(CarriedFolds)
     #: The committed controls fold of each session (gate runs, plan approval).
     _controls: LiveControls = attrs.Factory(LiveControls)
+    #: The committed permissions fold of each session (asks and their answers).
+    _permissions: LivePermissions = attrs.Factory(LivePermissions)
 
     def seed(self, session: Session) -> None:
         """Fold ``session``'s current events once (on resume, or plugin load).
@@ -143,6 +150,7 @@ class TeamStreamInvariant:
         """Drop the fold of a session that left the live store (a stale object's disposal is a no-op)."""
         fold = self._folds.get(session.id)
         self._controls.forget(session)
+        self._permissions.forget(session)
         if fold is not None and fold.session is session:
             del self._folds[session.id]
             staged = fold.staged
@@ -154,6 +162,7 @@ class TeamStreamInvariant:
         self._folds.clear()
         self._carried = CarriedFolds()
         self._controls = LiveControls()
+        self._permissions = LivePermissions()
 
     def sessions(self) -> Sequence[str]:
         """Ids of the sessions currently folded (for tests and diagnostics)."""
@@ -202,6 +211,8 @@ class TeamStreamInvariant:
         if kind not in TEAM_EVENT_TYPES:
             if kind in CONTROL_EVENT_TYPES:
                 return self._control(session, event)
+            if kind in PERMISSION_EVENT_TYPES:
+                return self._permission(session, event)
             return None if kind not in SIDE_RECORD_TYPES else self._side(session, event)
         fold = self._folds.get(session.id)
         if fold is None or fold.session is not session:
@@ -225,6 +236,16 @@ class TeamStreamInvariant:
         if failure is None:
             return None
         return Violation(reason=f"session event {event.seq} violates the Agent Teams stream: {failure}", rule=_SIDE)
+
+    def _permission(self, session: Session, event: Event) -> Violation | None:
+        """Veto a permission record the permissions fold would fail (exactly one answer per ask)."""
+        failure = fold_permissions(self._permissions.state(session), event).failure
+        if failure is None:
+            return None
+        return Violation(
+            reason=f"session event {event.seq} violates the Agent Teams permissions stream: {failure}",
+            rule=_PERMISSIONS,
+        )
 
     def _control(self, session: Session, event: Event) -> Violation | None:
         """Veto a controls record the controls fold would fail."""

@@ -93,6 +93,8 @@ class SendMessageArgs(_Args, frozen=True):
     message: str
     plan: Literal["submit", "approve", "reject"] | UnsetType = UNSET
     shutdown: Literal["request", "approve", "decline"] | UnsetType = UNSET
+    permission: Annotated[str, Meta(description="Permission request id to answer")] | UnsetType = UNSET
+    answer: Literal["allow", "always", "deny"] | UnsetType = UNSET
 
 
 class ListAgentsArgs(_Args, frozen=True):

@@ -155,6 +155,13 @@ def _adapters(team: Callable[[], TeamServiceAPI], config: ToolsConfig) -> dict[s
         return s.SpawnTeammateResult(member=member_row(member))
 
     async def send_message(args: s.SendMessageArgs, call: ToolCall) -> s.SendMessageResult:
+        if args.permission is not UNSET or args.answer is not UNSET:
+            if args.permission is UNSET or args.answer is UNSET:
+                raise ToolError("answer a permission request with both permission and answer", code="INVALID_ARGS")
+            ask = await team().answer_permission(
+                _caller(call), ask_id=args.permission, answer=args.answer, reason=args.message
+            )
+            return s.SendMessageResult(message_id=ask.request.ask_id, status="accepted")
         if args.plan is not UNSET:
             result = await team().plan_step(
                 _caller(call), plan=args.plan, target=args.target, text=args.message, signal=call.signal

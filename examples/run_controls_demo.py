@@ -26,7 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from run_demo import dsh_command, fresh_data_dir
+from host_spec.host.cli.demo import dsh_command, fresh_data_dir
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "controls_demo.json"

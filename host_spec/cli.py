@@ -34,6 +34,7 @@ import attrs
 
 from host_spec.errors import SessionCorruptError
 from host_spec.events import Event, SessionHeader
+from host_spec.worktrees import Worktrees
 
 __all__ = [
     "CLI_ENTRY_POINT_GROUP", "HANDLER_KEY", "StoredLog", "SessionReader", "SessionFollower", "FollowingReader",
@@ -195,6 +196,17 @@ class CliEnv(Protocol):
         Raises:
             DshError: ``DATA_DIR_NOT_FOUND`` (missing) or ``DATA_DIR_UNUSABLE`` (not a
                 readable directory).
+        """
+        ...
+
+    def worktrees(self) -> Worktrees | None:
+        """The host's git worktrees (``dsh team show``'s commits ahead, ``dsh team diff``); ``None``: it has none."""
+
+    def sandbox_policies(self, data_dir: Path, session_id: str, members: Sequence[str]) -> Mapping[str, str] | None:
+        """Each of ``members``' sandbox policy (``read-only``, ``workspace-write``, ``full``) in run ``session_id``.
+
+        Read from the profile the run recorded when it started (``dsh resume`` uses the
+        same one). ``None``: the run recorded none, or its profile cannot be read now.
         """
         ...
 

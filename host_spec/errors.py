@@ -33,6 +33,7 @@ __all__ = [
     "RegistrationError",
     "SessionFencedError",
     "StoreUnavailableError",
+    "coded_leaves",
 ]
 
 
@@ -236,3 +237,21 @@ class StoreUnavailableError(SessionError, ConnectionError):
     """
 
     code = "STORE_UNAVAILABLE"
+
+
+def coded_leaves(exc: BaseException) -> list[DshError]:
+    """The coded errors ``exc`` is made of: itself, or every leaf of an exception group; ``[]`` if any leaf is uncoded.
+
+    Two failures at once (a write refused, then the record of that failure
+    refused too) come as a group; when each has a code the group is still a
+    coded failure, to be reported by code on one line rather than as a traceback.
+    """
+    if not isinstance(exc, BaseExceptionGroup):
+        return [exc] if isinstance(exc, DshError) else []
+    found: list[DshError] = []
+    for inner in exc.exceptions:
+        leaves = coded_leaves(inner)
+        if not leaves:
+            return []
+        found += leaves
+    return found

@@ -156,10 +156,14 @@ class Continuations(Protocol):
         name: str | None = None,
         notify: bool = True,
         model: str | None = None,
+        cwd: str | None = None,
     ) -> tuple[str, str]:
         """Create the child and durably admit its first prompt; returns ``(child_id, message_id)``.
 
         ``model`` is the child's model spec (``None``: the host chooses, e.g. the parent's).
+        ``cwd`` is the child's workspace root, recorded in its header (``None``: the
+        parent's); everything it does in the workspace -- file tools, shell, checks,
+        sandbox -- happens there, and its own children inherit it.
 
         ``name`` is the child's agent name (default: ``label``); it is kept in the
         descriptor so a cold resume restores it. ``notify=False``: the parent gets no

@@ -19,8 +19,9 @@ audit is advisory: it can only add warnings, never refuse a write.
 
 The command runner is the other direction: a coordination plugin that must run a
 command in the workspace (a task's quality checks) asks the host's workspace to
-run it under the same rules as the ``bash`` tool (own process group, timeout,
-capped output, credentials stripped from the environment) through
+run it under the same rules as the ``bash`` tool (the host's sandbox under the
+member's policy, own process group, timeout, capped output, credentials stripped
+from the environment) through
 :class:`CommandRunner`, looked up by type (``host.find_service(CommandRunner)``),
 instead of spawning processes itself.
 """
@@ -149,9 +150,15 @@ class CommandRunner(Protocol):
     """Runs a command in a workspace under the host's ``bash`` rules (provided by the workspace)."""
 
     async def run_command(
-        self, root: str, command: str, *, timeout_ms: int, signal: AbortSignal | None = None
+        self, root: str, command: str, *, timeout_ms: int, signal: AbortSignal | None = None,
+        member: str | None = None,
     ) -> CommandOutcome:
         """Run ``command`` with ``/bin/bash -c`` in the workspace ``root`` and wait for its end.
+
+        The command runs in the host's sandbox under ``member``'s policy (the member it
+        runs for, by name; ``None``: the profile's own policy), exactly like that
+        member's ``bash`` calls: ``root`` is its writable root under ``workspace-write``.
+        A command the sandbox stops (a write outside, a process limit) simply fails.
 
         Nothing it started is left running when this returns (or is cancelled): the
         whole process group is killed. A timeout or an abort is an outcome, not an error.
@@ -183,6 +190,7 @@ class WorkspaceCode:
     EDIT_NO_CHANGE: Final = "EDIT_NO_CHANGE"
     INVALID_PATTERN: Final = "INVALID_PATTERN"
     INVALID_ARGUMENT: Final = "INVALID_ARGUMENT"
+    PATH_PROTECTED: Final = "PATH_PROTECTED"
     BASH_TIMEOUT: Final = "BASH_TIMEOUT"
     BASH_INTERRUPTED: Final = "BASH_INTERRUPTED"
     IO_ERROR: Final = "WORKSPACE_IO_ERROR"

@@ -113,6 +113,21 @@ class PostgresServer:
         """A libpq URL of ``database`` on this server's socket."""
         return f"postgresql:///{database}?host={self.socket_dir}&user=postgres"
 
+    def password_role(self, name: str, password: str, database: str = "postgres") -> str:
+        """Create a login role that must give ``password`` (scram) and return its URL, password included.
+
+        Every other role keeps the trust the kit starts with: one ``pg_hba.conf``
+        line for this role goes first, and the server reloads it.
+        """
+        import psycopg
+
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f"CREATE ROLE \"{name}\" LOGIN PASSWORD '{password}'")
+            hba = self.data / "pg_hba.conf"
+            hba.write_text(f"local all {name} scram-sha-256\n" + hba.read_text())
+            conn.execute("SELECT pg_reload_conf()")
+        return f"postgresql://{name}:{password}@/{database}?host={self.socket_dir}"
+
     def new_database(self) -> str:
         """Create an empty database and return its URL (one per test keeps tests apart)."""
         import psycopg

@@ -21,11 +21,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / ".ci" / "system-deps"
-HINT = "run: sudo apt-get install -y chromium postgresql"
+HINT = "run: sudo apt-get install -y bubblewrap chromium postgresql"
 
 FAKE_APT = """#!/bin/sh
 echo "$DEBIAN_FRONTEND $*" >> "{log}"
 case "$*" in *install*)
+  case "$*" in *bubblewrap*) mkdir -p "$(dirname "{bwrap}")"; printf '#!/bin/sh\\n' > "{bwrap}"; chmod +x "{bwrap}";; esac
   case "$*" in *chromium*) mkdir -p "$(dirname "{chromium}")"; printf '#!/bin/sh\\n' > "{chromium}"; chmod +x "{chromium}";; esac
   case "$*" in *postgresql*) mkdir -p "{pg}/16/bin"; printf '#!/bin/sh\\n' > "{pg}/16/bin/initdb";
     chmod +x "{pg}/16/bin/initdb";; esac;;
@@ -47,6 +48,7 @@ def _me() -> str:
 def _env(tmp_path: Path, *, user: str | None = None, apt: Path | None = None) -> dict[str, str]:
     return {
         **os.environ,
+        "DSH_BWRAP": str(tmp_path / "bin" / "bwrap"),
         "DSH_CHROMIUM": str(tmp_path / "bin" / "chromium"),
         "DSH_POSTGRES_ROOT": str(tmp_path / "postgresql"),
         "DSH_POSTGRES_USER": user or _me(),
@@ -78,18 +80,20 @@ def _as_root() -> list[str]:
 
 def _fake_apt(tmp_path: Path, log: Path) -> Path:
     apt = tmp_path / "fake-apt-get"
-    apt.write_text(FAKE_APT.format(log=log, chromium=tmp_path / "bin" / "chromium", pg=tmp_path / "postgresql"))
+    apt.write_text(FAKE_APT.format(log=log, bwrap=tmp_path / "bin" / "bwrap", chromium=tmp_path / "bin" / "chromium",
+                                   pg=tmp_path / "postgresql"))
     apt.chmod(0o755)
     return apt
 
 
 class TestFound:
     def test_everything_present_is_reported_and_nothing_is_installed(self, tmp_path: Path) -> None:
+        _executable(tmp_path / "bin" / "bwrap")
         _executable(tmp_path / "bin" / "chromium")
         _executable(tmp_path / "postgresql" / "15" / "bin" / "initdb")
         log = tmp_path / "apt.log"
         done = _run(_env(tmp_path, apt=_fake_apt(tmp_path, log)), _as_root())
-        assert (done.returncode, done.stdout.strip()) == (0, "system-deps: chromium and PostgreSQL found")
+        assert (done.returncode, done.stdout.strip()) == (0, "system-deps: bubblewrap, chromium and PostgreSQL found")
         assert not log.exists()
 
 
@@ -105,6 +109,7 @@ def open_dir() -> Iterator[Path]:
 class TestMissingWithoutRoot:
     def test_missing_chromium_stops_at_once_with_the_one_command(self, open_dir: Path) -> None:
         tmp_path = open_dir
+        _executable(tmp_path / "bin" / "bwrap")
         _executable(tmp_path / "postgresql" / "15" / "bin" / "initdb")
         log = tmp_path / "apt.log"
         done = _run(_env(tmp_path, user="root", apt=_fake_apt(tmp_path, log)), _as_unprivileged())
@@ -115,6 +120,7 @@ class TestMissingWithoutRoot:
 
     def test_a_server_without_its_user_counts_as_missing(self, open_dir: Path) -> None:
         tmp_path = open_dir
+        _executable(tmp_path / "bin" / "bwrap")
         _executable(tmp_path / "bin" / "chromium")
         _executable(tmp_path / "postgresql" / "15" / "bin" / "initdb")
         done = _run(_env(tmp_path, user="no-such-user-dsh"), _as_unprivileged())
@@ -124,7 +130,7 @@ class TestMissingWithoutRoot:
     def test_no_apt_get_prints_the_command_even_as_root(self, tmp_path: Path) -> None:
         done = _run(_env(tmp_path), _as_root())
         assert done.returncode == 1
-        assert done.stderr.strip() == f"system-deps: the tests need Debian's chromium postgresql; {HINT}"
+        assert done.stderr.strip() == f"system-deps: the tests need Debian's bubblewrap chromium postgresql; {HINT}"
 
 
 class TestInstall:
@@ -133,16 +139,17 @@ class TestInstall:
         log = tmp_path / "apt.log"
         done = _run(_env(tmp_path, apt=_fake_apt(tmp_path, log)), _as_root())
         assert done.returncode == 0, done.stderr
-        assert done.stdout.strip().splitlines()[-1] == "system-deps: chromium and PostgreSQL installed"
+        assert done.stdout.strip().splitlines()[-1] == "system-deps: bubblewrap, chromium and PostgreSQL installed"
         calls = log.read_text().splitlines()
         assert calls == ["noninteractive -o DPkg::Lock::Timeout=600 update -q",
-                         "noninteractive -o DPkg::Lock::Timeout=600 install -y -q chromium"]
+                         "noninteractive -o DPkg::Lock::Timeout=600 install -y -q bubblewrap chromium"]
+        assert (tmp_path / "bin" / "bwrap").exists()
 
     def test_an_install_that_leaves_something_missing_fails(self, tmp_path: Path) -> None:
         apt = _executable(tmp_path / "apt-that-does-nothing")
         done = _run(_env(tmp_path, apt=apt), _as_root())
         assert done.returncode == 1
-        assert "apt-get finished but chromium postgresql is still missing" in done.stderr
+        assert "apt-get finished but bubblewrap chromium postgresql is still missing" in done.stderr
 
 
 class TestWiring:

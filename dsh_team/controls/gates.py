@@ -6,9 +6,11 @@
    ungated one would be (owner or Lead, ``in_progress``, current revision) and,
    instead of the completed snapshot, ``team/check/started`` is appended with the
    commands to run; it is flushed before the first command starts.
-2. The commands run one after the other in the Lead's workspace through the
+2. The commands run one after the other in the Lead's workspace (the owner's own
+   worktree in ``worktree`` mode) through the
    host's :class:`~host_spec.workspace.CommandRunner` (the ``bash`` tool's rules:
-   own process group, timeout, capped output, no credentials in the environment),
+   the host's sandbox under the completing member's policy, own process group,
+   timeout, capped output, no credentials in the environment),
    stopping at the first failure. ``team/check/finished`` records each exit code
    and output tail.
 3. Only a passing finish completes the task (the ordinary compare-and-set update
@@ -110,12 +112,16 @@ class Gates:
         host: Finds the :class:`CommandRunner` on each run (a reload may replace it).
         config: Named checks and the ``gates`` table.
         journals, controls, lifecycle: The service's journals, controls fold and lifetime.
+        workspace: Where a task's checks run when not in the Lead's workspace: its
+            owner's own worktree (:mod:`dsh_team.worktrees`), ``None`` for the Lead's.
     """
 
     def __init__(
-        self, host: Host, config: TeamConfig, journals: Journals, controls: LiveControls, lifecycle: Lifecycle
+        self, host: Host, config: TeamConfig, journals: Journals, controls: LiveControls, lifecycle: Lifecycle,
+        workspace: Callable[[Journal, str], str | None] = lambda journal, task_id: None,
     ) -> None:
         self.host = host
+        self.workspace = workspace
         self.config = config
         self.journals = journals
         self.controls = controls
@@ -128,9 +134,9 @@ class Gates:
         task = state.tasks.tasks.get(task_id) if isinstance(task_id, str) else None
         return task is not None and bool(task.checks or self.config.gates.on_complete)
 
-    def _runner(self, journal: Journal) -> tuple[CommandRunner, str]:
+    def _runner(self, journal: Journal, task_id: str | None = None) -> tuple[CommandRunner, str]:
         runner = self.host.find_service(CommandRunner)
-        root = journal.session.header.cwd
+        root = (self.workspace(journal, task_id) if task_id is not None else None) or journal.session.header.cwd
         if runner is None or root is None:
             raise TeamError(
                 "this task has quality checks, but the run has no workspace to run them in", TeamCode.TASK_CHECK_FAILED
@@ -185,6 +191,7 @@ class Gates:
         self.running.add(run_id)
         try:
             await journal.transact(start, what="the check run", check=check)
+            root = self.workspace(journal, started[0].task_id) or root
             finished = await self._run(journal, runner, root, started[0], signal, rerun=False)
         finally:
             self.running.discard(run_id)
@@ -208,7 +215,8 @@ class Gates:
         gates = self.config.gates
         for step in run.steps:
             try:
-                outcome = await runner.run_command(root, step.command, timeout_ms=gates.timeout_ms, signal=signal)
+                outcome = await runner.run_command(root, step.command, timeout_ms=gates.timeout_ms, signal=signal,
+                                                  member=run.member)
             except WorkspaceError as error:
                 results.append(CheckResult(
                     command=step.command, exit_code=None, name=step.name, tail=_tail(error.message, gates.tail_chars)
@@ -263,7 +271,7 @@ class Gates:
             try:
                 finished = run.finished
                 if finished is None:
-                    runner, root = self._runner(journal)
+                    runner, root = self._runner(journal, started.task_id)
                     self.running.add(started.run_id)
                     try:
                         finished = await self._run(journal, runner, root, started, None, rerun=True)

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from dsh_team.log.journal import Journal
     from dsh_team.mail.send import SendResult
     from dsh_team.roster.membership import Membership
+    from dsh_team.worktrees.merge import Merges
 
 __all__ = ["ControlOperations"]
 
@@ -46,6 +47,7 @@ class ControlOperations:
 
     controls: LiveControls
     gates: Gates
+    merges: Merges
     plans: Plans
     lifecycle: Lifecycle
     mode: ModeControl
@@ -122,11 +124,13 @@ class ControlOperations:
         return self.gates.complete(membership, lambda state: decide(state, membership), check, finish, signal)
 
     def _controls_started(self, agent: Agent) -> None:
-        """A Lead started: recover the gate runs a crash cut (:meth:`~dsh_team.controls.gates.Gates.recover`)."""
+        """A Lead started: recover the gate runs and the merges a crash cut (:meth:`~dsh_team.controls.gates.Gates.recover`,
+        :meth:`~dsh_team.worktrees.merge.Merges.recover`)."""
         membership = self.try_membership(agent)
         if membership is None or not membership.is_lead:
             return
         self.gates.agent_started(agent, self._lead(membership), self._complete_ungated, self._notify)
+        self.merges.agent_started(agent, self._lead(membership), self._complete_ungated, self._notify)
 
     async def _complete_ungated(self, lead: Agent, task_id: str, revision: int) -> TaskView:
         return await self.update_task(lead, task_id=task_id, expected_revision=revision, action="complete", gated=False)

@@ -4,7 +4,7 @@ Modules: :mod:`.membership` (who may call, as Lead or teammate), :mod:`.roster`
 (roster rows with live status, name rules, interrupt, teardown drain),
 :mod:`.provisioning` (``spawn_teammate``'s state machine), :mod:`.reconcile`
 (settling provisioning records a crash left open), :mod:`.vetting` (the pre-append check of
-the ``team/role`` and ``team/shutdown`` side records).
+the side records: ``team/role``, ``team/shutdown``, ``team/worktree``, ``team/merge``).
 """
 
 from dsh_team.roster.membership import Membership, MembershipResolver, TeammateResolver, roster_teammate

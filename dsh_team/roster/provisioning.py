@@ -53,6 +53,8 @@ if TYPE_CHECKING:
     from dsh_team.log.journals import Journals
     from dsh_team.log.lifecycle import Lifecycle
     from dsh_team.roster.membership import MembershipResolver
+    from dsh_team.worktrees.records import WorktreeRecord
+    from dsh_team.worktrees.room import MemberWorktrees
 
 __all__ = ["CONTEXTS", "Provisioner"]
 
@@ -69,11 +71,17 @@ class _Request:
     snapshot: TeamMemberSnapshot
     prompt: list[dict[str, Any]]
     role: tuple[str, RoleSpec] | None = None
+    worktree: WorktreeRecord | None = None
 
 
 def _model_of(role: tuple[str, RoleSpec] | None) -> dict[str, Any]:
     """``{"model": spec}`` for a role that names one (a host without roles never sees the keyword)."""
     return {"model": role[1].model} if role is not None and role[1].model is not None else {}
+
+
+def _cwd_of(worktree: WorktreeRecord | None) -> dict[str, Any]:
+    """``{"cwd": path}`` for a member with its own worktree (a shared-mode spawn never passes the keyword)."""
+    return {"cwd": worktree.path} if worktree is not None else {}
 
 
 class Provisioner:
@@ -85,6 +93,7 @@ class Provisioner:
         journals, members, lifecycle: The service's journal, membership and lifetime.
         messages: Session message indexes (the initial-prompt checkpoint).
         roster: Builds the returned member row.
+        worktrees: Members' worktrees (``worktree`` mode, :mod:`dsh_team.worktrees`).
     """
 
     def __init__(
@@ -96,8 +105,10 @@ class Provisioner:
         lifecycle: Lifecycle,
         messages: SessionMessages,
         roster: RosterService,
+        worktrees: MemberWorktrees,
     ) -> None:
         self.host = host
+        self.worktrees = worktrees
         self.config = config
         self.journals = journals
         self.members = members
@@ -116,17 +127,23 @@ class Provisioner:
         provider: Any,
         signal: AbortSignal | None = None,
         role: tuple[str, RoleSpec] | None = None,
+        worktree: bool = False,
     ) -> MemberView:
         """Provision a continuable child as a named teammate; returns its row once ``active`` is durable.
 
         ``role`` (name, checked spec): recorded as ``team/role`` in the same section as
         ``provisioning`` (see :mod:`.roles`); its model spec starts the child.
+        ``worktree``: the teammate works in its own git worktree, recorded as
+        ``team/worktree`` in that section and created once it is durable, before the
+        child starts there (:mod:`dsh_team.worktrees`).
 
         Raises:
             TeamError: ``TEAM_DISPOSED``, ``TEAM_NOT_MEMBER``, ``TEAM_LEAD_REQUIRED``,
                 ``TEAM_INVALID_MEMBER_NAME``, ``TEAM_INVALID_ARGUMENT``, ``TEAM_MEMBER_NAME_TAKEN``,
                 ``TEAM_MEMBER_LIMIT``, ``TEAM_PROVISIONING_CONFLICT``, ``TEAM_STREAM_FAILED``,
-                ``TEAM_PERSISTENCE_UNCONFIRMED``.
+                ``TEAM_PERSISTENCE_UNCONFIRMED``, ``TEAM_WORKTREE_UNAVAILABLE`` (before anything
+                is written when the workspace is no git repository; after ``failed`` was
+                recorded when git could not create the worktree).
             SubagentError: the host could not start the child (re-raised as is, after
                 ``failed`` was recorded).
             BaseExceptionGroup: the creation failed *and* recording that failure (or
@@ -153,6 +170,7 @@ class Provisioner:
             ),
             prompt=list(check_content(prompt, "prompt")),
             role=role,
+            worktree=self.worktrees.prepare(membership.root, valid_name, child_id) if worktree else None,
         )
         return await asyncio.shield(self.lifecycle.track(self._create(request, combined)))
 
@@ -176,6 +194,8 @@ class Provisioner:
                 name, spec = request.role
                 journal.session.append(TEAM_ROLE, RoleRecord(
                     version=ROLE_VERSION, team_id=root.id, member_id=snapshot.id, role=name, spec=spec))
+            if request.worktree is not None:  # recorded before it exists: a crash leaves no unknown worktree
+                self.worktrees.append(journal.session, request.worktree)
             return self._record(root, snapshot)
 
         # Failures are handled *after* the except clauses: an error raised while
@@ -191,6 +211,8 @@ class Provisioner:
         if failure is not None:
             await self._failed(journal, request, failure)
         try:
+            if request.worktree is not None:
+                await self.worktrees.create(request.worktree)
             _, message_id = await self.host.continuations.start_continuable(
                 child_id=snapshot.id,
                 provider=snapshot.provider,
@@ -201,6 +223,7 @@ class Provisioner:
                 name=snapshot.name,
                 notify=False,
                 **_model_of(request.role),
+                **_cwd_of(request.worktree),
             )
             await await_accepted(self.host.sessions, self.messages, snapshot.id, message_id, signal)
         except BaseException as exc:
@@ -233,6 +256,8 @@ class Provisioner:
         except Exception as exc:
             errors.append(exc)
         errors.extend(await self._drain(request))
+        if request.worktree is not None:
+            await self.worktrees.discard(request.worktree)
         log.warning("team.provisioning_failed", team=journal.team_id, member=snapshot.id, error=render_reason(original))
         if errors:
             raise BaseExceptionGroup("teammate creation and durable failure recording both failed", [original, *errors])
@@ -256,7 +281,7 @@ class Provisioner:
                 f'teammate "{snapshot.name}" was reconciled as failed while creation was in progress',
                 TeamCode.PROVISIONING_CONFLICT,
             )
-            errors = await self._drain(request)
+            errors = await self._drain(request)  # a worktree of this failed member goes when the Team ends
             if errors:
                 raise BaseExceptionGroup("teammate creation conflict cleanup failed", [conflict, *errors])
             raise conflict

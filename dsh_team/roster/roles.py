@@ -8,6 +8,7 @@ file ``.dsh/roles/NAME.toml`` first, else in the profile table
     instructions = "Never edit files; report findings to the Lead."   # appended to its first message
     tools = ["read_file", "grep"]                    # allowlist of non-Team tools (absent: all)
     model = "openai:gpt-4o-mini"                     # its model spec (absent: the host's choice)
+    workspace_mode = "worktree"                      # its own git worktree (absent: the Team's mode)
 
 Every check runs before anything is written, so a bad role never burns a
 teammate name: an unknown role is ``TEAM_ROLE_NOT_FOUND``; a malformed file, an
@@ -68,6 +69,7 @@ class RoleSpec(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_def
     instructions: str = ""
     tools: tuple[str, ...] | None = None
     model: str | None = None
+    workspace_mode: str | None = None
 
 
 class RoleRecord(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -95,6 +97,9 @@ def _spec(raw: Any, where: str) -> RoleSpec:
         raise _invalid(where, str(exc)) from None
     if spec.model is not None and not _SPEC.match(spec.model):
         raise _invalid(where, f"model must be a KIND:MODEL spec, got {spec.model!r} - at `$.model`")
+    if spec.workspace_mode not in (None, "shared", "worktree"):
+        raise _invalid(where, f'workspace_mode must be "shared" or "worktree", got {spec.workspace_mode!r}'
+                              " - at `$.workspace_mode`")
     return spec
 
 

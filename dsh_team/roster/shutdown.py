@@ -113,6 +113,8 @@ class Shutdowns:
         self.timeout_ms = timeout_ms
         self.book = ShutdownBook()
         self._timers: dict[tuple[str, str], asyncio.Future[None]] = {}
+        #: Told once a member is gone and released (its worktree, if any, may go: :mod:`dsh_team.worktrees`).
+        self.on_gone: Callable[[Journal, str], Awaitable[None]] | None = None
 
     def gone(self, journal: Journal, member_id: str) -> bool:
         """Whether ``member_id`` was released or stopped for good."""
@@ -263,6 +265,8 @@ class Shutdowns:
         root = self.host.agents.get(journal.team_id)
         if ended and root is not None and self.host.agents.get(member_id) is not None:
             await self.host.continuations.drain(root, [member_id], keep_inbox=True)
+        if ended and self.on_gone is not None:
+            await self.on_gone(journal, member_id)
         return bool(ended)
 
     def _soon(self, work: Callable[[], Awaitable[Any]]) -> None:

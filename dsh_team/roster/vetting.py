@@ -1,4 +1,4 @@
-"""The pre-append check of the roster's side records: ``team/role`` and ``team/shutdown``.
+"""The pre-append check of the side records: ``team/role``, ``team/shutdown``, ``team/worktree``, ``team/merge``.
 
 The role book and the shutdown book fold these records beside the Team fold; a
 record they cannot read is logged and skipped there, because a fold that read it
@@ -21,19 +21,21 @@ from typing import TYPE_CHECKING, Any, Final
 from dsh_team.roster.member_records import RecordKind
 from dsh_team.roster.roles import ROLE_RECORDS
 from dsh_team.roster.shutdown import SHUTDOWN_RECORDS
+from dsh_team.worktrees.records import MERGE_RECORDS, WORKTREE_RECORDS
 
 if TYPE_CHECKING:
     from host_spec.events import Event
 
 __all__ = ["SIDE_RECORD_TYPES", "side_record_failure"]
 
-_KINDS: Final[dict[str, RecordKind[Any]]] = {kind.event_type: kind for kind in (ROLE_RECORDS, SHUTDOWN_RECORDS)}
+_KINDS: Final[dict[str, RecordKind[Any]]] = {kind.event_type: kind for kind in (
+    ROLE_RECORDS, SHUTDOWN_RECORDS, WORKTREE_RECORDS, MERGE_RECORDS)}
 #: The record types this module vets.
 SIDE_RECORD_TYPES: Final = frozenset(_KINDS)
 
 
 def side_record_failure(team_id: str, event: Event) -> str | None:
-    """Why ``event`` (a ``team/role`` or ``team/shutdown`` record) may not enter ``team_id``'s log, or ``None``.
+    """Why ``event`` (a side record of :data:`SIDE_RECORD_TYPES`) may not enter ``team_id``'s log, or ``None``.
 
     Args:
         team_id: The id of the session whose log would hold the event.

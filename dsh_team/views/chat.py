@@ -11,6 +11,10 @@ host's chat knows nothing of Teams.
   the user speaking, not the Lead: it carries the user source, goes through no
   Team mailbox (the Lead's log does not record it) and the member sees it framed
   as the user's. ``/send lead text`` is the same as typing ``text``.
+* ``/permit`` lists the Team's open permission asks; ``/permit ID allow|always|deny
+  [reason]`` answers one as the user (the one answer path of the live router:
+  exactly once, ``PERMISSION_ALREADY_ANSWERED`` if the Lead or the deadline came
+  first). The transcript's ``permission needed`` line is the prompt for it.
 """
 
 from __future__ import annotations
@@ -24,9 +28,10 @@ from host_spec.messages import text_block, user_message
 from dsh_team.api import TeamServiceAPI
 from dsh_team.core.task_view import LEAD_NAME, TaskView
 from dsh_team.errors import TeamCode, TeamError
+from dsh_team.permissions.ledger import Ask
 from dsh_team.roster.roster import MemberView
 
-__all__ = ["commands", "USER_FRAME", "board_lines"]
+__all__ = ["commands", "USER_FRAME", "board_lines", "ask_line"]
 
 #: Opens a message ``/send`` delivers, so the member knows who is speaking.
 USER_FRAME: Final = "Message from the user (typed in dsh chat):"
@@ -81,9 +86,34 @@ async def _send(context: ChatContext, argument: str) -> None:
     context.write(f"(sent to {name})")
 
 
+def ask_line(ask: Ask) -> str:
+    """One open ask as ``/permit`` lists it."""
+    request = ask.request
+    arguments = request.arguments if len(request.arguments) <= 200 else request.arguments[:197] + "..."
+    asks = " (delegated to the Lead)" if request.route == "lead" else ""
+    return f"  {request.ask_id} {request.member}: {request.tool} {arguments} (rule {request.rule}){asks}"
+
+
+async def _permit(context: ChatContext, argument: str) -> None:
+    service = context.host.service(TeamServiceAPI)
+    if not argument:
+        open_asks = service.permissions_state(context.root).open_asks()
+        for line in [ask_line(ask) for ask in open_asks] or ["  (no open permission asks)"]:
+            context.write(line)
+        return
+    ask_id, _, rest = argument.partition(" ")
+    answer, _, reason = rest.strip().partition(" ")
+    if not answer:
+        raise TeamError("usage: /permit [ID allow|always|deny [reason]]", TeamCode.INVALID_ARGUMENT)
+    ask = await service.answer_permission(context.root, ask_id=ask_id, answer=answer, reason=reason.strip(), by="user")
+    assert ask.answer is not None  # just answered
+    context.write(f"({ask_id} {ask.answer.decision}{' always' if ask.answer.always else ''} by the user)")
+
+
 def commands() -> list[ChatCommand]:
     """The ``dsh.chat`` entry point of the Team."""
     return [
         ChatCommand("team", "", "show the Team: members and the task board", _team),
         ChatCommand("send", "NAME text", "send text to a member as yourself (it reaches the member directly)", _send),
+        ChatCommand("permit", "[ID allow|always|deny [reason]]", "list open permission asks, or answer one", _permit),
     ]

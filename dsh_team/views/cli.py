@@ -8,6 +8,7 @@
     dsh team plan approve|reject NAME [--feedback TEXT]   # a plan decision while no run is live (views/plan_cli.py)
     dsh team send [--data-dir D] [--team SESSION_ID] MEMBER TEXT       # the user's message (delivered on resume)
     dsh team transcript [--data-dir D] [--team SESSION_ID] MEMBER      # one member's conversation
+    dsh team diff [--data-dir D] [--team SESSION_ID] MEMBER            # a worktree member's work (views/worktrees_cli.py)
 
 Registered with the host's command line through entry-point group ``dsh.cli``
 (:mod:`host_spec.cli`): the host never imports this package, and this module
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from typing import Any, Final
 
 from host_spec.cli import HANDLER_KEY, CliEnv, FollowingReader, SessionReader
@@ -44,11 +46,16 @@ from dsh_team.roster.shutdown import gone_members
 from dsh_team.views.member_commands import register_member_commands
 from dsh_team.views.show import build_show, render_json
 from dsh_team.views.controls import build_controls
+from dsh_team.views.permissions import build_permissions
+from dsh_team.permissions.ledger import replay_permissions
 from dsh_team.views.plan_cli import register_plan
+from dsh_team.views.permit_cli import register_permit
 from dsh_team.controls.ledger import replay_controls
 from dsh_team.views.writes import collect_writes
 from dsh_team.views.show_text import render_text
 from dsh_team.views.usage import member_usage, uncharged_spend
+from dsh_team.views.worktrees_cli import register_worktree_commands
+from dsh_team.worktrees.report import build_worktrees
 
 __all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_FAILED", "ShowError", "register", "show_command", "serve_command", "lead_of"]
 
@@ -112,6 +119,8 @@ def register(subparsers: Any, env: CliEnv) -> None:
     serve.set_defaults(**{HANDLER_KEY: lambda args: serve_command(args, env)})
     register_plan(commands, env)
     register_member_commands(commands, env, lead_of)
+    register_worktree_commands(commands, env, lead_of)
+    register_permit(commands, env, lead_of)
 
 
 def lead_of(reader: SessionReader, session_id: str) -> str:
@@ -138,8 +147,12 @@ async def serve_command(args: argparse.Namespace, env: CliEnv) -> int:
     another process may be running; from a data directory it shows the logs as read.
 
     Raises:
+        ExtraNotInstalledError: ``EXTRA_NOT_INSTALLED`` without the ``web`` extra.
         DshError: nothing can be read (the host reports it and exits 2).
     """
+    from dsh_team.web import require_web
+
+    require_web("dsh team serve")
     from dsh_team.web.serve import serve_followed, serve_stored  # the web extra is needed only here
 
     reader = env.open_store(args.data_dir)
@@ -147,7 +160,7 @@ async def serve_command(args: argparse.Namespace, env: CliEnv) -> int:
     stored = reader.read(team_id, salvage=True)
     if isinstance(reader, FollowingReader):  # a shared store: another process may be running the Team
         return await serve_followed(stored, reader, host=args.host, port=args.port)
-    return await serve_stored(stored, reader, host=args.host, port=args.port)
+    return await serve_stored(stored, reader, host=args.host, port=args.port, worktrees=env.worktrees())
 
 
 def show_command(args: argparse.Namespace, env: CliEnv) -> int:
@@ -181,8 +194,22 @@ def show_command(args: argparse.Namespace, env: CliEnv) -> int:
     ledger = replay_costs(stored.events[:at], team_id)
     costs = build_report(state, ledger, uncharged_spend(reader, ids, ledger) if until is None else None, stored.events)
     controls = build_controls(replay_controls(stored.events[:at], team_id))
+    worktrees = build_worktrees(stored.events[:at], team_id, lambda: env.worktrees())
+    permissions = build_permissions(replay_permissions(stored.events[:at], team_id))
     show = build_show(state, session_id=asked, log_length=length, at=at, damage=damage, writes=writes,
                       usage=member_usage(reader, ids, until=until), costs=costs, controls=controls,
-                      gone=gone_members(stored.events[:at], team_id))
+                      permissions=permissions, worktrees=worktrees, gone=gone_members(stored.events[:at], team_id))
     print(render_json(show) if args.json else render_text(show))
+    if not args.json:
+        names = ["lead", *(member.name for member in state.members.listed())]
+        print(sandbox_line(env.sandbox_policies(args.data_dir, team_id, names)))
     return EXIT_FAILED if show.failure is not None else EXIT_OK
+
+
+def sandbox_line(policies: Mapping[str, str] | None) -> str:
+    """The view's last line: each member's sandbox policy, and who runs unsandboxed (the host's ``full``)."""
+    if policies is None:
+        return "Sandbox: unknown (the run recorded no profile)"
+    listed = ", ".join(f"{name} {policy}" for name, policy in policies.items())
+    unsandboxed = [name for name, policy in policies.items() if policy == "full"]
+    return f"Sandbox: {listed}; UNSANDBOXED: {', '.join(unsandboxed) or 'none'}"

@@ -33,6 +33,7 @@ from host_spec.cli import HANDLER_KEY, CliEnv, SessionReader
 from host_spec.errors import DshError, SessionLockedError
 from host_spec.events import Event, EventType, encode_data, json_encode
 from host_spec.messages import message_text, text_block
+from host_spec.permissions import TOOL_PERMISSION
 
 from dsh_team.config import TeamConfig
 from dsh_team.core.fold import evolve, replay
@@ -184,6 +185,11 @@ def transcript_lines(events: list[Event]) -> list[str]:
         elif event.type == EventType.TOOL_RESULT:
             marker = " (error)" if value.get("is_error") else ""
             _entry(lines, f"tool result {value.get('name')}{marker}", message_text(value.get("content") or []))
+        elif event.type == TOOL_PERMISSION:
+            if value.get("phase") == "asked":
+                lines.append(f"permission asked for call {value.get('call_id')} (rule {value.get('rule')})")
+            else:
+                lines.append(f"permission {value.get('ask_id') or '(session rule)'} allowed by {value.get('by')}")
         else:  # the turn's end
             reason = value.get("reason") or {}
             if reason.get("kind", "completed") != "completed":
@@ -192,7 +198,8 @@ def transcript_lines(events: list[Event]) -> list[str]:
 
 
 _SHOWN: Final = frozenset(
-    {EventType.USER_MESSAGE, EventType.ASSISTANT_MESSAGE, EventType.TOOL_CALL, EventType.TOOL_RESULT, EventType.TURN_END}
+    {EventType.USER_MESSAGE, EventType.ASSISTANT_MESSAGE, EventType.TOOL_CALL, EventType.TOOL_RESULT, EventType.TURN_END,
+     TOOL_PERMISSION}
 )
 
 

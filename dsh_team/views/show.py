@@ -29,6 +29,8 @@ from dsh_team.core.state import TeamState
 from dsh_team.core.task_view import LEAD_NAME, list_views, owner_name
 from dsh_team.cost.report import CostReport
 from dsh_team.views.controls import ControlsReport
+from dsh_team.worktrees.report import WorktreeReport
+from dsh_team.views.permissions import PermissionsReport
 from dsh_team.views.show_messages import ShowMessage, ShowMessageStatus, pending_messages, recent_messages
 from dsh_team.views.writes import ShowWrite
 from dsh_team.views.usage import MemberUsage
@@ -165,6 +167,8 @@ class TeamShow(msgspec.Struct, frozen=True):
         quiescence: The latest quiescence record, ``null`` when the Team was never quiet.
         controls: Every quality-gate run and plan approval (:mod:`dsh_team.views.controls`),
             ``null`` when the Team had none.
+        worktrees: Each worktree member's branch, commits ahead and what remains on disk,
+            and every merge (:mod:`dsh_team.worktrees.report`), ``null`` in shared mode.
     """
 
     version: int
@@ -184,6 +188,8 @@ class TeamShow(msgspec.Struct, frozen=True):
     costs: CostReport | None = None
     quiescence: ShowQuiescence | None = None
     controls: ControlsReport | None = None
+    worktrees: WorktreeReport | None = None
+    permissions: PermissionsReport | None = None
 
 
 def show_quiescence(state: TeamState) -> ShowQuiescence | None:
@@ -231,7 +237,9 @@ def build_show(
     usage: Mapping[str, MemberUsage] | None = None,
     costs: CostReport | None = None,
     controls: ControlsReport | None = None,
+    worktrees: WorktreeReport | None = None,
     gone: frozenset[str] = frozenset(),
+    permissions: PermissionsReport | None = None,
 ) -> TeamShow:
     """The view of ``state`` (the Lead log folded up to ``at``).
 
@@ -246,7 +254,9 @@ def build_show(
         usage: Member id -> usage folded from its own log (missing ids show ``null``).
         costs: The cost section (:func:`~dsh_team.cost.report.build_report`).
         controls: The controls section (:func:`~dsh_team.views.controls.build_controls`).
+        worktrees: The worktree section (:func:`~dsh_team.worktrees.report.build_worktrees`).
         gone: Ids of the members that shut down for good (:func:`~dsh_team.roster.shutdown.gone_members`).
+        permissions: The permissions section (:func:`~dsh_team.views.permissions.build_permissions`).
     """
     spent = usage or {}
     mail = state.mail
@@ -286,6 +296,8 @@ def build_show(
         costs=costs,
         quiescence=show_quiescence(state),
         controls=controls,
+        worktrees=worktrees,
+        permissions=permissions,
     )
 
 

@@ -12,6 +12,8 @@ from typing import Final
 
 from dsh_team.cost.report import CostReport
 from dsh_team.views.controls import render_controls
+from dsh_team.worktrees.report import render_worktrees
+from dsh_team.views.permissions import render_permissions
 from dsh_team.views.show import ShowMember, TeamShow
 
 __all__ = ["render_text"]
@@ -169,7 +171,8 @@ def _costs(show: TeamShow, costs: CostReport) -> list[str]:
 
 
 def render_text(show: TeamShow) -> str:
-    """The human-readable view: header, roster, board, pending mail, message statuses, quiescence, writes, cost."""
+    """The human-readable view: header, roster, board, pending mail, message statuses, quiescence, writes, cost,
+    controls, worktrees."""
     blocks = [
         _header(show), _members(show), _tasks(show), _mail(show), _messages(show), _quiescence(show), _writes(show),
     ]
@@ -177,4 +180,8 @@ def render_text(show: TeamShow) -> str:
         blocks.append(_costs(show, show.costs))
     if show.controls is not None:
         blocks.append(render_controls(show.controls))
+    if show.worktrees is not None:
+        blocks.append(render_worktrees(show.worktrees))
+    if show.permissions is not None:
+        blocks.append(render_permissions(show.permissions))
     return "\n\n".join("\n".join(block) for block in blocks)

@@ -14,7 +14,8 @@ Read receipts become links: for each ``team/message/read`` record, the send's
 span gets a link to the target's turn whose model step first completed with the
 message in its context (found in the target's own log by the rule read receipts
 are decided by), and that turn gets the ``team.message.read`` event. Gate runs
-and plan steps are added by :mod:`dsh_team.views.trace_controls`.
+and plan steps are added by :mod:`dsh_team.views.trace_controls`, permission asks and
+answers by :mod:`dsh_team.views.trace_permissions`.
 
 Members' session spans are labelled with their Team name and role. Message
 text, task subjects and descriptions, member descriptions and provisioning
@@ -42,6 +43,7 @@ from dsh_team.core.state import TeamState, initial_state
 from dsh_team.core.upcast import decode_older
 from dsh_team.mail.framing import recorded_team_message
 from dsh_team.views.trace_controls import contribute_controls
+from dsh_team.views.trace_permissions import contribute_permissions
 
 __all__ = ["LEAD_NAME", "contribute"]
 
@@ -56,6 +58,7 @@ def contribute(trace: TraceContext) -> None:
         if records:
             _TeamTrace(trace, session_id).add(records)
         contribute_controls(trace, session_id)
+        contribute_permissions(trace, session_id)
 
 
 def _record(event: Event) -> TeamRecord:

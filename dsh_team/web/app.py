@@ -162,7 +162,7 @@ def build_app(feed: Feed, token: str, steering: Steering | None = None, *,
             fold = PanelFold(doc["team_id"])
             fold.advance(source.events, at)
             doc = document(fold, log_length=doc["log_length"], writes=source.writes(fold.state, fold.time),
-                           usage=source.usage(fold.state, fold.time))
+                           usage=source.usage(fold.state, fold.time), git=source.worktrees)
         doc["read_only"] = steering is None
         return JSONResponse(doc)
 
@@ -195,6 +195,8 @@ def build_app(feed: Feed, token: str, steering: Steering | None = None, *,
         Route("/api/plans/{member}", steer(lambda s, r, b: s.decide_plan(r.path_params["member"], b)),
               methods=["POST"]),
         Route("/api/messages", steer(lambda s, r, b: s.send(b)), methods=["POST"]),
+        Route("/api/permissions/{ask_id}", steer(lambda s, r, b: s.answer_permission(r.path_params["ask_id"], b)),
+              methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC_DIR)),
     ]
     app = Starlette(routes=routes)

@@ -27,7 +27,7 @@ new event, never a re-scan.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import msgspec
 
@@ -42,11 +42,18 @@ from dsh_team.cost.report import build_report
 from dsh_team.roster.member_records import fold_latest
 from dsh_team.roster.shutdown import GONE, SHUTDOWN_RECORDS, TEAM_SHUTDOWN, ShutdownRecord
 from dsh_team.views.controls import build_controls
+from dsh_team.views.permissions import build_permissions
+from dsh_team.permissions.ledger import PermissionsState, fold_permissions
 from dsh_team.views.show import ShowTask, build_show, offline_status
 from dsh_team.views.show_messages import pending_messages
 from dsh_team.views.usage import MemberUsage
 from dsh_team.views.writes import ShowWrite
 from dsh_team.web.timeline import TimelineEntry, timeline_entry
+from dsh_team.worktrees.records import TEAM_MERGE, TEAM_WORKTREE
+from dsh_team.worktrees.report import build_worktrees
+
+if TYPE_CHECKING:
+    from host_spec.worktrees import Worktrees
 
 __all__ = [
     "Change",
@@ -59,6 +66,9 @@ __all__ = [
     "message_statuses",
     "plain",
 ]
+
+#: The worktree side records the panel keeps (``worktrees`` of the document).
+_WORKTREE_RECORDS: Final = frozenset({TEAM_WORKTREE, TEAM_MERGE})
 
 #: How many timeline entries a full document carries (the newest; deltas carry all new ones).
 TIMELINE_WINDOW: Final = 300
@@ -123,8 +133,11 @@ class PanelFold:
         self.queued_at: dict[str, int] = {}  # pending message id -> time of its queued record
         self.ledger = CostLedger(team_id)
         self.controls = ControlsState(team_id)
+        #: The ``team/worktree`` and ``team/merge`` records folded so far (a few per member).
+        self.worktree_records: list[Event] = []
         #: Member id -> its latest ``team/shutdown`` record (who shut down for good).
         self.shutdowns: dict[str, ShutdownRecord] = {}
+        self.permissions = PermissionsState(team_id)
         #: The log last folded from (a view, never a copy): a deleted task's whole snapshot is read there.
         self.events: Sequence[Event] = ()
 
@@ -140,6 +153,7 @@ class PanelFold:
         state = self.state
         ledger = self.ledger
         controls = self.controls
+        permissions = self.permissions
         for event in events[self.seq : upto]:
             charged = fold_cost(ledger, event)
             if charged is not ledger:
@@ -147,9 +161,14 @@ class PanelFold:
             gated = fold_controls(controls, event)
             if gated is not controls:
                 controls, change = gated, "team"
+            if event.type in _WORKTREE_RECORDS:
+                self.worktree_records.append(event)
             if event.type == TEAM_SHUTDOWN:
                 fold_latest(SHUTDOWN_RECORDS, (event,), self.team_id, self.shutdowns)
                 change = "team"
+            asked = fold_permissions(permissions, event)
+            if asked is not permissions:
+                permissions, change = asked, "team"
             after = evolve(state, event)
             entry = timeline_entry(state, after, event)
             if entry is not None:
@@ -168,6 +187,7 @@ class PanelFold:
         self.state = state
         self.ledger = ledger
         self.controls = controls
+        self.permissions = permissions
         timeline = self.timeline
         if len(timeline) > 2 * TIMELINE_KEPT:  # trimmed in batches: amortised O(1) per entry
             self.dropped = timeline[-TIMELINE_KEPT - 1].seq
@@ -219,6 +239,7 @@ def document(
     damage: tuple[str, int] | None = None,
     writes: tuple[ShowWrite, ...] = (),
     usage: Mapping[str, MemberUsage] | None = None,
+    git: Worktrees | None = None,
 ) -> dict[str, Any]:
     """The page document of ``fold`` (the Team at ``fold.seq`` of a log of ``log_length``).
 
@@ -230,10 +251,13 @@ def document(
         damage: A damaged log's ``(message, seq)`` (see :func:`~dsh_team.views.show.build_show`).
         writes: The members' audited writes (``writes[]`` of ``dsh team show``).
         usage: Token usage by member id (``members[].usage``).
+        git: The host's git, for worktree members' commits ahead (``worktrees`` of ``dsh team show``).
     """
     show = build_show(fold.state, session_id=fold.team_id, log_length=log_length, at=fold.seq, damage=damage,
                       writes=writes, usage=usage, costs=build_report(fold.state, fold.ledger, events=fold.events),
-                      controls=build_controls(fold.controls), gone=fold.gone())
+                      controls=build_controls(fold.controls),
+                      worktrees=build_worktrees(fold.worktree_records, fold.team_id, lambda: git),
+                      gone=fold.gone(), permissions=build_permissions(fold.permissions))
     doc: dict[str, Any] = _to_builtins(show)
     if live is not None:
         doc["offline"] = False

@@ -50,6 +50,7 @@ class FollowedRun:
     live = False
     following = True
     damage = None
+    worktrees = None  #: another machine's checkout: the panel shows the log's facts only
 
     def __init__(self, stored: StoredLog, reader: FollowingReader) -> None:
         self._reader = reader

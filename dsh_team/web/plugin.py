@@ -29,9 +29,15 @@ from typing import Any, Final
 
 import attrs
 import structlog
-import uvicorn
 
-from host_spec import hookimpl
+from dsh_team.web import require_web
+
+# Checked before uvicorn and Starlette are imported: the loader reports the typed error as it is.
+require_web("the web panel (dsh run --web, plugin dsh-team-web)")
+
+import uvicorn  # noqa: E402
+
+from host_spec import hookimpl  # noqa: E402
 from host_spec.config import structure_config
 from host_spec.events import Event
 from host_spec.protocols import Agent, Host, PluginContext, Session

@@ -29,6 +29,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from host_spec.cli import FollowingReader, SessionReader, StoredLog
+from host_spec.worktrees import Worktrees
 
 from dsh_team.web.app import WebError, build_app, read_only
 from dsh_team.web.followed import FollowedRun
@@ -39,9 +40,11 @@ from dsh_team.web.stream import Feed
 __all__ = ["serve_stored", "serve_followed"]
 
 
-async def serve_stored(stored: StoredLog, reader: SessionReader, *, host: str, port: int) -> int:
+async def serve_stored(
+    stored: StoredLog, reader: SessionReader, *, host: str, port: int, worktrees: Worktrees | None = None
+) -> int:
     """Serve ``stored`` (a Lead log of ``reader``'s store) read-only until interrupted; returns 0."""
-    feed = Feed(StoredRun(stored, reader))
+    feed = Feed(StoredRun(stored, reader, worktrees))
     token = secrets.token_urlsafe(24)
     return await _serve(build_app(feed, token), f"{stored.header.id} (read-only)", token, host, port)
 

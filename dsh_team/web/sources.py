@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from host_spec.cli import SessionReader, StoredLog
 from host_spec.events import Event
 from host_spec.protocols import Agent, Host, Session
+from host_spec.worktrees import Worktrees
 
 from dsh_team.core.state import TeamState
 from dsh_team.views.usage import MemberUsage, added, fold_usage, member_usage
@@ -84,6 +85,11 @@ class LogSource(Protocol):
         """Token usage by member id, from their own logs, up to time ``until`` (missing: unknown)."""
         ...
 
+    @property
+    def worktrees(self) -> Worktrees | None:
+        """The host's git, for worktree members' commits ahead (``None``: the panel shows the log's facts only)."""
+        ...
+
 
 class StoredRun:
     """A finished or crashed run read from its logs (read-only).
@@ -92,14 +98,18 @@ class StoredRun:
         stored: The Lead log as the store's reader returned it (``salvage=True``).
         reader: The store, to read the members' own logs for their audited writes
             (``None``: no writes are shown).
+        worktrees: The host's git (``dsh team serve`` passes the CLI's), for commits ahead.
     """
 
     live = False
     following = False
 
-    def __init__(self, stored: StoredLog, reader: SessionReader | None = None) -> None:
+    def __init__(
+        self, stored: StoredLog, reader: SessionReader | None = None, worktrees: Worktrees | None = None
+    ) -> None:
         self._stored = stored
         self._reader = reader
+        self.worktrees = worktrees
 
     @property
     def team_id(self) -> str:
@@ -152,6 +162,10 @@ class LiveRun:
         self._session: Session | None = None
         self._usage: dict[str, tuple[int, MemberUsage]] = {}
         self._writes: list[ShowWrite] = []
+
+    @property
+    def worktrees(self) -> Worktrees | None:
+        return self._host.find_service(Worktrees)
 
     def adopt(self, session: Session) -> bool:
         """Follow ``session`` if it is the first root announced; returns whether it is the Lead."""

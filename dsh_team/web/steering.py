@@ -149,3 +149,21 @@ class Steering:
         except TeamError as error:
             return _rejection(error)
         return {"ok": True, "value": {"message_id": result.message_id, "status": result.status}}
+
+    async def answer_permission(self, ask_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Answer permission ask ``ask_id`` as the user: ``{"answer": "allow" | "always" | "deny", "reason": "..."}``.
+
+        The same one answer path as ``/permit`` and the Lead's tool: a second answer
+        is rejected with reason ``PERMISSION_ALREADY_ANSWERED`` and writes nothing.
+        """
+        try:
+            body.pop(ACTING_KEY, None)  # the user answers through the Lead, whoever the page acts as
+            agent, service = self.caller({}), self._service()
+            answer, reason = body.pop("answer", None), body.pop("reason", "")
+            if body:
+                raise TeamError(f"unknown request fields: {', '.join(sorted(body))}", TeamCode.INVALID_ARGUMENT)
+            ask = await service.answer_permission(agent, ask_id=ask_id, answer=answer, reason=reason, by="user")
+        except TeamError as error:
+            return _rejection(error)
+        assert ask.answer is not None  # just answered
+        return {"ok": True, "value": {"ask_id": ask_id, "decision": ask.answer.decision, "always": ask.answer.always}}

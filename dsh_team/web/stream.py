@@ -87,7 +87,8 @@ class Feed:
         live = source.status if source.live else None
         until = None if fold.seq >= source.durable else fold.time  # writes and usage as of the fold's position
         doc = document(fold, log_length=len(source.events), live=live, enabled=source.enabled(), damage=source.damage,
-                       writes=source.writes(fold.state, until), usage=source.usage(fold.state, until))
+                       writes=source.writes(fold.state, until), usage=source.usage(fold.state, until),
+                       git=source.worktrees)
         doc["following"] = source.following
         return doc
 

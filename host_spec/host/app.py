@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
+from host_spec.permissions import PermissionRouter
 from host_spec.storage import StorageBackend
 
 from host_spec.host.agents.registry import AgentRegistry, AgentRuntime
@@ -43,6 +44,8 @@ from host_spec.host.store.sessions import SessionStore
 from host_spec.host.store.selection import open_backend
 from host_spec.host.children.manager import ContinuationManager
 from host_spec.host.agents.tools import ToolRegistry
+from host_spec.host.sandbox.policy import SandboxSettings
+from host_spec.host.sandbox.service import Sandbox
 
 __all__ = ["Host", "resolve_model"]
 
@@ -91,12 +94,16 @@ class Host(HostRuns):
         model: Any,
         plugins: PluginManager | None = None,
         model_spec: str | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.store = store
         self.model = model
         self.models = ModelRoutes(model, model_spec)
         self.plugins = plugins if plugins is not None else PluginManager()
         self.plugins.host = self
+        #: How members' commands are sandboxed; the workspace and MCP plugins find it as a service.
+        self.sandbox = sandbox if sandbox is not None else Sandbox()
+        self.plugins.services.provide("host", Sandbox, self.sandbox)
         self.sessions = SessionStore(store, self)
         self.tools = ToolRegistry(pre_call=self._tool_pre_call)
         self.prompts = PromptRegistry()
@@ -121,6 +128,7 @@ class Host(HostRuns):
         *,
         extra_plugins: Sequence[tuple[str, object]] = (),
         wrap_storage: Callable[[StorageBackend], StorageBackend] | None = None,
+        run_data: str | os.PathLike[str] | None = None,
     ) -> Host:
         """Build a host and load its plugins.
 
@@ -135,18 +143,23 @@ class Host(HostRuns):
             wrap_storage: Called once with the JSONL store under ``data_dir``; the host
                 keeps the backend it returns, e.g. ``host_spec.testing.FaultyStorage``
                 to inject write failures. Ignored when ``data_dir`` is ``None``.
+            run_data: Where the run's data lives when it is not ``data_dir`` (a worker's
+                store URL): the sandbox keeps members' commands away from it.
 
         Raises:
             DshError: a model, profile or plugin failure; nothing stays loaded.
         """
         adapter = resolve_model(model)
         resolved = load_profile(profile) if isinstance(profile, (str, os.PathLike)) else profile
+        sandbox = Sandbox.for_run(resolved.sandbox if resolved is not None else SandboxSettings(),
+                                  data_dir if run_data is None else run_data)
+        sandbox.check()  # SANDBOX_UNAVAILABLE before anything opens: never a silent run without one
         store: StorageBackend | None = open_backend(data_dir) if data_dir is not None else None
         opened = store
         if store is not None and wrap_storage is not None:
             store = wrap_storage(store)
         spec = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
-        host = cls(store=store, model=adapter, model_spec=spec)
+        host = cls(store=store, model=adapter, model_spec=spec, sandbox=sandbox)
         host._opened_store = opened
         if hasattr(opened, "leases"):  # a shared store: members' model and workspace calls may run on workers
             from host_spec.host.placement.lead import PlacedModel, Placement
@@ -157,6 +170,10 @@ class Host(HostRuns):
         host.profile = resolved
         if resolved is not None:
             host.agents.runtime.compaction = resolved.compaction
+            if resolved.permissions.active:
+                from host_spec.host.agents.permission_gate import PermissionGate
+
+                host.tools.permissions = PermissionGate(resolved.permissions, host.permission_router)
         try:
             for member_spec in resolved.models.values() if resolved is not None else ():
                 if member_spec != spec:  # a bad member model fails here, before anything runs
@@ -221,6 +238,10 @@ class Host(HostRuns):
     def find_service(self, api: TypeForm[S]) -> S | None:
         """The service a plugin published for ``api``, or ``None``."""
         return self.plugins.services.find(api)
+
+    def permission_router(self) -> PermissionRouter | None:
+        """Who answers permission asks here: the plugin that provides the router, or ``None``."""
+        return self.find_service(PermissionRouter)
 
     def call_soon(self, fn: Callable[[], Any]) -> None:
         """Run ``fn`` on the next loop iteration; an awaitable result becomes a tracked task.

@@ -20,8 +20,10 @@ from typing import Any, Final
 import acp
 from acp.schema import AllowedOutcome, ClientCapabilities, DeniedOutcome, RequestPermissionResponse
 
+from host_spec.host.demo import SCRIPT
+
 REPO: Final = Path(__file__).resolve().parents[2]
-DEMO: Final = REPO / "examples" / "team_demo.json"
+DEMO: Final = SCRIPT
 #: Bound of one wait for the agent (the machine may be loaded): a safety net, not a speed goal.
 PATIENCE: Final = 45.0
 

@@ -1,4 +1,4 @@
-"""``dsh acp`` driven by the SDK's client side through the scripted demo Team (examples/team_demo.json).
+"""``dsh acp`` driven by the SDK's client side through the scripted demo Team (host_spec/host/demo/team_demo.json).
 
 One prompt starts the run: the Lead's turn ends (``end_turn``) once it has put two
 tasks on the board and spawned the builder, and the Team goes on between prompts,

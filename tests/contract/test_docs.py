@@ -49,7 +49,8 @@ class TestReadme:
     def test_says_what_the_tests_need_and_the_one_command(self) -> None:
         text = README.read_text()
         setup = text[text.index("## Set-up: two commands"):text.index("## A 2-minute tour")]
-        for needed in ("make demo", "make test", "chromium", "postgresql", "sudo apt-get install -y chromium postgresql"):
+        for needed in ("make demo", "make test", "bubblewrap", "chromium", "postgresql",
+                       "sudo apt-get install -y bubblewrap chromium postgresql"):
             assert needed in setup
 
 

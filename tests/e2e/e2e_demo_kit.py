@@ -9,7 +9,6 @@ throwaway site directory and loaded through a profile that extends
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -19,27 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from host_spec.events import Event
+from host_spec.host.demo import PROMPT, SCRIPT
 from host_spec.host.store.jsonl import JsonlStore
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-SCRIPT = REPO / "examples" / "team_demo.json"
 GOLDEN = HERE / "golden"
 TEAM_PREFIX = "team/"
 #: Generous per-command bound; the demo itself takes about a second.
 TIMEOUT_S = 60
-
-
-def _demo_module() -> Any:
-    spec = importlib.util.spec_from_file_location("run_demo", REPO / "examples" / "run_demo.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-#: The prompt ``make demo`` sends (single source: examples/run_demo.py).
-PROMPT: str = _demo_module().PROMPT
 
 
 # ---------------------------------------------------------------- running dsh
@@ -78,7 +65,7 @@ def dsh(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def workspace_of(data_dir: Path) -> Path:
-    """The demo's workspace inside its data dir (as ``examples/run_demo.py`` lays it out)."""
+    """The demo's workspace inside its data dir (as ``dsh demo`` lays it out)."""
     return data_dir / "workspace"
 
 

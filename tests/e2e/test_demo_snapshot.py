@@ -69,11 +69,11 @@ class DemoRun:
 
 @pytest.fixture(scope="module")
 def make_demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
-    """``examples/run_demo.py`` exactly as ``make demo`` runs it (``--profile agent-teams``)."""
+    """``dsh demo`` exactly as ``make demo`` runs it (``--profile agent-teams``)."""
     tmp = tmp_path_factory.mktemp("make-demo")
     data = tmp / "data"
     result = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "run_demo.py"), "--data-dir", str(data)],
+        [sys.executable, "-m", "host_spec.host.cli.main", "demo", str(data)],
         env=environment(tmp),
         capture_output=True,
         text=True,
@@ -171,6 +171,12 @@ class TestRealWork:
         assert review.startswith(REVIEW_FIRST_LINE + "\n") and "Verdict: approved." in review
         out = make_demo.result.stdout
         assert "--- src/greet.py" in out and GREET_FINAL in out  # the demo shows the files
+
+    def test_the_demo_runs_sandboxed_and_says_so(self, make_demo: DemoRun) -> None:
+        """Every member's commands in the default sandbox: the run's header says it, ``team show`` too."""
+        assert make_demo.result.returncode == 0, make_demo.result.stderr
+        assert "dsh: sandbox: workspace-write (bubblewrap, network off)\n" in make_demo.result.stderr
+        assert "UNSANDBOXED: none" in make_demo.result.stdout  # the demo prints dsh team show
 
     def test_one_stale_edit_is_refused_then_redone_after_a_read(self, make_demo: DemoRun) -> None:
         """Exactly one FILE_STALE in the whole team: the builder's, whose diff shows the reviewer's docstring."""

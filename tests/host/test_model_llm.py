@@ -280,15 +280,3 @@ class TestBuild:
         monkeypatch.setenv("DSH_TEST_LLM_KEY", KEY)
         built = build(parse_settings("dsh-keyed"), KeyedAsync({}))
         assert KEY not in repr(built)
-
-
-class TestNotInstalled:
-    def test_a_missing_extra_is_named(self) -> None:
-        from host_spec.host.models.registry import resolve_spec
-
-        def missing() -> Any:
-            raise ImportError("No module named 'llm'")
-
-        with pytest.raises(ModelError, match=r"pip install 'dsh-team\[llm\]'") as info:
-            resolve_spec("llm:gpt-4o-mini", factories={"llm": missing})
-        assert info.value.code == "MODEL_NOT_INSTALLED"

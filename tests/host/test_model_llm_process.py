@@ -121,7 +121,7 @@ def test_a_plugin_that_fails_to_import_is_named_with_the_way_out(tmp_path: Path)
     env = child_env(tmp_path, {}, broken=True)
     result = dsh("run", "--model", "llm:dsh-scripted", "--data-dir", str(tmp_path / "data"), "hi", env=env)
     assert result.returncode == 2
-    assert "MODEL_NOT_INSTALLED" in result.stderr and "dsh_no_such_dependency" in result.stderr
+    assert "MODEL_LOAD_FAILED" in result.stderr and "dsh_no_such_dependency" in result.stderr
     assert "LLM_LOAD_PLUGINS" in result.stderr
 
 

@@ -10,6 +10,7 @@ import pytest
 import structlog
 
 from host_spec.errors import ConfigError, ModelError
+from host_spec.extras import ExtraNotInstalledError
 from host_spec.events import EventType, SubagentDescriptor
 from host_spec.host.app import Host
 from host_spec.host.cli.main import main
@@ -100,17 +101,22 @@ def _missing() -> Any:
     raise ImportError("No module named 'openai'")
 
 
-FACTORIES = {"echo": lambda: _Echo, "missing": _missing, "openai": _missing, "weird": lambda: (lambda argument: 42)}
+def _no_extra() -> Any:
+    raise ExtraNotInstalledError(extra="openai", feature="the openai: model kind", module="openai", reason="absent")
+
+
+FACTORIES = {"echo": lambda: _Echo, "missing": _missing, "openai": _no_extra, "weird": lambda: (lambda argument: 42)}
 
 
 class TestResolve:
     def test_kinds(self) -> None:
         assert resolve_spec("echo:hi", factories=FACTORIES).argument == "hi"  # type: ignore[attr-defined]
-        with pytest.raises(ModelError, match="not installed") as info:
+        with pytest.raises(ModelError, match="failed to import: ImportError: No module named 'openai'") as info:
             resolve_spec("missing:x", factories=FACTORIES)
-        assert info.value.code == "MODEL_NOT_INSTALLED" and "dsh-team[" not in info.value.message
-        with pytest.raises(ModelError, match=r"pip install 'dsh-team\[openai\]'"):
-            resolve_spec("openai:x", factories=FACTORIES)
+        assert info.value.code == "MODEL_LOAD_FAILED" and "dsh-team[" not in info.value.message
+        with pytest.raises(ExtraNotInstalledError, match=r"pip install 'dsh-team\[openai\]'") as missing:
+            resolve_spec("openai:x", factories=FACTORIES)  # a kind's own check of its extra passes through
+        assert missing.value.code == "EXTRA_NOT_INSTALLED"
         with pytest.raises(ModelError, match="not a model adapter") as info:
             resolve_spec("weird:x", factories=FACTORIES)
         assert info.value.code == "MODEL_UNKNOWN"

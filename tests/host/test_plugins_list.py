@@ -77,3 +77,11 @@ class TestCommand:
         assert capsys.readouterr().err.startswith("dsh: CONFIG_INVALID: ")
 
 
+
+
+def test_the_listing_shows_the_sandbox(tmp_path: Path) -> None:
+    profile = tmp_path / "p.toml"
+    profile.write_text('extends = "agent-teams"\n[sandbox.members."rev*"]\npolicy = "read-only"\n')
+    doc = describe(str(profile))
+    assert doc["sandbox"]["policy"] == "workspace-write" and doc["sandbox"]["members"]["rev*"]["policy"] == "read-only"
+    assert 'Sandbox: workspace-write, network off; rev*: {"policy": "read-only", "network": null}' in render(doc)

@@ -180,6 +180,26 @@ class TestExecute:
         assert result.error == {"code": "TEAM_MEMBER_NOT_FOUND", "message": "no such member"}
         assert result.content[0]["text"] == "Error: no such member"
 
+    async def test_a_group_of_coded_errors_keeps_the_first_code(self) -> None:
+        """Two coded failures at once (a write fenced, its failure record fenced too) are still a coded answer."""
+
+        async def body(args: Any, call: Any) -> Any:
+            raise BaseExceptionGroup("both failed", [DshError("write refused", code="SESSION_FENCED"),
+                                                     DshError("record refused", code="TEAM_PERSISTENCE_UNCONFIRMED")])
+
+        tools = ToolRegistry()
+        tools.register(_spec("echo", body))
+        result = await _exec(tools, None, "echo", '{"text":"x"}')
+        assert result.error == {"code": "SESSION_FENCED", "message": "write refused; record refused"}
+
+    async def test_a_group_with_an_uncoded_error_is_unknown(self) -> None:
+        async def body(args: Any, call: Any) -> Any:
+            raise ExceptionGroup("both failed", [DshError("refused", code="SESSION_FENCED"), KeyError("k")])
+
+        tools = ToolRegistry()
+        tools.register(_spec("echo", body))
+        assert (await _exec(tools, None, "echo", '{"text":"x"}')).error["code"] == "UNKNOWN"
+
     async def test_unexpected_exception_is_unknown_not_a_crash(self) -> None:
         """A bug in a tool is reported to the model as code UNKNOWN."""
 

@@ -75,7 +75,7 @@ class TestSecrets:
         assert secrets_of(stdio) == ("abcdef", "abcd")  # too-short values would scrub noise
         assert Scrubber(secrets_of(stdio))("x abcdef y abcd z no") == "x [redacted] y [redacted] z no"
         http = load_config({"servers": {"h": {"url": "https://user:pass@h/mcp", "headers": {"K": "Bearer zz"}}}})
-        assert set(secrets_of(http.servers["h"])) == {"user:pass", "Bearer zz"}
+        assert set(secrets_of(http.servers["h"])) == {"user:pass", "pass", "Bearer zz"}
         assert Scrubber(("tok-1",)).deep({"a": ["tok-1", 3, {"b": "x tok-1"}]}) == {
             "a": ["[redacted]", 3, {"b": "x [redacted]"}]}
         assert Scrubber(()).deep({"a": "tok-1"}) == {"a": "tok-1"}
@@ -172,7 +172,7 @@ class TestLightCore:
         with pytest.raises(Exception) as caught:
             await Host.open(None, prof, ScriptedModel.from_mapping({}))
         error = caught.value
-        assert getattr(error, "code", None) == "MCP_SDK_MISSING", error
+        assert getattr(error, "code", None) == "EXTRA_NOT_INSTALLED", error
         assert "pip install 'dsh-team[mcp]'" in str(error)
 
 

@@ -39,7 +39,8 @@ def test_a_call_cut_by_a_host_crash_is_outcome_unknown_after_resume(tmp_path: Pa
         {"tool_calls": [{"name": "mcp__t__echo", "arguments": {"text": "after the crash"}}]},
         {"text": "done"},
     ]}))
-    prof, data = profile(tmp_path, {"t": stdio()}), tmp_path / "data"
+    # Unsandboxed (the server's own ``sandbox``): the test follows the server by the pid it writes.
+    prof, data = profile(tmp_path, {"t": stdio(sandbox="full")}), tmp_path / "data"
     env = {k: v for k, v in os.environ.items() if k != "DSH_DATA_DIR"}
     run = subprocess.Popen(dsh("run", "--profile", str(prof), "--model", f"scripted:{script}", "--data-dir",
                                str(data), "go"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -1,4 +1,4 @@
-"""The MCP example team runs: both members use the real glossary server's tools (``make mcp-demo``)."""
+"""The MCP example team runs: both members use the real glossary server's tools (``make mcp-demo``: ``dsh demo --profile``)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_example_team_uses_the_glossary_server(tmp_path: Path) -> None:
     data = tmp_path / "demo"
-    done = subprocess.run([sys.executable, "examples/run_demo.py", "--profile", "examples/mcp_profile.toml",
-                           "--script", "examples/mcp_demo.json", "--data-dir", str(data), "--prompt", "go"],
+    done = subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "demo", str(data), "--profile",
+                           "examples/mcp_profile.toml", "--script", "examples/mcp_demo.json", "--prompt", "go"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "(From the glossary MCP server.)" in (data / "workspace" / "docs" / "terms.md").read_text()

@@ -95,7 +95,8 @@ class TestFailures:
     async def test_a_server_killed_mid_call_fails_that_call_and_its_tools_go(self, tmp_path: Path) -> None:
         marker = tmp_path / "pid"
         script = calls(("mcp__t__block", {"marker": str(marker)}), ("mcp__t__echo", {"text": "x"}))
-        host = await Host.open(tmp_path / "data", profile(tmp_path, {"t": stdio()}),
+        # Unsandboxed (the server's own ``sandbox``): the test kills the server by the pid it writes.
+        host = await Host.open(tmp_path / "data", profile(tmp_path, {"t": stdio(sandbox="full")}),
                                ScriptedModel.from_mapping(script))
         try:
             run = asyncio.ensure_future(host.run("go"))
@@ -129,7 +130,7 @@ class TestFailures:
     async def test_a_slow_call_times_out_with_the_servers_limit(self, tmp_path: Path) -> None:
         marker = tmp_path / "pid"
         script = calls(("mcp__t__block", {"marker": str(marker)}), ("mcp__t__echo", {"text": "next"}))
-        host = await Host.open(tmp_path / "data", profile(tmp_path, {"t": stdio(tool_timeout_ms=300)}),
+        host = await Host.open(tmp_path / "data", profile(tmp_path, {"t": stdio(tool_timeout_ms=300, sandbox="full")}),
                                ScriptedModel.from_mapping(script))
         try:
             agent = await host.run("go")
@@ -143,7 +144,7 @@ class TestFailures:
     async def test_closing_the_host_stops_the_server_process(self, tmp_path: Path) -> None:
         marker = tmp_path / "pid"
         script = {"lead": [{"tool_calls": [{"name": "mcp__t__block", "arguments": {"marker": str(marker)}}]}]}
-        host = await Host.open(tmp_path / "data", profile(tmp_path, {"t": stdio()}),
+        host = await Host.open(tmp_path / "data", profile(tmp_path, {"t": stdio(sandbox="full")}),
                                ScriptedModel.from_mapping(script))
         run = asyncio.ensure_future(host.run("go"))
         pid = await asyncio.to_thread(wait_for_pid, marker)
@@ -156,3 +157,22 @@ class TestFailures:
         assert [r["error"]["code"] for r in results(agent)] == ["ABORTED"]
         assert await asyncio.to_thread(gone, pid)
 
+
+
+class TestSandbox:
+    async def test_a_stdio_server_runs_in_the_sandbox_writable_only_in_its_cwd(self, tmp_path: Path) -> None:
+        """The same ``block`` call: its marker lands in the server's ``cwd``, never beside it."""
+        work = tmp_path / "work"
+        work.mkdir()
+        inside, outside = work / "pid", tmp_path / "pid-outside"
+        script = calls(("mcp__t__block", {"marker": str(inside)}), ("mcp__t__block", {"marker": str(outside)}))
+        host = await Host.open(tmp_path / "data", profile(tmp_path, {"t": stdio(cwd=str(work), tool_timeout_ms=3000)}),
+                               ScriptedModel.from_mapping(script))
+        try:
+            agent = await host.run("go")
+        finally:
+            await host.close()
+        first, second = results(agent)
+        assert first["error"]["code"] == second["error"]["code"] == "MCP_TOOL_TIMEOUT"  # block never returns
+        assert inside.exists() and int(inside.read_text()) > 0  # written where the server may write
+        assert not outside.exists()  # beside it: the sandbox's private /tmp, gone with it

@@ -9,7 +9,6 @@ holds exactly the state that write left; ``dsh resume`` must finish the run and
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -22,22 +21,13 @@ from pathlib import Path
 from exactly_once import violations
 from figures import Figures
 
+from host_spec.host.demo import PROMPT, SCRIPT
+
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-SCRIPT = REPO / "examples" / "team_demo.json"
 #: Generous per-command bound (the demo takes about a second on an idle machine).
 TIMEOUT_S = 120
 
 __all__ = ["Demo", "crash_sweep", "resume_kill_sweep", "spread"]
-
-
-def _prompt() -> str:
-    """The prompt ``make demo`` sends (single source: examples/run_demo.py)."""
-    spec = importlib.util.spec_from_file_location("run_demo", REPO / "examples" / "run_demo.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return str(module.PROMPT)
 
 
 def spread(total: int, count: int) -> list[int]:
@@ -54,7 +44,7 @@ class Demo:
 
     def __init__(self, scratch: Path) -> None:
         self.scratch = scratch
-        self.prompt = _prompt()
+        self.prompt = PROMPT  # the prompt ``make demo`` sends
         site = scratch / "site"
         dist = site / "dsh_reliability_probe-0.1.dist-info"
         dist.mkdir(parents=True, exist_ok=True)

@@ -20,10 +20,10 @@ from typing import Any
 import psycopg
 from kit_postgres import shared_server
 
+from host_spec.host.demo import SCRIPT as DEMO
 from host_spec.host.store.postgres import PostgresStore
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "examples" / "team_demo.json"
 
 #: Holds the lease of an existing root (resumed, not written) until stdin closes.
 HOLD_ROOT = textwrap.dedent(

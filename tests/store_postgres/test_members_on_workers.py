@@ -339,3 +339,43 @@ class TestMcpOnWorkers:
         assert reported == {"cwd": str(checkout), "parent": worker.pid}  # the worker's server, in its checkout
         assert ("tool", "settled") in {(kind, state) for member_id, kind, state, _ in work_rows(workers.url)
                                        if member_id == member}
+
+
+#: A runner whose commands (run on a worker) try to leave the workspace, then do their work there.
+ESCAPING_TEAM: dict[str, Any] = {
+    "lead": SLOW_TEAM["lead"],
+    "runner": [
+        SLOW_TEAM["runner"][0],
+        {"text": "Trying.", "tool_calls": [{"name": "bash", "arguments": {
+            "command": "echo owned > ../owned.txt; ls -A ~ | grep -c -x -e .ssh -e .config -e .bashrc; echo $HOME; "
+                       "echo started > ran.txt"}}]},
+        *SLOW_TEAM["runner"][2:],
+    ],
+}
+
+
+class TestSandboxOnWorkers:
+    def test_a_members_commands_on_a_worker_run_in_the_runs_sandbox(self, workers: Workers, tmp_path: Path) -> None:
+        """The worker applies the policy of the run's profile: the workspace writable, nothing beside it."""
+        workers.start()
+        workers.wait_present(1)
+        script = tmp_path / "team.json"
+        script.write_text(json.dumps(ESCAPING_TEAM))
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        lead = start_lead(workers.url, tmp_path, script, workspace)
+        out, err = lead.communicate(timeout=120)
+        assert lead.returncode == 0, err[-2000:]
+        assert (workspace / "ran.txt").read_text() == "started\n"  # the command ran, in the workspace
+        assert not (tmp_path / "owned.txt").exists()
+        rows = work_rows(workers.url)
+        assert any(kind == "tool" and holder is not None for _, kind, _, holder in rows)  # on the worker
+        store = PostgresStore(workers.url)
+        try:
+            (member,) = [session for session in store.list_ids() if session != "session-1"]
+            results = [e.value() for e in store.read(member)[1] if e.type == "tool/result" and e.value()["name"] == "bash"]
+        finally:
+            store.close()
+        output = json.loads(results[0]["content"][0]["text"])["output"]
+        # ``..`` is the sandbox's private /tmp (the workspace lies under /tmp): written there, gone with it.
+        assert output == f"0\n{os.environ.get('HOME', '/root')}\n", output  # and a home without its files

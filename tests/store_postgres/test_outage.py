@@ -13,6 +13,7 @@ import threading
 import time
 
 import pytest
+import structlog
 from kit_postgres import PostgresServer, own_server, running_database
 
 from host_spec.errors import StoreUnavailableError
@@ -49,6 +50,28 @@ class TestOutage:
         restart.join()
         assert [event.seq for event in PostgresStore(url).read("root")[1]] == [1, 2, 3, 4]
         assert store.link.reconnects >= 1
+        log.close()
+        store.close()
+
+    def test_a_restart_is_told_once_lost_and_once_restored(self, server: PostgresServer, url: str) -> None:
+        """Every connection of the process (writes, heartbeat) sees the restart; it is told once, not per attempt."""
+        store = PostgresStore(url, lease_seconds=1.5, retry_seconds=30)
+        log = store.create(SessionHeader(id="root", created_at=1))
+        log.append(make_events(1, 2), expected_seq=0)
+        log.sync()
+        store.leases.renew()  # the heartbeat's connection is open too: both are cut by the stop
+        with structlog.testing.capture_logs() as logs:
+            server.stop("immediate")
+            restart = _restart_later(server, 1.5)
+            log.append(make_events(3, 2), expected_seq=2)
+            log.sync()  # many attempts while the server is down
+            restart.join()
+            time.sleep(1.5)  # the heartbeat renews over its own (broken, then new) connection
+            store.leases.renew()
+        told = [line for line in logs if line["event"].startswith("store.connection")]
+        assert [line["event"] for line in told] == ["store.connection_lost", "store.connection_restored"], logs
+        assert told[0]["reason"]  # the server's (or the socket's) own words
+        assert [event.seq for event in store.read("root")[1]] == [1, 2, 3, 4]
         log.close()
         store.close()
 

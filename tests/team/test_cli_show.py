@@ -279,12 +279,14 @@ class TestJson:
         assert code == 0
         assert list(doc) == ["version", "team_id", "session_id", "log_length", "at", "position", "offline",
                              "enabled", "failure", "members", "tasks", "pending_mail", "writes", "messages", "costs",
-                             "quiescence", "controls"]
+                             "quiescence", "controls", "worktrees", "permissions"]
         assert [(m["id"], m["status"]) for m in doc["messages"]] == [("m-1", "delivered"), ("m-2", "queued"),
                                                                      ("m-3", "queued")]
         assert (doc["version"], doc["team_id"], doc["offline"], doc["enabled"], doc["failure"]) == (1, LEAD, True, True, None)
         assert doc["quiescence"] is None  # mail is still queued: never quiet
         assert doc["controls"] is None  # no gate ran, no plan was gated
+        assert doc["worktrees"] is None  # shared mode: no member had a worktree
+        assert doc["permissions"] is None  # nobody asked
         assert doc["members"][0] == {
             "id": LEAD, "name": "lead", "role": "lead", "status": "inactive", "phase": "active",
             "description": None, "provider": None, "context": None, "error": None, "pending_mail": 1,

@@ -72,7 +72,9 @@ def until(predicate: object, seconds: float, what: str) -> None:
 def test_sigkill_during_a_check_reruns_it_on_resume_and_the_approval_survives(tmp_path: Path) -> None:
     (tmp_path / "script.json").write_text(json.dumps(SCRIPT))
     profile = tmp_path / "controls.toml"
-    profile.write_text(f'extends = "agent-teams"\n\n[plugins.dsh-team.checks]\nslow = {json.dumps(CHECK)}\n')
+    # Unsandboxed: the check counts its runs and waits on files beside the workspace.
+    profile.write_text(f'extends = "agent-teams"\n\n[sandbox]\npolicy = "full"\n\n'
+                       f'[plugins.dsh-team.checks]\nslow = {json.dumps(CHECK)}\n')
     ws = tmp_path / "ws"
     ws.mkdir()
     (tmp_path / "hold").write_text("")

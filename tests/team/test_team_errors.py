@@ -20,7 +20,7 @@ APPENDIX_B = {
 
 class TestCodes:
     def test_every_reference_code_exists(self) -> None:
-        """Appendix B's codes plus the two persistence-unconfirmed codes, mode-disabled, stream-failed, budgets, roles and shutdown."""
+        """Appendix B's codes plus the two persistence-unconfirmed codes, mode-disabled, stream-failed, budgets, roles, shutdown and worktrees."""
         assert TeamCode.ALL == APPENDIX_B | {
             "TEAM_BUDGET_EXCEEDED",
             "TEAM_TASK_PERSISTENCE_UNCONFIRMED",
@@ -35,6 +35,12 @@ class TestCodes:
             "TEAM_ROLE_INVALID",
             "TEAM_SHUTDOWN_PENDING",
             "TEAM_NO_SHUTDOWN_REQUEST",
+            "TEAM_WORKTREE_UNAVAILABLE",
+            "TEAM_MERGE_CONFLICT",
+            "TEAM_MERGE_BLOCKED",
+            "PERMISSION_NOT_FOUND",
+            "PERMISSION_ALREADY_ANSWERED",
+            "PERMISSION_NOT_DELEGATED",
         }
 
     def test_team_error_carries_code_and_details(self) -> None:

@@ -20,12 +20,11 @@ from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from host_spec.host.cli.main import main
+from host_spec.host.demo import PROMPT, SCRIPT
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "examples" / "team_demo.json"
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "demo_run"
 GOLDEN = Path(__file__).resolve().parent / "golden"
-PROMPT = "Use an Agent Team for this: have a builder write src/greet.py and a reviewer review it, then give me a summary."
 #: Generous per-command bound; the demo itself takes about a second.
 TIMEOUT_S = 120
 

@@ -243,7 +243,7 @@ def test_the_time_slider_shows_an_earlier_roster(live: tuple[LoopThread, Team], 
 def test_the_finished_demo_board_served_from_its_logs(tmp_path: Path, page: Any) -> None:
     """``make demo``'s run, opened with ``dsh team serve`` as the demo's closing lines say; screenshot saved."""
     data = tmp_path / "demo"
-    demo = subprocess.run([sys.executable, str(REPO / "examples" / "run_demo.py"), "--data-dir", str(data)],
+    demo = subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "demo", str(data)],
                           capture_output=True, text=True, timeout=120, check=True)
     assert f"dsh team serve --data-dir {data}" in demo.stdout.splitlines()[-1]
     serve = subprocess.Popen([sys.executable, "-m", "host_spec.host.cli.main", "team", "serve", "--data-dir", str(data)],
@@ -396,3 +396,30 @@ def test_a_team_run_by_another_process_is_followed_live_from_the_store(page: Any
     finally:
         team.close()
         assert "dsh: interrupted" in serve.close()
+
+
+def test_the_user_answers_a_permission_ask_from_its_card(tmp_path: Path, page: Any) -> None:
+    """The Permissions card: an open ask shows its call with Allow/Always/Deny; the answer reaches the member once."""
+    from dsh_team.web.plugin import Panel
+    from test_web_permissions import open_run
+
+    thread = LoopThread()
+    host, lead = thread.call(open_run(tmp_path / "data"))
+    try:
+        page.goto(host.service(Panel).url)
+        page.wait_for_selector('[data-ask="ask-1"][data-status="open"] [data-answer="allow"]', timeout=WAIT_MS)
+        assert "list_agents {}" in page.inner_text('[data-ask="ask-1"]')
+        page.fill("#ask-reason", "go on")
+        page.click('[data-ask="ask-1"] [data-answer="allow"]')
+        _until(page, "() => document.querySelector('#ask-result').textContent.includes('ask-1: allow by you')")
+        page.wait_for_selector('[data-ask="ask-1"][data-status="allow"]', timeout=WAIT_MS)
+        assert page.locator('[data-ask="ask-1"] [data-answer]').count() == 0  # answered: no buttons
+        assert "allow by user: go on" in page.inner_text('[data-ask="ask-1"]')
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "permissions-card.png"), full_page=True)
+        thread.call(lead.when_idle())
+    finally:
+        thread.call(host.close())
+        thread.stop()
+    results = [e.value() for e in lead.session.events if e.type == "tool/result"]
+    assert [r.get("is_error", False) for r in results] == [False]  # the call ran once it was allowed

@@ -1,4 +1,9 @@
-"""bash: cwd, exit codes, capped output, clean environment, and process-group kills (checked by pid)."""
+"""bash: cwd, exit codes, capped output, clean environment, and process-group kills (checked by pid).
+
+The pid checks run under the ``full`` policy (no sandbox): inside the sandbox a
+command sees its own pid namespace, so a pid it prints means nothing outside.
+What the sandbox leaves behind is checked in ``tests/sandbox`` by command line.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from kit_waits import until
-from workspace_kit import agent_in, call, open_host
+from workspace_kit import agent_in, call, open_host, sandboxed
 
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
@@ -52,8 +57,11 @@ def ws(tmp_path: Path) -> Path:
     return path
 
 
-async def bash(tmp_path, ws, *requests, config=None, during=None):
-    host = await open_host(tmp_path / "data", config)
+FULL = {"policy": "full"}
+
+
+async def bash(tmp_path, ws, *requests, config=None, sandbox=None):
+    host = await open_host(tmp_path / "data", config, sandbox=sandbox)
     try:
         agent = await agent_in(host, ws)
         return [await call(host, agent, "bash", **arguments) for arguments in requests]
@@ -84,22 +92,25 @@ def test_capture_counts_exactly() -> None:
     assert capture.text() == "abcde\n[... 6 bytes of output omitted ...]\nlmnop"
 
 
-async def test_environment_has_no_model_api_keys(tmp_path, ws, monkeypatch) -> None:
+@pytest.mark.parametrize("sandbox", [FULL, None, {"env": ["HARMLESS_SETTING"]}], ids=["full", "default", "listed"])
+async def test_environment_has_no_model_api_keys(tmp_path, ws, monkeypatch, sandbox) -> None:
+    """Unsandboxed: the host's environment minus credentials. Sandboxed: an allowlist (plus the listed names)."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
     monkeypatch.setenv("ANTHROPIC_AUTH", "also-secret")
     monkeypatch.setenv("DSH_MODEL_TOKEN", "tok")
     monkeypatch.setenv("HARMLESS_SETTING", "visible")
-    (result,) = await bash(tmp_path, ws, {"command": "env"})
+    (result,) = await bash(tmp_path, ws, {"command": "env"}, sandbox=sandbox)
     output = result.value["output"]
     assert "sk-should-not-leak" not in output and "also-secret" not in output and "tok\n" not in output
-    assert "HARMLESS_SETTING=visible" in output
+    assert ("HARMLESS_SETTING=visible" in output) == (sandbox is not None)
+    assert "PATH=" in output
     assert clean_environment({"MY_SECRET": "1", "PATH": "/bin"}) == {"PATH": "/bin"}
 
 
 async def test_timeout_kills_the_whole_group(tmp_path, ws) -> None:
     pidfile = ws / "child.pid"
     command = f"sleep 300 & echo $! > {pidfile}; wait"
-    (result,) = await bash(tmp_path, ws, {"command": command, "timeout_ms": 1500})
+    (result,) = await bash(tmp_path, ws, {"command": command, "timeout_ms": 1500}, sandbox=FULL)
     assert result.code == "BASH_TIMEOUT" and "1500 ms" in result.message
     assert wait_gone(int(pidfile.read_text()))
 
@@ -107,7 +118,7 @@ async def test_timeout_kills_the_whole_group(tmp_path, ws) -> None:
 async def test_finished_command_leaves_no_background_process(tmp_path, ws) -> None:
     pidfile = ws / "bg.pid"
     (result,) = await bash(tmp_path, ws, {"command": f"(sleep 300 >/dev/null 2>&1 &) ; sleep 300 >/dev/null & "
-                                               f"echo $! > {pidfile}; echo started"})
+                                               f"echo $! > {pidfile}; echo started"}, sandbox=FULL)
     assert result.ok and result.value["output"] == "started\n"
     assert wait_gone(int(pidfile.read_text()))
 
@@ -118,7 +129,7 @@ async def test_timeout_above_the_maximum_is_invalid(tmp_path, ws) -> None:
 
 
 async def test_interrupt_and_cancel_kill_the_group(tmp_path, ws) -> None:
-    host = await open_host(tmp_path / "data")
+    host = await open_host(tmp_path / "data", sandbox=FULL)
     try:
         agent = await agent_in(host, ws)
         results = {}
@@ -152,7 +163,7 @@ async def test_a_process_that_leaves_the_group_does_not_hang_the_tool(tmp_path, 
     pidfile = ws / "escaped.pid"
     try:
         (result,) = await bash(tmp_path, ws, {"command": f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 60' & "
-                                                   f"sleep 0.5; echo done"})
+                                                   f"sleep 0.5; echo done"}, sandbox=FULL)
         assert result.ok and result.value["output"].endswith("done\n")
     finally:
         if pidfile.exists():
@@ -167,7 +178,7 @@ async def test_cancelling_the_turn_kills_the_running_command(tmp_path, ws) -> No
     pidfile = ws / "turn.pid"
     script = {"lead": [{"tool_calls": [{"name": "bash", "arguments": {
         "command": f"sleep 300 & echo $! > {pidfile}; wait"}}]}]}
-    host = await Host.open(tmp_path / "data", None, ScriptedModel.from_mapping(script))
+    host = await Host.open(tmp_path / "data", sandboxed(FULL), ScriptedModel.from_mapping(script))
     try:
         host.plugins.load("workspace", {})
         agent = await agent_in(host, ws)

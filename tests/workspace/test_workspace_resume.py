@@ -34,7 +34,7 @@ TIMEOUT_S = 120
 def script(tmp: Path) -> Path:
     steps = {"lead": [
         {"tool_calls": [{"name": "read_file", "arguments": {"path": "greet.py"}}]},
-        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo $$ > ../bash.pid; exec sleep 300"}}]},
+        {"tool_calls": [{"name": "bash", "arguments": {"command": "echo $$ > bash.started; exec sleep 300"}}]},
         {"tool_calls": [{"name": "edit_file", "arguments": {
             "path": "greet.py", "old_string": "Hello", "new_string": "Hi"}}]},
         {"text": "done"},
@@ -61,7 +61,7 @@ def crash_during_bash(tmp: Path) -> tuple[Path, Path, Path]:
     model = f"scripted:{script(tmp)}"
     run = subprocess.Popen(dsh("run", "--model", model, "--data-dir", str(data), "--workspace", str(ws), "go"),
                            env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    pidfile = tmp / "bash.pid"
+    pidfile = ws / "bash.started"  # in the workspace: the sandbox lets the command write nowhere else
     deadline = time.monotonic() + TIMEOUT_S
     try:
         while not (pidfile.exists() and pidfile.read_text().strip()):
@@ -73,10 +73,7 @@ def crash_during_bash(tmp: Path) -> tuple[Path, Path, Path]:
         run.wait(TIMEOUT_S)
         if run.stderr:
             run.stderr.close()
-    try:
-        os.killpg(int(pidfile.read_text()), signal.SIGKILL)  # the crashed host could not clean up after itself
-    except ProcessLookupError:
-        pass
+    # Nothing to clean up: the sandbox dies with its parent (bubblewrap's --die-with-parent).
     return ws, data, tmp / "script.json"
 
 

@@ -15,6 +15,8 @@ import attrs
 
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
+from host_spec.host.plugins.profiles import Profile
+from host_spec.host.sandbox.policy import load_settings
 from host_spec.records import AbortSignal
 
 
@@ -31,8 +33,15 @@ class Outcome:
         return self.code is None
 
 
-async def open_host(data: Path, config: dict[str, Any] | None = None, *, team: bool = False) -> Host:
-    host = await Host.open(data, None, ScriptedModel.from_mapping({}))
+def sandboxed(sandbox: dict[str, Any]) -> Profile:
+    """A profile with no plugins and the given ``[sandbox]`` table (``{"policy": "full"}``: unsandboxed)."""
+    return Profile(name="test-sandbox", plugins=(), sandbox=load_settings(sandbox))
+
+
+async def open_host(data: Path, config: dict[str, Any] | None = None, *, team: bool = False,
+                    sandbox: dict[str, Any] | None = None) -> Host:
+    """A host with the workspace plugin; ``sandbox`` is its ``[sandbox]`` table (default: workspace-write)."""
+    host = await Host.open(data, None if sandbox is None else sandboxed(sandbox), ScriptedModel.from_mapping({}))
     if team:
         host.plugins.load("dsh-team", {})
     host.plugins.load("workspace", config or {})

@@ -93,6 +93,8 @@ function render() {
   renderWrites(doc);
   renderCosts(doc);
   renderControls(doc);
+  renderWorktrees(doc);
+  renderPermissions(doc);
   renderTimeline(doc);
 }
 
@@ -149,6 +151,51 @@ function renderControls(doc) {
     el("td", { class: "mono tail" }, r.failed_check ? `${r.failed_check} ${r.ended}${(r.tail || "").trim() ? ": " + r.tail.trim().split("\n").pop() : " (no output)"}` : ""))));
   $("controls-failure").hidden = !controls.failure;
   $("controls-failure").textContent = controls.failure ? `controls fold failed: ${controls.failure}` : "";
+}
+
+function renderWorktrees(doc) {
+  const section = doc.worktrees;
+  $("worktrees-card").hidden = !section;
+  if (!section) return;
+  const known = (value, text) => (value === null || value === undefined ? "—" : text);
+  $("worktrees").tBodies[0].replaceChildren(...section.worktrees.map((w) => el("tr", { "data-worktree": w.member },
+    el("td", {}, w.member), el("td", { class: "mono" }, w.branch),
+    el("td", { "data-ahead": known(w.ahead, String(w.ahead)) }, known(w.ahead, `${w.ahead} commit(s)`)),
+    el("td", {}, known(w.exists, w.exists ? (w.dirty ? "yes, uncommitted changes" : "yes") : "removed")))));
+  $("merges").tBodies[0].replaceChildren(...section.merges.map((m) => el("tr", { "data-merge": m.task_id, "data-phase": m.phase },
+    el("td", { class: "mono" }, m.task_id), el("td", {}, m.member),
+    el("td", { class: "mono" }, `${m.fast_forward ? "fast-forward" : "merge commit"} ${m.old.slice(0, 10)}..${m.new.slice(0, 10)}`),
+    el("td", {}, m.phase))));
+
+function renderPermissions(doc) {
+  const permissions = doc.permissions;
+  $("permissions-card").hidden = !permissions;
+  if (!permissions) return;
+  const steerable = doc.live && !doc.read_only && panel.at === null;
+  $("asks").tBodies[0].replaceChildren(...permissions.asks.map((a) => el("tr", { "data-ask": a.ask_id, "data-status": a.status },
+    el("td", { class: "mono" }, a.ask_id), el("td", {}, a.member),
+    el("td", { class: "mono" }, `${a.tool} ${a.arguments}`), el("td", { class: "mono" }, a.rule),
+    el("td", {}, a.status === "open" ? `open${a.route === "lead" ? " (asked of the Lead)" : ""}`
+      : `${a.status}${a.always ? " always" : ""} by ${a.by}${a.reason ? `: ${a.reason}` : ""}`),
+    el("td", {}, ...(steerable && a.status === "open" ? [
+      el("button", { type: "button", class: "small", "data-answer": "allow", onclick: () => answerAsk(a.ask_id, "allow") }, "Allow"),
+      el("button", { type: "button", class: "small", "data-answer": "always", onclick: () => answerAsk(a.ask_id, "always") }, "Always"),
+      el("button", { type: "button", class: "small", "data-answer": "deny", onclick: () => answerAsk(a.ask_id, "deny") }, "Deny"),
+    ] : [])))));
+  $("permissions-failure").hidden = !permissions.failure;
+  $("permissions-failure").textContent = permissions.failure ? `permissions fold failed: ${permissions.failure}` : "";
+}
+
+async function answerAsk(askId, answer) {
+  const box = $("ask-result");
+  try {
+    const result = await api(`/api/permissions/${encodeURIComponent(askId)}`, { answer, reason: $("ask-reason").value });
+    if (result.ok) { show(box, "ok", `${askId}: ${result.value.decision}${result.value.always ? " always" : ""} by you`); $("ask-reason").value = ""; }
+    else show(box, "rejected", `Rejected (${result.error.reason || result.error.code}): ${result.error.message}`);
+  } catch (error) {
+    // Not retried: the answer may have been recorded. The table shows the truth.
+    show(box, "transport", `Transport failure (${error.code}): check the ask's status before answering again.`);
+  }
 }
 
 async function decidePlan(member, plan) {

@@ -28,7 +28,7 @@ from host_spec.records import AbortSignal, CancelCause
 from host_spec.host.agents.context import Conversation
 from host_spec.host.agents.inbox import NEXT_STEP, NEXT_TURN, Inbox, Target
 from host_spec.host.agents.loop import drive
-from host_spec.host.agents.repair import append_closers, fold_tail
+from host_spec.host.agents.repair import HeldCall, append_closers, fold_tail
 
 if TYPE_CHECKING:
     from host_spec.protocols import AgentStatus, Session
@@ -107,6 +107,14 @@ class Agent:
         state = fold_tail(session.events)
         self.repaired = append_closers(session, state, agent_id=session.id)
         self.turn = state.last_turn
+        #: The open turn's calls whose permission ask was open when the host stopped:
+        #: ``(turn, step, calls)``; the driver continues that turn first (see ``repair``).
+        self.held: tuple[int, int, tuple[HeldCall, ...]] | None = None
+        #: Their call ids: the permission gate asks again for these without a new ``asked`` mark.
+        self.held_asks: frozenset[str] = frozenset(call.call_id for call in state.held)
+        if state.held:
+            self.held = (state.last_turn, state.step, tuple(state.held))
+            self.repaired += len(state.held)  # the run continues (a resume notice wakes it)
         self._inbox = Inbox(session, inbox)
 
     def __repr__(self) -> str:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from host_spec.host.agents.context import Conversation
     from host_spec.host.agents.inbox import Inbox
+    from host_spec.host.agents.repair import HeldCall
     from host_spec.host.agents.runtime import AgentRuntime
 
 __all__ = ["DrivenAgent"]
@@ -32,6 +33,8 @@ class DrivenAgent(Agent, Protocol):
 
     runtime: AgentRuntime
     turn: int
+    #: ``(turn, step, calls)`` of an open turn whose calls wait on a permission ask (see ``repair``).
+    held: tuple[int, int, tuple[HeldCall, ...]] | None
 
     @property
     def inbox(self) -> Inbox:

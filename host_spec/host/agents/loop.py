@@ -14,6 +14,11 @@ One driver task runs per active agent (started by :meth:`Agent.wake`)::
             otherwise claim the next-step items and go on
         turn/end {reason} (always)
 
+A turn a crash left open on calls whose permission ask was open (``agent.held``,
+see :mod:`.repair`) is continued before anything else: its held calls are asked
+again and run once allowed, their results close the step, and the turn goes on
+with the next model call.
+
 The checkpoint before each model call and each tool body makes everything the
 model or a tool could act on durable first, so a crash never loses an accepted
 message and crash repair can tell a started tool call from an unstarted one.
@@ -36,7 +41,7 @@ from host_spec.records import AbortSignal, ToolSpec
 from host_spec.host.store.context import current_cause
 from host_spec.host.models.adapter import ModelRequest, parse_reply
 from host_spec.host.agents.compaction import SUMMARY_SYSTEM, compaction_record, plan_compaction, with_brief
-from host_spec.host.agents.tool_step import bound_calls, run_tool_calls
+from host_spec.host.agents.tool_step import bound_calls, run_held_calls, run_tool_calls
 
 if TYPE_CHECKING:
     from host_spec.host.agents.driven import DrivenAgent
@@ -73,9 +78,9 @@ async def drive(agent: DrivenAgent) -> None:
         while True:
             if agent.signal.aborted and not agent.take_latch():
                 break
-            if not agent.inbox.has_pending():
+            if agent.held is None and not agent.inbox.has_pending():
                 break
-            if _refused(agent, agent.turn + 1, 1) is not None:
+            if agent.held is None and _refused(agent, agent.turn + 1, 1) is not None:
                 break  # nothing claimed, nothing written: the pending items wait
             await run_turn(agent)
     except Exception:
@@ -113,13 +118,21 @@ def _aborted_reason(agent: DrivenAgent) -> dict[str, Any]:
 async def run_turn(agent: DrivenAgent) -> None:
     """One turn, always closed with ``turn/end`` (completed, aborted or error)."""
     session, signal = agent.session, agent.signal
-    agent.turn += 1
-    turn = agent.turn
-    session.append(EventType.TURN_START, TurnStart(turn=turn))
+    held, agent.held = agent.held, None
+    if held is None:
+        agent.turn += 1
+        turn, step = agent.turn, 0
+        session.append(EventType.TURN_START, TurnStart(turn=turn))
+    else:
+        turn, step, calls = held
     reason: dict[str, Any] = {"kind": "completed"}
-    step = 0
     try:
-        while True:
+        if held is not None:
+            try:
+                await run_held_calls(agent, calls, turn=turn, step=step, signal=signal)
+            finally:
+                session.append(EventType.STEP_END, StepMark(turn=turn, step=step))
+        while held is None or not signal.aborted:
             refusal = _refused(agent, turn, step + 1) if step else None
             if refusal is not None:
                 reason = _error_reason(refusal)  # the next step's items stay pending

@@ -30,8 +30,9 @@ from host_spec.host.agents.tools import error_result
 
 if TYPE_CHECKING:
     from host_spec.host.agents.driven import DrivenAgent
+    from host_spec.host.agents.repair import HeldCall
 
-__all__ = ["run_tool_calls", "batches", "bound_calls", "ABORTED_BEFORE_DISPATCH_TEXT", "DEFAULT_MAX_ARGUMENT_BYTES"]
+__all__ = ["run_tool_calls", "run_held_calls", "batches", "bound_calls", "ABORTED_BEFORE_DISPATCH_TEXT", "DEFAULT_MAX_ARGUMENT_BYTES"]
 
 ABORTED_BEFORE_DISPATCH_TEXT: Final = "tool call aborted before dispatch"
 #: Bound on a call's raw arguments for tools that declare none.
@@ -138,3 +139,35 @@ async def run_tool_calls(
                 except Exception:
                     break  # the session refuses appends; crash repair closes it on resume
         raise
+
+
+async def run_held_calls(
+    agent: DrivenAgent, calls: Sequence[HeldCall], *, turn: int, step: int, signal: AbortSignal
+) -> None:
+    """Finish the calls a crash left waiting on their permission ask, one by one, in model order.
+
+    Their ``tool/call`` records and ``asked`` marks are on record already; each is
+    executed again through the registry, whose permission gate finds the recorded
+    ask (never asking twice) and runs the body only once it is allowed. A failure
+    to record closes the remaining calls the way :func:`run_tool_calls` does.
+    """
+    session = agent.session
+    answered: set[str] = set()
+    try:
+        await session.flush()  # checkpoint: the closers and what woke the agent are durable before it waits
+        for call in calls:
+            if signal.aborted:
+                break
+            message = await agent.runtime.tools.execute(
+                agent, call.call_id, call.name, call.arguments, signal, turn=turn, step=step
+            )
+            session.append(EventType.TOOL_RESULT, message)
+            answered.add(call.call_id)
+    finally:
+        for call in calls:
+            if call.call_id not in answered:
+                code, text = "ABORTED_BEFORE_DISPATCH", ABORTED_BEFORE_DISPATCH_TEXT
+                try:
+                    session.append(EventType.TOOL_RESULT, error_result(call.call_id, call.name, code, text, turn=turn, step=step))
+                except Exception:
+                    break  # the session refuses appends; crash repair closes it on resume

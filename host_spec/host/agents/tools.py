@@ -17,7 +17,7 @@ import attrs
 import msgspec
 import structlog
 
-from host_spec.errors import DshError
+from host_spec.errors import DshError, coded_leaves
 from host_spec.events import Cause, json_encode
 from host_spec.messages import ToolResultMessage, text_block
 from host_spec.records import AbortSignal, Handle, ToolCall, ToolSpec
@@ -101,6 +101,10 @@ class ToolRegistry:
     #: ``await placement.run_tool(agent, name, call_id, raw, signal, turn=, step=)``
     #: returns the result, or ``None`` to run the call here. Asked after ``pre_call``.
     placement: Any = None
+    #: The host's permission gate (:class:`~host_spec.host.agents.permission_gate.PermissionGate`):
+    #: ``await permissions.check(agent, call_id, name, raw, signal, turn=, step=)`` returns a
+    #: refusal, or ``None`` to go on. Asked first, before ``pre_call``.
+    permissions: Any = None
     #: Scope -> the only tool names its agent may use (a role's allowlist).
     _allowed: dict[Scope, frozenset[str]] = attrs.field(factory=dict, init=False)
 
@@ -175,6 +179,10 @@ class ToolRegistry:
         cause = Cause(agent_id=agent.id if agent is not None else None, call_id=call_id, tool=name)
         try:
             with cause_scope(cause):
+                if self.permissions is not None:
+                    refusal = await self.permissions.check(agent, call_id, name, raw, signal, turn=turn, step=step)
+                    if refusal is not None:
+                        return refusal
                 if self.pre_call is not None:
                     self.pre_call(agent, name)
                 if self.placement is not None:
@@ -185,6 +193,10 @@ class ToolRegistry:
         except DshError as exc:
             return error_result(call_id, name, exc.code, exc.message, turn=turn, step=step)
         except Exception as exc:
+            coded = coded_leaves(exc)
+            if coded:  # a group of coded failures (a creation and its failure record both refused): still coded
+                message = "; ".join(leaf.message for leaf in coded)
+                return error_result(call_id, name, coded[0].code, message, turn=turn, step=step)
             if signal.aborted:
                 return error_result(call_id, name, "ABORTED", "tool call aborted", turn=turn, step=step)
             log.exception("tool failed", tool=name, call_id=call_id)

@@ -108,11 +108,14 @@ class ContinuationManager(Lineage):
         name: str | None = None,
         notify: bool = True,
         model: str | None = None,
+        cwd: str | None = None,
     ) -> tuple[str, str]:
         """Create a child and durably admit its first prompt.
 
         ``model``: the child's model spec (kept in its descriptor, so a cold resume uses
         it again); ``None``: the profile's ``[models]`` pattern, else the parent's.
+        ``cwd``: the child's workspace root (its header's ``cwd``, so a cold resume
+        acts there again); ``None``: the parent's.
 
         Order: descriptor (``subagent/descriptor`` v2) -> agent -> the prompt enters the
         next-turn inbox (source ``{"kind": "user"}``) -> flush of the child session ->
@@ -146,7 +149,8 @@ class ContinuationManager(Lineage):
             async with self._lock(child_id):
                 self._check_live(parent, code="PARENT_UNAVAILABLE")
                 self._check_admission(parent)
-                return await self._materialize(child_id, chosen, label, name, blocks, parent, signal, notify, model)
+                return await self._materialize(child_id, chosen, label, name, blocks, parent, signal, notify, model,
+                                               cwd)
         finally:
             self._reserved.discard(child_id)
             self._busy -= 1
@@ -163,6 +167,7 @@ class ContinuationManager(Lineage):
         signal: AbortSignal | None,
         notify: bool,
         model: str | None = None,
+        cwd: str | None = None,
     ) -> tuple[str, str]:
         header = parent.session.header
         seed = provider.prepare(parent)
@@ -172,7 +177,7 @@ class ContinuationManager(Lineage):
                 parent_session=parent.id,
                 seed=seed,
                 origin="subagent",
-                cwd=header.cwd,
+                cwd=header.cwd if cwd is None else cwd,
                 delegation_depth=header.delegation_depth + 1,
             )
         except (SessionExistsError, SessionLockedError) as exc:  # created meanwhile, e.g. by another process

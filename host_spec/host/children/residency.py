@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from host_spec.errors import SubagentError
+from host_spec.errors import DshError, SubagentError
 from host_spec.messages import user_message
 from host_spec.records import CancelCause
 
@@ -54,9 +54,16 @@ def _clean_context() -> contextvars.Context:
 
 
 def log_release_failure(task: asyncio.Future[None]) -> None:
-    """Done-callback of a background release: its failure is logged, since nobody awaits it."""
-    if not task.cancelled() and task.exception() is not None:
-        log.error("subagent.release_failed", exc_info=task.exception())
+    """Done-callback of a background release: its failure is logged, since nobody awaits it.
+
+    A coded failure (a store or fencing error) is told on one line with its code;
+    only a bug keeps its traceback.
+    """
+    failure = None if task.cancelled() else task.exception()
+    if isinstance(failure, DshError):
+        log.error("subagent.release_failed", code=failure.code, error=failure.message)
+    elif failure is not None:
+        log.error("subagent.release_failed", exc_info=failure)
 
 
 class Residency:

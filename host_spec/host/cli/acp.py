@@ -22,10 +22,11 @@ import argparse
 from importlib import metadata
 from typing import Any
 
-from host_spec.host.cli.extensions import CliEnvironment
-from host_spec.host.cli.usage import CliError
+from host_spec.extras import require
 
-__all__ = ["add_parser", "run", "extra_not_installed"]
+from host_spec.host.cli.extensions import CliEnvironment
+
+__all__ = ["add_parser", "run"]
 
 
 def add_parser(commands: Any, env: CliEnvironment) -> None:
@@ -41,22 +42,13 @@ def add_parser(commands: Any, env: CliEnvironment) -> None:
     env.add_data_dir(sub)
 
 
-def extra_not_installed(extra: str, module: str) -> CliError:
-    """The error of a command whose optional extra is missing (one place, so it can become a shared one)."""
-    return CliError(f"this command needs the {extra} extra ({module} is not installed): "
-                    f"pip install 'dsh-team[{extra}]'", code="EXTRA_NOT_INSTALLED")
-
-
 async def run(args: argparse.Namespace) -> int:
     """``dsh acp``: serve until the editor closes the connection; exit status 0.
 
     Raises:
-        CliError: ``EXTRA_NOT_INSTALLED`` without the ``acp`` extra.
+        ExtraNotInstalledError: ``EXTRA_NOT_INSTALLED`` without the ``acp`` extra.
     """
-    try:
-        import acp  # noqa: F401  (the SDK of the acp extra)
-    except ImportError:
-        raise extra_not_installed("acp", "agent-client-protocol") from None
+    require("acp", extra="acp", feature="dsh acp")  # the agent-client-protocol SDK
     from host_spec.host.acp.server import serve
     from host_spec.host.acp.session import AcpOptions
 

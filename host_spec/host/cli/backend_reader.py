@@ -18,7 +18,7 @@ from host_spec.cli import SessionFollower, StoredLog
 from host_spec.errors import SessionNotFoundError
 from host_spec.events import SessionHeader
 
-from host_spec.host.store.postgres.link import redact
+from host_spec.host.redaction import redact_url
 
 __all__ = ["BackendReader"]
 
@@ -32,7 +32,7 @@ class BackendReader:
     @property
     def root(self) -> Path:
         """Where the logs live, for messages (the store's URL without its password)."""
-        return Path(redact(self.store.url))
+        return Path(redact_url(self.store.url))
 
     def list_ids(self) -> list[str]:
         return list(self.store.list_ids())
@@ -52,7 +52,7 @@ class BackendReader:
         """
         found = self.roots()
         if not found:
-            raise SessionNotFoundError(f"no root session stored in {redact(self.store.url)}")
+            raise SessionNotFoundError(f"no root session stored in {redact_url(self.store.url)}")
         return found[-1]
 
     def read(self, session_id: str, *, salvage: bool = False) -> StoredLog:

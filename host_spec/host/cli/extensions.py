@@ -23,11 +23,11 @@ from typing import Any
 import attrs
 
 from host_spec.cli import CLI_ENTRY_POINT_GROUP, StoredLog
-from host_spec.errors import SessionCorruptError, SessionNotFoundError
+from host_spec.errors import DshError, SessionCorruptError, SessionNotFoundError
 from host_spec.events import Event, SessionHeader, encode_data
 from host_spec.storage import SessionLog
 
-from host_spec.host.cli.run_settings import decode_settings, lookup
+from host_spec.host.cli.run_settings import RunSettings, decode_settings, lookup
 from host_spec.host.plugins.profiles import load_profile
 from host_spec.host.store.jsonl_format import parse_header, parse_log
 from host_spec.host.store.jsonl import JsonlStore
@@ -172,10 +172,40 @@ class CliEnvironment:
         """A read-only reader (``host_spec.cli.SessionReader``) of the chosen store."""
         url = chosen_store(self.store_flag)
         if url is not None:
+            backend = open_backend(url)  # first: it names the postgres extra when it is missing
             from host_spec.host.cli.backend_reader import BackendReader
 
-            return BackendReader(open_backend(url))
+            return BackendReader(backend)
         return StoreReader(JsonlStore(self.check_data_dir(Path(data_dir), create=False)))
+
+    def worktrees(self) -> Any:
+        """The host's git worktrees (``host_spec.worktrees.Worktrees``), as the ``workspace`` plugin provides them."""
+        from host_spec.host.worktrees.git import GitWorktrees
+
+        return GitWorktrees()
+
+    def sandbox_policies(self, data_dir: Path, session_id: str, members: Sequence[str]) -> Mapping[str, str] | None:
+        """Each member's policy under the profile run ``session_id`` recorded (``None``: none readable)."""
+        settings = self._run_settings(data_dir, session_id)
+        if settings is None:
+            return None
+        try:
+            sandbox = load_profile(settings.profile).sandbox
+        except DshError:
+            return None
+        return {member: sandbox.policy_for(member).name for member in members}
+
+    def _run_settings(self, data_dir: Path, session_id: str) -> RunSettings | None:
+        """The profile and model run ``session_id`` recorded when it started (``None``: no readable record)."""
+        url = chosen_store(self.store_flag)
+        if url is None:
+            return lookup(self.check_data_dir(Path(data_dir), create=False), session_id)
+        shared: Any = open_backend(url)  # a shared store keeps run records (get_run)
+        try:
+            data = shared.get_run(session_id)
+        finally:
+            shared.close()
+        return decode_settings(data) if data is not None else None
 
     def open_appender(self, data_dir: Path, session_id: str) -> StoreAppender:
         """The chosen store's session ``session_id`` opened for writing, as a resume opens it."""
@@ -197,16 +227,7 @@ class CliEnvironment:
         A run with no readable record (started before records existed, or by another
         host) has no profile to name: its table is empty, so the plugin's defaults apply.
         """
-        url = chosen_store(self.store_flag)
-        if url is not None:
-            shared: Any = open_backend(url)  # a shared store keeps run records (get_run)
-            try:
-                data = shared.get_run(session_id)
-            finally:
-                shared.close()
-            settings = decode_settings(data) if data is not None else None
-        else:
-            settings = lookup(self.check_data_dir(Path(data_dir), create=False), session_id)
+        settings = self._run_settings(data_dir, session_id)
         if settings is None:
             return {}
         return load_profile(settings.profile).config(plugin) or {}

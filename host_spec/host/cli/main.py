@@ -12,6 +12,7 @@
     dsh team show [SESSION_ID]         # from an installed CLI extension (entry points "dsh.cli")
     dsh worker --store URL             # take over Teams of a shared store whose process died
     dsh acp --model llm:MODEL          # the Lead as an Agent Client Protocol agent for editors (stdio)
+    dsh demo [DIR]                     # the scripted demo team shipped in the package, then what it did
     dsh --version                      # dsh <version of the installed dsh-team distribution>
 
 Every subcommand takes ``--data-dir`` (default ``$DSH_DATA_DIR`` or ``./.dsh-data``).
@@ -21,8 +22,10 @@ the only module that configures structlog (to stderr; ``-v`` for more).
 
 Each built-in command lives in a module of its own (:mod:`~host_spec.host.cli.run_commands`,
 :mod:`~host_spec.host.cli.session_log`, :mod:`~host_spec.host.cli.plugins_list`,
-:mod:`~host_spec.host.cli.traces`); this module only assembles the parser and
-reports errors. Extension commands come from entry-point group ``dsh.cli``
+:mod:`~host_spec.host.cli.traces`, :mod:`~host_spec.host.cli.demo`); this module only
+assembles the parser and reports errors. Nothing it imports needs an optional extra:
+a command imports its extra's modules when it runs, after
+:func:`host_spec.extras.require`. Extension commands come from entry-point group ``dsh.cli``
 (:mod:`host_spec.cli`, :mod:`host_spec.host.cli.extensions`); their handlers return
 their own exit status and their errors are reported like the built-in commands'.
 """
@@ -35,18 +38,19 @@ import inspect
 import logging
 from importlib import metadata
 import sys
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from typing import Any
 
 import structlog
 
 from host_spec.cli import HANDLER_KEY
-from host_spec.errors import DshError
+from host_spec.errors import DshError, coded_leaves
 
-from host_spec.host.cli import acp, chat, plugins_list, run_commands, session_log, traces, worker
+from host_spec.host.cli import acp, chat, demo, plugins_list, run_commands, session_log, traces, worker
 from host_spec.host.cli.output import reader_gone
 from host_spec.host.cli.extensions import CliEnvironment, Extension, discover_extensions, register_extensions
 from host_spec.host.cli.usage import check_data_dir, default_data_dir
+from host_spec.host.redaction import redact_url
 
 __all__ = ["DISTRIBUTION", "main", "build_parser", "version"]
 
@@ -81,6 +85,7 @@ def build_parser(
     chat.add_parser(commands, env)
     worker.add_parser(commands)
     acp.add_parser(commands, env)
+    demo.add_parser(commands)
     register_extensions(commands, env, discover_extensions() if extensions is None else extensions)
     return parser
 
@@ -95,10 +100,32 @@ class _Stderr:
         sys.stderr.flush()
 
 
+def _coded_in_one_line(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """A log line's coded error (a ``DshError``, a group of them, an ``OSError``) as ``error="CODE: message"``.
+
+    A store or fencing error is an operator's fact, not a bug: it reaches the user
+    on one line. An uncoded exception keeps its traceback; ``-v`` keeps them all.
+    """
+    given = event.get("exc_info")
+    failure = sys.exc_info()[1] if given is True else given[1] if isinstance(given, tuple) else given
+    if isinstance(failure, BaseException):
+        coded = coded_leaves(failure)
+        if coded:
+            text = "; ".join(f"{leaf.code}: {leaf.message}" for leaf in coded)
+        elif isinstance(failure, OSError):
+            text = f"{type(failure).__name__}: {failure}"
+        else:
+            return event
+        del event["exc_info"]
+        event["error"] = redact_url(" ".join(text.split()))
+    return event
+
+
 def _configure_logging(verbosity: int) -> None:
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG
+    one_line = [_coded_in_one_line] if verbosity <= 0 else []
     structlog.configure(
-        processors=[structlog.processors.add_log_level, structlog.dev.ConsoleRenderer(colors=False)],
+        processors=[structlog.processors.add_log_level, *one_line, structlog.dev.ConsoleRenderer(colors=False)],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(_Stderr()),  # type: ignore[arg-type]  # structlog wants a TextIO; _Stderr writes like one
         cache_logger_on_first_use=False,
@@ -119,6 +146,7 @@ _HANDLERS = {
     "chat": chat.run,
     "worker": worker.run,
     "acp": acp.run,
+    "demo": demo.run,
 }
 
 
@@ -153,10 +181,10 @@ def _main(argv: Sequence[str] | None, extensions: Sequence[Extension] | None,
     except BrokenPipeError:
         raise
     except DshError as exc:
-        print(f"dsh: {exc.code}: {exc.message}", file=sys.stderr)
+        print(f"dsh: {exc.code}: {redact_url(exc.message)}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"dsh: IO_ERROR: {exc}", file=sys.stderr)
+        print(f"dsh: IO_ERROR: {redact_url(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("dsh: interrupted", file=sys.stderr)

@@ -16,6 +16,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import attrs
+
 from host_spec.errors import PluginError
 from host_spec.host.plugins.discovery import discover
 from host_spec.host.plugins.profiles import load_profile
@@ -68,7 +70,7 @@ def describe(spec: str) -> dict[str, Any]:
         })
     return {"version": 1, "profile": profile.name, "description": profile.description,
             "sources": list(profile.sources), "plugins": plugins, "disabled": list(profile.disabled),
-            "models": dict(profile.models)}
+            "models": dict(profile.models), "sandbox": attrs.asdict(profile.sandbox)}
 
 
 def render(doc: Mapping[str, Any]) -> str:
@@ -90,6 +92,9 @@ def render(doc: Mapping[str, Any]) -> str:
     lines.append("Disabled: " + (", ".join(doc["disabled"]) or "(none)"))
     if doc["models"]:
         lines.append("Models: " + ", ".join(f"{pattern} -> {spec}" for pattern, spec in doc["models"].items()))
+    sandbox = doc["sandbox"]
+    lines.append(f"Sandbox: {sandbox['policy']}, network {'on' if sandbox['network'] else 'off'}"
+                 + "".join(f"; {pattern}: {json.dumps(override)}" for pattern, override in sandbox["members"].items()))
     return "\n".join(lines)
 
 

@@ -6,7 +6,10 @@ first (so it unloads last and prints to the end), optionally the Team panel
 completed, else 1. The last line on stderr is ``dsh: session ID``; when the root's
 last turn did not complete, one more line follows it, so a run never ends on a bare
 id: how the turn ended (an error's code and message) and the ``dsh resume`` command
-that continues it.
+that continues it. A run on a shared store whose Team another process took over
+(its lease claimed under a higher epoch) never ends as finished: it exits 2 with
+``SESSION_FENCED``, naming the holder that has the Team now, however its last turn
+ended.
 
 A new run claims a fresh root id under that session's lock and records its profile
 and model (:mod:`host_spec.host.cli.run_settings`) before the root does anything,
@@ -26,10 +29,19 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import quote
 
-from host_spec.errors import ModelError, SessionExistsError, SessionLockedError, SessionNotFoundError
+import attrs
+
+from host_spec.errors import (
+    ModelError,
+    SessionExistsError,
+    SessionFencedError,
+    SessionLockedError,
+    SessionNotFoundError,
+)
 from host_spec.events import EventType
 
 from host_spec.host.app import Host
+from host_spec.host.plugins.profiles import Profile, load_profile
 from host_spec.host.cli.extensions import CliEnvironment, StoreReader
 from host_spec.host.cli.run_settings import (
     RunSettings,
@@ -47,7 +59,7 @@ from host_spec.host.runs import agent_name
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.host.store.selection import chosen_store, open_backend
 
-__all__ = ["WEB_PLUGIN", "add_parsers", "resume", "run", "claim_root", "with_model_options"]
+__all__ = ["WEB_PLUGIN", "add_parsers", "resume", "run", "claim_root", "taken_over", "with_model_options"]
 
 #: Entry-point name of the browser panel ``--web`` loads after the profile's plugins.
 WEB_PLUGIN = "dsh-team-web"
@@ -76,6 +88,10 @@ def add_parsers(commands: Any, env: CliEnvironment) -> None:
         sub.add_argument("--watch-path", action="append", default=[], type=Path, metavar="PATH",
                          help="also watch PATH (repeatable); a change there reloads every plugin")
 
+    def keep(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--keep-worktrees", action="store_true",
+                         help="keep teammates' git worktrees when the Team ends, merged or not (worktree mode)")
+
     def web(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--web", nargs="?", const=0, default=None, type=_port, metavar="PORT",
                          help="serve the Team panel on 127.0.0.1 during the run (--web=PORT; default: any free port)")
@@ -92,6 +108,7 @@ def add_parsers(commands: Any, env: CliEnvironment) -> None:
     env.add_data_dir(run)
     web(run)
     watch(run)
+    keep(run)
     run.add_argument("prompt", help="the user's task")
 
     resume = commands.add_parser("resume", help="resume a stored session and finish its pending work",
@@ -104,6 +121,7 @@ def add_parsers(commands: Any, env: CliEnvironment) -> None:
     env.add_data_dir(resume)
     web(resume)
     watch(resume)
+    keep(resume)
     resume.add_argument("session_id", nargs="?", default=None, help="session to resume")
 
 
@@ -160,12 +178,28 @@ def ending(reason: dict[str, Any] | None, session_id: str, data_dir: Path) -> st
     return f"dsh: the run failed ({what}); resume it with: {command}"
 
 
+#: The Team plugin, whose ``keep_worktrees`` ``--keep-worktrees`` sets.
+TEAM_PLUGIN = "dsh-team"
+
+
+def kept_worktrees(name: str) -> Profile:
+    """Profile ``name`` with ``keep_worktrees = true`` in the Team plugin's table (``--keep-worktrees``)."""
+    profile = load_profile(name)
+    entries = tuple(
+        attrs.evolve(entry, config={**entry.config, "keep_worktrees": True}) if entry.name == TEAM_PLUGIN else entry
+        for entry in profile.plugins
+    )
+    return attrs.evolve(profile, plugins=entries)
+
+
 async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -> int:
     transcript = Transcript(write=transcript_line, fallback=agent_name)
     if isinstance(model, str):
         model = absolute_spec(model, prefix="scripted:")  # agents and child descriptors record it as well
     location = args.store_url if args.store_url is not None else args.data_dir
-    host = await Host.open(location, args.profile, model, extra_plugins=[("dsh-transcript", transcript)])
+    profile = kept_worktrees(args.profile) if args.keep_worktrees else args.profile
+    host = await Host.open(location, profile, model, extra_plugins=[("dsh-transcript", transcript)])
+    print(f"dsh: {host.sandbox.header()}", file=sys.stderr, flush=True)  # who runs sandboxed, and how
     try:
         if args.web is not None:  # after the profile's plugins: it unloads first, while the Team still runs
             host.plugins.load(WEB_PLUGIN, {"port": args.web})
@@ -176,16 +210,32 @@ async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -
                 await wait_for_stop()
         else:
             agent = await _start(host, args, model, session_id)
-        reason = _last_end(agent)
-        code = 0 if reason is None or reason.get("kind") == "completed" else 1
-        print(f"dsh: session {agent.id}", file=sys.stderr)
-        closing = ending(reason, agent.id, args.data_dir)
-        if closing is not None:
-            print(closing, file=sys.stderr)
-    finally:
+    except SessionFencedError as exc:
         await host.close()
+        raise taken_over(host) or exc from None
+    except BaseException:
+        await host.close()
+        raise
+    await host.close()  # before judging the run: closing may find the Team was taken over
     sys.stdout.flush()
-    return code
+    print(f"dsh: session {agent.id}", file=sys.stderr)
+    lost = taken_over(host)
+    if lost is not None:  # however the turn ended, a process that lost its Team did not finish it
+        raise lost
+    reason = _last_end(agent)
+    closing = ending(reason, agent.id, args.data_dir)
+    if closing is not None:
+        print(closing, file=sys.stderr)
+    return 0 if reason is None or reason.get("kind") == "completed" else 1
+
+
+def taken_over(host: Host) -> SessionFencedError | None:
+    """How ``host``'s store lost the Team to another holder (``SESSION_FENCED``, naming it), or ``None``.
+
+    Only a shared store's lease can be lost; an embedded store answers ``None``.
+    """
+    takeover = getattr(host.store, "takeover", None)
+    return takeover() if takeover is not None else None
 
 
 async def _start(host: Host, args: argparse.Namespace, model: Any, session_id: str | None) -> Any:

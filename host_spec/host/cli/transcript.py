@@ -23,6 +23,7 @@ import attrs
 from host_spec import hookimpl
 from host_spec.events import Event, EventType, json_encode
 from host_spec.messages import message_text
+from host_spec.permissions import TOOL_PERMISSION
 
 __all__ = ["Transcript", "render_event", "user_lines", "format_event"]
 
@@ -75,6 +76,12 @@ def render_event(name: str, event: Event) -> list[str]:
         value = event.value()
         return [f"{tag}(context compacted: {value.get('summarised')} messages summarised at "
                 f"~{value.get('estimated_tokens')} of {value.get('window')} tokens)"]
+    if event.type == TOOL_PERMISSION:
+        value = event.value()
+        if value.get("phase") == "asked":
+            return [f"{tag}permission needed for call {value.get('call_id')} (rule {value.get('rule')}): "
+                    "answer with /permit in dsh chat, on the web panel, or `dsh team permit` once the run stopped"]
+        return [f"{tag}permission {value.get('ask_id') or '(session rule)'} allowed by {value.get('by')}"]
     if event.type == EventType.TURN_END:
         reason = event.value().get("reason") or {}
         if reason.get("kind", "completed") != "completed":

@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from host_spec.errors import DshError
+from host_spec.extras import require
 from host_spec.host.plugins.watch import PluginWatcher
 
 __all__ = ["watching", "wait_for_stop", "visible_tools", "tool_changes"]
@@ -38,13 +38,9 @@ async def watching(host: Any, extra: Sequence[Path], write: Any = print) -> Asyn
     """Watch the host's plugins (and ``extra``) for the duration of the block.
 
     Raises:
-        DshError: ``WATCH_UNAVAILABLE`` when the ``watchfiles`` package is missing.
+        ExtraNotInstalledError: ``EXTRA_NOT_INSTALLED`` when ``watchfiles`` (the ``dev`` extra) is missing.
     """
-    try:
-        import watchfiles  # noqa: F401
-    except ImportError:
-        raise DshError("--watch needs the watchfiles package: pip install 'dsh-team[dev]'",
-                       code="WATCH_UNAVAILABLE") from None
+    require("watchfiles", extra="dev", feature="--watch")
     watcher = PluginWatcher(host.plugins, write, extra=extra, tool_counts=lambda: visible_tools(host),
                             compare=tool_changes)
     stop = asyncio.Event()

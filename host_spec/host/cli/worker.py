@@ -47,15 +47,19 @@ from typing import Any
 import attrs
 
 from host_spec.errors import DshError, SessionLockedError
+from host_spec.extras import require
+from host_spec.permissions import PermissionSettings
 
 from host_spec.host.app import Host
-from host_spec.host.cli.run_commands import _NoModel
+from host_spec.host.cli.run_commands import _NoModel, taken_over
 from host_spec.host.cli.run_settings import decode_settings
 from host_spec.host.cli.output import transcript_line
 from host_spec.host.cli.transcript import Transcript
 from host_spec.host.cli.usage import CliError
-from host_spec.host.placement.runner import MemberRunner, audits_plugin
 from host_spec.host.plugins.profiles import MCP_PLUGIN, PluginEntry, load_profile
+from host_spec.host.redaction import redact_url
+from host_spec.host.sandbox.policy import SandboxSettings
+from host_spec.host.sandbox.service import Sandbox
 from host_spec.host.runs import agent_name
 from host_spec.host.store.selection import STORE_ENV, chosen_store, open_backend
 
@@ -94,7 +98,7 @@ def _recorded(records: Any, root: str, args: argparse.Namespace) -> tuple[str, A
     return profile, model
 
 
-def _member_host_opener(store: Any, args: argparse.Namespace) -> Any:
+def _member_host_opener(store: Any, args: argparse.Namespace, audits_plugin: Any, store_url: str | None = None) -> Any:
     """``await open(root)``: a host for running Team ``root``'s members' calls here.
 
     It has the run's model (and the profile's member models) and, of the
@@ -109,8 +113,12 @@ def _member_host_opener(store: Any, args: argparse.Namespace) -> Any:
         checkout = args.workspace or (await asyncio.to_thread(store.header, root)).cwd
         kept = tuple(_on_checkout(e, checkout) if e.name == MCP_PLUGIN else e
                      for e in profile.plugins if e.name in ("workspace", MCP_PLUGIN))
-        profile = attrs.evolve(profile, plugins=kept)
-        return await Host.open(None, profile, model, extra_plugins=[("dsh-placement-audits", audits_plugin())])
+        # The call was checked against the permission rules (and asked, if need be) by the
+        # Lead's process before it was placed here: the worker runs what was allowed.
+        profile = attrs.evolve(profile, plugins=kept, permissions=PermissionSettings())
+        # The run's own sandbox policies: a member's calls are confined here as in the Lead's process.
+        return await Host.open(None, profile, model, extra_plugins=[("dsh-placement-audits", audits_plugin())],
+                               run_data=store_url)
 
     return open_host
 
@@ -134,31 +142,53 @@ async def _take_over(url: str, root: str, args: argparse.Namespace) -> None:
         records.close()
     transcript = Transcript(write=transcript_line, fallback=agent_name)
     host = await Host.open(url, profile, model, extra_plugins=[("dsh-transcript", transcript)])
+    outcome: str | None = None
     try:
         await host.resume(root)
-        print(f"dsh worker: team {root} is quiescent", file=sys.stderr, flush=True)
+        outcome = f"team {root} is quiescent"
     except SessionLockedError:
         pass  # another worker claimed it first
-    except DshError as exc:
-        print(f"dsh worker: team {root}: {exc.code}: {exc}", file=sys.stderr, flush=True)
+    except (DshError, OSError) as exc:
+        outcome = f"team {root}: {_one_line(exc)}"
     finally:
         await host.close()
         sys.stdout.flush()
+    lost = taken_over(host)
+    if lost is not None:  # it lost the Team again: say so instead of "quiescent"
+        outcome = f"team {root}: {_one_line(lost)}"
+    if outcome is not None:
+        print(f"dsh worker: {outcome}", file=sys.stderr, flush=True)
 
 
 def _forget(running: dict[str, asyncio.Task[None]], root: str) -> Any:
-    def done(_: asyncio.Task[None]) -> None:
+    """Done-callback of a takeover: drop it from ``running`` and tell its failure (nobody else awaits it)."""
+
+    def done(task: asyncio.Task[None]) -> None:
         running.pop(root, None)
+        failure = None if task.cancelled() else task.exception()
+        if failure is not None:
+            print(f"dsh worker: team {root}: {_one_line(failure)}", file=sys.stderr, flush=True)
 
     return done
+
+
+def _one_line(exc: BaseException) -> str:
+    """``CODE: message`` of a failure, on one line (a bug keeps its type's name instead of a code)."""
+    what = f"{exc.code}: {exc.message}" if isinstance(exc, DshError) else f"{type(exc).__name__}: {exc}"
+    return redact_url(" ".join(what.split()))
 
 
 async def run(args: argparse.Namespace) -> int:
     """Watch the store until SIGINT/SIGTERM; exit status 0.
 
     Raises:
+        ExtraNotInstalledError: ``EXTRA_NOT_INSTALLED`` without the ``postgres`` extra.
         CliError: ``CLI_USAGE`` when no shared store is named, or ``--max-teams`` is below 1.
+        SandboxUnavailable: ``SANDBOX_UNAVAILABLE``, the profile's policy needs a sandbox this machine cannot make.
     """
+    require("psycopg", extra="postgres", feature="dsh worker")
+    from host_spec.host.placement.runner import MemberRunner, audits_plugin  # the postgres extra: only here
+
     url = chosen_store(args.store)
     if url is None:
         raise CliError(f"dsh worker needs a shared store: --store postgresql://... or ${STORE_ENV}", code="CLI_USAGE")
@@ -168,19 +198,34 @@ async def run(args: argparse.Namespace) -> int:
     workspace = Path(args.workspace).resolve() if args.workspace is not None else None
     if workspace is not None and not workspace.is_dir():
         raise CliError(f"--workspace {args.workspace} is not a directory", code="CLI_USAGE")
+    # A worker that could not sandbox the calls it takes says so now, not at its first call
+    # (a --profile it cannot read fails each call instead, as it always did: the defaults are checked).
+    try:
+        settings = load_profile(args.profile or "headless").sandbox
+    except DshError:
+        settings = SandboxSettings()
+    Sandbox.for_run(settings, url).check()
     store: Any = open_backend(url)
+    try:
+        # Ready means connected: a refusal (STORE_AUTH, STORE_NOT_FOUND) fails here at once,
+        # an outage after the store's retry window, before the worker claims to watch anything.
+        await asyncio.to_thread(store.check)
+    except BaseException:
+        store.close()
+        raise
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, lambda: sys.exit(2) if stop.is_set() else stop.set())
     running: dict[str, asyncio.Task[None]] = {}
-    print(f"dsh worker: {store.holder} is watching the store", file=sys.stderr, flush=True)
+    print(f"dsh worker: {store.holder} is connected to {redact_url(url)} and is watching the store",
+          file=sys.stderr, flush=True)
     members = MemberRunner(store, max_members=args.max_members, workspace=workspace,
-                           open_host=_member_host_opener(store, args), linger_seconds=args.linger,
+                           open_host=_member_host_opener(store, args, audits_plugin, url), linger_seconds=args.linger,
                            say=lambda text: print(f"dsh worker: {text}", file=sys.stderr, flush=True))
     serving = asyncio.create_task(members.run(stop))
     try:
-        while not stop.is_set():
+        while not stop.is_set() and not serving.done():
             orphaned, upcoming = await asyncio.to_thread(store.orphaned_teams)
             for root in orphaned:
                 if root not in running and len(running) < args.max_teams:
@@ -188,18 +233,22 @@ async def run(args: argparse.Namespace) -> int:
                     task = running[root] = asyncio.create_task(_take_over(url, root, args))
                     task.add_done_callback(_forget(running, root))
             delay = args.poll if upcoming is None else min(args.poll, upcoming + 0.05)
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=delay)
-            except TimeoutError:
-                pass
-        if running:
-            await asyncio.gather(*running.values(), return_exceptions=True)
-        await serving
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait([stopping, serving], timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+    except asyncio.CancelledError:
+        for task in (serving, *running.values()):
+            task.cancel()
+        raise
     finally:
-        if not serving.done():
-            serving.cancel()
-            await asyncio.gather(serving, return_exceptions=True)
+        # However the loop ended (a signal, the store gone for good, the member runner failing),
+        # the running Teams finish and every task's outcome is collected: none is left unretrieved.
+        stop.set()
+        await asyncio.gather(serving, *running.values(), return_exceptions=True)
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(signum)
         store.close()
+    failure = None if serving.cancelled() else serving.exception()
+    if failure is not None:
+        raise failure
     return 0

@@ -25,6 +25,8 @@ import attrs
 from host_spec.config import structure_config
 from host_spec.errors import ConfigError
 
+from host_spec.host.redaction import url_credentials
+
 __all__ = [
     "CONFIG_PATH", "McpConfig", "ServerConfig", "load_config", "expand", "secrets_of", "effective_config",
 ]
@@ -59,6 +61,9 @@ class ServerConfig:
             ``MCP_TOOL_TIMEOUT`` (its effect on the server is then unknown).
         max_result_bytes: Largest tool result passed to the model; a larger one is cut.
         enabled: ``false`` keeps the table but starts nothing.
+        sandbox: A stdio server's sandbox policy instead of the profile's ``[sandbox]``
+            one (``full``: unsandboxed); its writable root is ``cwd`` (default: the host's).
+        network: Whether a sandboxed stdio server may use the network (default: the profile's).
     """
 
     type: Literal["stdio", "http", "sse"] | None = None
@@ -72,6 +77,8 @@ class ServerConfig:
     tool_timeout_ms: int = attrs.field(default=300_000, validator=_positive)
     max_result_bytes: int = attrs.field(default=100_000, validator=_positive)
     enabled: bool = True
+    sandbox: Literal["read-only", "workspace-write", "full"] | None = None
+    network: bool | None = None
 
     @property
     def transport(self) -> Literal["stdio", "http", "sse"]:
@@ -164,8 +171,8 @@ def expand(name: str, server: ServerConfig, environ: Mapping[str, str] | None = 
 def secrets_of(server: ServerConfig) -> tuple[str, ...]:
     """The values no error text or log line may show: env and header values, URL credentials."""
     values = [*server.env.values(), *server.headers.values()]
-    if server.url is not None and "@" in server.url.partition("//")[2].partition("/")[0]:
-        values.append(server.url.partition("//")[2].partition("/")[0].rpartition("@")[0])
+    if server.url is not None:
+        values.extend(url_credentials(server.url))
     # Longest first, so a secret containing another is scrubbed whole; short values would scrub noise.
     return tuple(sorted({value for value in values if len(value) >= 4}, key=len, reverse=True))
 

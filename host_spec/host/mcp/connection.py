@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import tempfile
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Final
@@ -28,6 +29,7 @@ import structlog
 from host_spec.host.mcp.config import ServerConfig, secrets_of
 from host_spec.host.mcp.errors import McpServerError, Scrubber, describe
 from host_spec.host.mcp.names import tool_name
+from host_spec.host.sandbox.service import Prepared, Sandbox
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -82,9 +84,11 @@ async def _with_headers(url: str, headers: dict[str, str]) -> AsyncIterator[Any]
 class Connection:
     """The session with one server (see the module docstring)."""
 
-    def __init__(self, name: str, config: ServerConfig) -> None:
+    def __init__(self, name: str, config: ServerConfig, sandbox: Sandbox | None = None) -> None:
         self.name = name
         self.config = config
+        self.sandbox = sandbox if sandbox is not None else Sandbox()
+        self._prepared: Prepared | None = None
         self.scrub = Scrubber(secrets_of(config))
         self.tools: list[ServerTool] = []
         #: What the server asks its clients to tell the model (``instructions``), scrubbed and bounded.
@@ -111,8 +115,13 @@ class Connection:
         config = self.config
         if config.transport == "stdio":
             assert config.command is not None
-            return StdioServerParameters(command=config.command, args=list(config.args), env=dict(config.env) or None,
-                                         cwd=config.cwd)
+            policy = self.sandbox.policy_for(None)  # a server is the profile's, not one member's
+            policy = attrs.evolve(policy, name=config.sandbox or policy.name,
+                                  network=policy.network if config.network is None else config.network)
+            cwd = config.cwd or os.getcwd()
+            self._prepared = prepared = self.sandbox.prepare(policy, cwd, [config.command, *config.args],
+                                                             env=config.env)
+            return StdioServerParameters(command=prepared.argv[0], args=prepared.argv[1:], env=prepared.env, cwd=cwd)
         assert config.url is not None
         if config.transport == "sse":
             from mcp.client.sse import sse_client
@@ -180,6 +189,8 @@ class Connection:
             self._fail(describe(exc) if not self._ready.is_set() else f"the connection was lost: {describe(exc)}")
         finally:
             self._client = None
+            if self._prepared is not None:
+                await self._prepared.release()
             self._ready.set()
             self._ended.set()
             self._stderr.close()

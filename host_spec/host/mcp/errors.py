@@ -4,7 +4,8 @@ A tool call that fails becomes an error *result* carrying the code, so the model
 can tell a server that died (``MCP_SERVER_DIED``: the call's effect is unknown)
 from a tool that answered with an error (``MCP_TOOL_ERROR``). Every text built
 from an exception or a server's stderr goes through :class:`Scrubber` first:
-configured ``env`` and ``headers`` values never reach a log line or a result.
+configured ``env`` and ``headers`` values never reach a log line or a result, nor does
+the password of any URL quoted (:func:`host_spec.host.redaction.redact_url`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any, Final
 
 from host_spec.errors import DshError
 
+from host_spec.host.redaction import redact_url
+
 __all__ = ["McpServerError", "Scrubber", "describe", "SCRUBBED"]
 
 SCRUBBED: Final = "[redacted]"
@@ -22,8 +25,7 @@ SCRUBBED: Final = "[redacted]"
 class McpServerError(DshError):
     """An MCP server could not serve a call, or its configuration cannot be used.
 
-    Codes: ``MCP_SDK_MISSING`` (the extra is not installed), ``MCP_SERVER_FAILED``
-    (it did not start), ``MCP_SERVER_UNAVAILABLE`` (it stopped earlier),
+    Codes: ``MCP_SERVER_FAILED`` (it did not start), ``MCP_SERVER_UNAVAILABLE`` (it stopped earlier),
     ``MCP_SERVER_DIED`` (it stopped during this call), ``MCP_TOOL_TIMEOUT``,
     ``MCP_TOOL_ERROR`` (the server answered with an error).
     """
@@ -40,7 +42,7 @@ class Scrubber:
     def __call__(self, text: str) -> str:
         for secret in self._secrets:
             text = text.replace(secret, SCRUBBED)
-        return text
+        return redact_url(text)  # a URL the server quotes (its own, another one) keeps no password either
 
     def deep(self, value: Any) -> Any:
         """``value`` (JSON builtins) with every string scrubbed: a server's answer may quote its env too."""

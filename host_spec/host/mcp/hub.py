@@ -23,6 +23,7 @@ import structlog
 from host_spec.host.mcp.config import ServerConfig
 from host_spec.host.mcp.connection import CLOSE_TIMEOUT_S, Connection
 from host_spec.host.mcp.errors import McpServerError
+from host_spec.host.sandbox.service import Sandbox
 
 __all__ = ["Hub"]
 
@@ -35,8 +36,8 @@ _START_SLACK_S: Final = 5.0
 class Hub:
     """One host's connections: started once, called from the host's loop, closed on unload."""
 
-    def __init__(self, servers: Mapping[str, ServerConfig]) -> None:
-        self.connections = {name: Connection(name, config) for name, config in servers.items()}
+    def __init__(self, servers: Mapping[str, ServerConfig], sandbox: Sandbox | None = None) -> None:
+        self.connections = {name: Connection(name, config, sandbox) for name, config in servers.items()}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="dsh-mcp", daemon=True)
         self._closed = False

@@ -26,6 +26,7 @@ import structlog
 
 from host_spec import hookimpl
 from host_spec.events import json_encode
+from host_spec.extras import require
 from host_spec.records import Handle, PromptSection, ToolSpec
 
 from host_spec.host.mcp.config import CONFIG_PATH, expand, load_config
@@ -33,6 +34,7 @@ from host_spec.host.mcp.config import effective_config as _effective_config
 from host_spec.host.mcp.connection import Connection, ServerTool
 from host_spec.host.mcp.errors import McpServerError, Scrubber
 from host_spec.host.mcp.hub import Hub
+from host_spec.host.sandbox.service import sandbox_of
 
 if TYPE_CHECKING:
     from host_spec.protocols import Agent, Host, PluginContext
@@ -59,13 +61,9 @@ def require_sdk() -> None:
     """Fail with a clear error when the MCP SDK (the ``mcp`` extra) is missing.
 
     Raises:
-        McpServerError: ``MCP_SDK_MISSING``.
+        ExtraNotInstalledError: ``EXTRA_NOT_INSTALLED``.
     """
-    try:
-        import mcp  # noqa: F401
-    except ImportError:
-        raise McpServerError("the profile configures MCP servers (mcp.servers) but the MCP SDK is not installed: "
-                             "pip install 'dsh-team[mcp]'", code="MCP_SDK_MISSING") from None
+    require("mcp", extra="mcp", feature="[mcp.servers] in the profile")
 
 
 def render(result: Any, limit: int, server: str, tool: str, scrub: Scrubber) -> dict[str, Any]:
@@ -179,7 +177,7 @@ def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
     servers = {name: expand(name, server) for name, server in config.servers.items() if server.enabled}
     if servers:
         require_sdk()
-    hub = Hub(servers)
+    hub = Hub(servers, sandbox_of(host))  # stdio servers run in the host's sandbox, like every command
     hub.start()
     ctx.own(Handle(hub.close_now, label="mcp:hub"))
     tools = McpTools(host, hub)

@@ -37,9 +37,14 @@ from contextlib import aclosing, closing
 from typing import Any, Final
 
 import attrs
-import llm
 
 from host_spec.errors import ModelError
+from host_spec.extras import require
+
+# Checked before llm is imported, so a missing extra is EXTRA_NOT_INSTALLED, not an ImportError.
+require("llm", extra="llm", feature="the llm: model kind (--model llm:...)")
+
+import llm  # noqa: E402
 from host_spec.protocols import ModelRequest
 
 from host_spec.host.models.llm_wire import (
@@ -226,7 +231,7 @@ def _lookup(name: str) -> Any:
                          "a model comes from an installed llm plugin)", code="MODEL_UNKNOWN") from None
     except ImportError as exc:
         raise ModelError(f"an llm plugin failed to load: {type(exc).__name__}: {exc} (fix or uninstall it, or "
-                         "choose the plugins to load with LLM_LOAD_PLUGINS=name,...)", code="MODEL_NOT_INSTALLED") from None
+                         "choose the plugins to load with LLM_LOAD_PLUGINS=name,...)", code="MODEL_LOAD_FAILED") from None
 
 
 def from_spec(argument: str) -> LlmModel:
@@ -235,7 +240,7 @@ def from_spec(argument: str) -> LlmModel:
     Raises:
         ModelError: ``MODEL_SPEC_INVALID`` for a bad spec or a model option the model
             refuses; ``MODEL_UNKNOWN`` for a model ``llm`` does not know;
-            ``MODEL_NOT_INSTALLED`` when an ``llm`` plugin fails to import;
+            ``MODEL_LOAD_FAILED`` when an ``llm`` plugin fails to import;
             ``MODEL_AUTH`` when the model needs a key and none is set (``llm``'s
             hint names the key and its variable, never a value).
     """

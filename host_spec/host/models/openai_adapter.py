@@ -31,9 +31,14 @@ from functools import partial
 from typing import Any, Final
 
 import attrs
-import openai
 
 from host_spec.errors import ModelError
+from host_spec.extras import require
+
+# Checked before the SDK is imported, so a missing extra is EXTRA_NOT_INSTALLED, not an ImportError.
+require("openai", extra="openai", feature="the openai: model kind (--model openai:...)")
+
+import openai  # noqa: E402
 from host_spec.protocols import ModelRequest
 
 from host_spec.host.agents.tools import schema

@@ -35,6 +35,7 @@ import attrs
 
 
 from host_spec.host.models.openai_wire import ToolMode
+from host_spec.host.redaction import redact_url
 from host_spec.host.models.retries import spec_error, spec_number
 
 __all__ = ["OpenAISettings", "parse_settings", "DEFAULT_KEY_ENV", "BASE_URL_ENV"]
@@ -68,7 +69,7 @@ class OpenAISettings:
 def _check_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise spec_error(f"base URL {url!r} must be an http:// or https:// URL")
+        raise spec_error(f"base URL {redact_url(url)!r} must be an http:// or https:// URL")
     if parts.username or parts.password:
         raise spec_error("base URL must not carry credentials; put the key in the variable named by api_key_env")
     return url

@@ -59,8 +59,10 @@ def resolve_spec(spec: str, *, factories: Mapping[str, Callable[[], Factory]] | 
 
     Raises:
         ModelError: ``MODEL_UNKNOWN`` for a kind no entry point serves (the message
-            lists the installed kinds), ``MODEL_NOT_INSTALLED`` when its entry point
-            cannot be imported (a missing extra); the factory's own error otherwise.
+            lists the installed kinds), ``MODEL_LOAD_FAILED`` when its entry point
+            cannot be imported; the factory's own error otherwise.
+        ExtraNotInstalledError: ``EXTRA_NOT_INSTALLED`` from a built-in kind whose
+            extra is missing (``openai:``, ``llm:``: their modules check it on import).
     """
     available = installed_factories() if factories is None else factories
     kind, sep, argument = spec.partition(":")
@@ -70,8 +72,8 @@ def resolve_spec(spec: str, *, factories: Mapping[str, Callable[[], Factory]] | 
     try:
         factory = available[kind]()
     except ImportError as exc:
-        hint = f" (pip install 'dsh-team[{kind}]')" if kind in ("openai", "llm") else ""
-        raise ModelError(f'model kind "{kind}" is not installed: {exc}{hint}', code="MODEL_NOT_INSTALLED") from None
+        raise ModelError(f'model kind "{kind}" failed to import: {type(exc).__name__}: {exc}',
+                         code="MODEL_LOAD_FAILED") from None
     adapter = factory(argument)
     if not callable(getattr(adapter, "complete", None)):
         raise ModelError(f'model kind "{kind}" returned {type(adapter).__name__}, not a model adapter', code="MODEL_UNKNOWN")

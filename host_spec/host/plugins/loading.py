@@ -122,7 +122,8 @@ class PluginLoading:
         Raises:
             PluginError: unknown name, already loaded, import failure, invalid hooks, or a
                 non-``DshError`` failure in ``dsh_plugin_loaded``.
-            DshError: a ``dsh_plugin_loaded`` failure with its own code (``ConfigError`` ...).
+            DshError: a ``DshError`` raised while importing the plugin (``EXTRA_NOT_INSTALLED``)
+                or by ``dsh_plugin_loaded``, with its own code (``ConfigError`` ...).
             In every case nothing of the plugin stays registered.
         """
         if name in self._loaded:
@@ -134,6 +135,8 @@ class PluginLoading:
                 raise PluginError(f'unknown plugin "{name}" (no entry point "{name}" in group "{ENTRY_POINT_GROUP}")')
             try:
                 plugin = ep.load()
+            except DshError:
+                raise  # a typed refusal at import (a missing extra: EXTRA_NOT_INSTALLED) keeps its code
             except Exception as exc:
                 raise PluginError(f'plugin "{name}" failed to import: {type(exc).__name__}: {exc}') from exc
         if module is None:

@@ -15,15 +15,25 @@ A profile is a built-in name (``headless``, ``agent-teams``; files in
     recent_share = 0.25             # share kept verbatim as recent turns
     [compaction.windows]            # model-spec pattern -> context window (tokens)
     "scripted:*" = 8000
+    [sandbox]                       # optional: how members' commands are sandboxed
+    policy = "workspace-write"      # read-only | workspace-write (default) | full (no sandbox)
+    [sandbox.members."review*"]     # member-name pattern -> its own policy / network
+    policy = "read-only"
     [mcp.servers.docs]              # optional: an MCP server every member gets the tools of
     command = "python"              # stdio (command/args/env), or url = "http://..." (streamable HTTP)
     args = ["docs_server.py"]
+    [permissions]                   # optional: which tool calls run, are asked about, or are refused
+    default = "ask"                 # "allow" (the built-in profiles) or "ask"
+    allow = ["bash(pytest *)", "read_file"]
+    deny = ["bash(rm *)"]
 
 A ``[models]`` entry gives every child whose name matches the pattern
 (``fnmatch``, first match in file order) its own model; other children keep their
 parent's. Later layers override an earlier layer's pattern and append new ones.
 ``[compaction]`` keys override an earlier layer's one by one (``windows`` per pattern);
 a model with no configured window compacts only if its adapter reports one.
+``[permissions]`` keys override an earlier layer's one by one (a layer's ``allow``
+list replaces the earlier list); see ``host_spec.permissions`` for the rules.
 ``[mcp.servers.NAME]`` tables replace an earlier layer's table of the same server
 and append new ones (``[mcp] files = [".mcp.json"]`` first adds a file's
 ``mcpServers``, paths relative to the profile file; the layer's own tables win); when any server is configured (and ``mcp`` is not disabled)
@@ -58,8 +68,10 @@ import attrs
 from host_spec import ENTRY_POINT_GROUP
 from host_spec.config import structure_config
 from host_spec.errors import ConfigError
+from host_spec.permissions import PermissionSettings, settings_from
 
 from host_spec.host.agents.window import CompactionSettings
+from host_spec.host.sandbox.policy import SandboxSettings, layered, load_settings
 
 __all__ = ["PluginEntry", "Profile", "builtin_profiles", "load_profile", "known_plugin_names", "MCP_PLUGIN"]
 
@@ -79,7 +91,9 @@ class _ProfileFile:
     models: dict[str, str] = attrs.Factory(dict)
     compaction: dict[str, Any] = attrs.Factory(dict)
     mcp: dict[str, Any] = attrs.Factory(dict)
+    permissions: dict[str, Any] = attrs.Factory(dict)
     store: dict[str, Any] = attrs.Factory(dict)  # [store] url: read by host_spec.host.store.selection
+    sandbox: dict[str, Any] = attrs.Factory(dict)  # [sandbox]: host_spec.host.sandbox.policy
 
 
 @attrs.frozen
@@ -102,6 +116,8 @@ class Profile:
         description: The description of the outermost file.
         models: Member-name pattern -> model spec, in match order.
         compaction: When the host compacts a model context.
+        sandbox: How members' commands are sandboxed (``[sandbox]``; keys layer one by one).
+        permissions: Which tool calls run, are asked about, or are refused.
     """
 
     name: str
@@ -111,6 +127,8 @@ class Profile:
     description: str = ""
     models: Mapping[str, str] = attrs.field(factory=lambda: MappingProxyType({}))
     compaction: CompactionSettings = attrs.Factory(CompactionSettings)
+    sandbox: SandboxSettings = attrs.Factory(SandboxSettings)
+    permissions: PermissionSettings = attrs.Factory(PermissionSettings)
 
     def names(self) -> tuple[str, ...]:
         return tuple(entry.name for entry in self.plugins)
@@ -175,8 +193,9 @@ def _check_known(name: str, known: Collection[str], label: str, path: str) -> No
 
 
 def _resolve(
-    spec: str, base_dir: Path | None, known: Collection[str], chain: tuple[Path, ...]
-) -> tuple[dict[str, Mapping[str, Any]], set[str], list[str], str, dict[str, str], dict[str, Any], dict[str, Any]]:
+    spec: str, base_dir: Path | None, known: Collection[str], chain: tuple[Path, ...], sandbox: dict[str, Any]
+) -> tuple[dict[str, Mapping[str, Any]], set[str], list[str], str, dict[str, str], dict[str, Any], dict[str, Any],
+           dict[str, Any]]:
     path = _locate(spec, base_dir).resolve()
     label = spec if not _is_path(spec) else str(path)
     if path in chain:
@@ -184,10 +203,10 @@ def _resolve(
         raise ConfigError(f"profile {label}: extends itself ({cycle})", path="extends")
     layer = _read(path, label)
     if layer.extends is not None:
-        plugins, disabled, sources, _, models, compaction, servers = _resolve(
-            layer.extends, path.parent, known, (*chain, path))
+        plugins, disabled, sources, _, models, compaction, servers, permissions = _resolve(
+            layer.extends, path.parent, known, (*chain, path), sandbox)
     else:
-        plugins, disabled, sources, models, compaction, servers = {}, set(), [], {}, {}, {}
+        plugins, disabled, sources, models, compaction, servers, permissions = {}, set(), [], {}, {}, {}, {}
     for index, name in enumerate(layer.disable):
         _check_known(name, known, label, f"disable[{index}]")
         if name in layer.plugins:
@@ -215,10 +234,24 @@ def _resolve(
             structure_config(CompactionSettings, compaction, "compaction")
         except ConfigError as exc:
             raise ConfigError(f"profile {label}: {exc.message}", path=exc.path) from None
+    if layer.sandbox:
+        merged = layered(sandbox, layer.sandbox)
+        try:
+            load_settings(merged)
+        except ConfigError as exc:
+            raise ConfigError(f"profile {label}: {exc.message}", path=exc.path) from None
+        sandbox.clear()
+        sandbox.update(merged)
     if layer.mcp:
         servers = {**servers, **_mcp_servers(layer.mcp, label, path.parent)}
+    if layer.permissions:
+        permissions = {**permissions, **layer.permissions}
+        try:
+            settings_from(permissions)
+        except ConfigError as exc:
+            raise ConfigError(f"profile {label}: {exc.message}", path=exc.path) from None
     sources.append(str(path))
-    return plugins, disabled, sources, layer.description, models, compaction, servers
+    return plugins, disabled, sources, layer.description, models, compaction, servers, permissions
 
 
 def _mcp_servers(table: Mapping[str, Any], label: str, base_dir: Path) -> dict[str, Any]:
@@ -256,7 +289,9 @@ def load_profile(spec: str | os.PathLike[str], *, known: Collection[str] | None 
     """
     spec = os.fspath(spec)
     names = known_plugin_names() if known is None else known
-    plugins, disabled, sources, description, models, compaction, servers = _resolve(spec, None, names, ())
+    sandbox: dict[str, Any] = {}
+    plugins, disabled, sources, description, models, compaction, servers, permissions = _resolve(
+        spec, None, names, (), sandbox)
     entries = tuple(PluginEntry(name, config) for name, config in plugins.items())
     if servers and MCP_PLUGIN not in disabled and MCP_PLUGIN not in plugins:
         entries = (PluginEntry(MCP_PLUGIN, MappingProxyType({"servers": servers})), *entries)
@@ -268,4 +303,6 @@ def load_profile(spec: str | os.PathLike[str], *, known: Collection[str] | None 
         description=description,
         models=MappingProxyType(models),
         compaction=structure_config(CompactionSettings, compaction, "compaction"),
+        sandbox=load_settings(sandbox),
+        permissions=settings_from(permissions),
     )

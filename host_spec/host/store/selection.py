@@ -7,7 +7,9 @@ wins); a ``postgresql://`` (or ``postgres://``) URL opens a
 :class:`~host_spec.host.store.postgres.PostgresStore`, which needs the
 ``postgres`` extra. Nothing above the store knows which backend runs.
 
-This module imports no database driver, so a host without the extra still
+A value that is not a store URL is quoted in its ``STORE_INVALID`` message
+through :func:`~host_spec.host.redaction.redact_url`: a ``mysql://user:secret@...``
+shows its user and host, never its password. This module imports no database driver, so a host without the extra still
 starts and only a store URL asks for it.
 """
 
@@ -19,7 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from host_spec.errors import ConfigError
+from host_spec.extras import require
 from host_spec.storage import StorageBackend
+
+from host_spec.host.redaction import redact_url
 
 __all__ = ["LEASE_ENV", "STORE_ENV", "chosen_store", "is_store_url", "open_backend", "profile_store_url"]
 
@@ -41,8 +46,8 @@ def open_backend(location: str | os.PathLike[str], **options: Any) -> StorageBac
     without ``lease_seconds``, ``$DSH_LEASE_SECONDS`` sets it.
 
     Raises:
-        ConfigError: ``STORE_DRIVER_MISSING`` when a URL is given without the ``postgres`` extra;
-            ``STORE_INVALID`` when ``$DSH_LEASE_SECONDS`` is not a positive number.
+        ExtraNotInstalledError: ``EXTRA_NOT_INSTALLED`` when a URL is given without the ``postgres`` extra.
+        ConfigError: ``STORE_INVALID`` when ``$DSH_LEASE_SECONDS`` is not a positive number.
     """
     if is_store_url(location):
         lease = os.environ.get(LEASE_ENV)
@@ -54,13 +59,9 @@ def open_backend(location: str | os.PathLike[str], **options: Any) -> StorageBac
             if not 0 < options["lease_seconds"] < 86_400:
                 raise ConfigError(f"{LEASE_ENV} must be a number of seconds above 0, got {lease!r}",
                                   code="STORE_INVALID")
-        try:
-            from host_spec.host.store.postgres import PostgresStore
-        except ImportError as exc:
-            raise ConfigError(
-                f"a PostgreSQL store needs the postgres extra: pip install 'dsh-team[postgres]' ({exc})",
-                code="STORE_DRIVER_MISSING",
-            ) from None
+        require("psycopg", extra="postgres", feature="a PostgreSQL store (--store postgresql://...)")
+        from host_spec.host.store.postgres import PostgresStore
+
         return PostgresStore(str(location), **options)
     from host_spec.host.store.jsonl import JsonlStore
 
@@ -93,8 +94,9 @@ def profile_store_url(spec: str | os.PathLike[str] | None) -> str | None:
                 raise ConfigError(f"profile {path}: [store] takes only url", path="store")
             url = store.get("url")
             if not is_store_url(url):
-                raise ConfigError(f"profile {path}: store.url must be a postgresql:// URL, got {url!r}",
-                                  path="store.url")
+                shown = redact_url(url) if isinstance(url, str) else url
+                raise ConfigError(f"profile {path}: store.url must be a postgresql:// URL, got {shown!r}",
+                                  path="store.url", code="STORE_INVALID")
             return str(url)
         extends = table.get("extends")
         if not isinstance(extends, str) or not extends.endswith(".toml"):
@@ -112,6 +114,6 @@ def chosen_store(flag: str | None, profile: str | os.PathLike[str] | None = None
     for value, where in ((flag, "--store"), (os.environ.get(STORE_ENV) or None, STORE_ENV)):
         if value is not None:
             if not is_store_url(value):
-                raise ConfigError(f"{where} must be a postgresql:// URL, got {value!r}", code="STORE_INVALID")
+                raise ConfigError(f"{where} must be a postgresql:// URL, got {redact_url(value)!r}", code="STORE_INVALID")
             return value
     return profile_store_url(profile)

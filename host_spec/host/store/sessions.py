@@ -20,7 +20,13 @@ import attrs
 import msgspec
 import structlog
 
-from host_spec.errors import SessionError, SessionExistsError, SessionNotFoundError, SessionNotLiveError
+from host_spec.errors import (
+    SessionError,
+    SessionExistsError,
+    SessionFencedError,
+    SessionNotFoundError,
+    SessionNotLiveError,
+)
 from host_spec.events import Event, SessionHeader
 from host_spec.storage import StorageBackend
 
@@ -221,12 +227,19 @@ class SessionStore:
         """Final flush, close the log (releasing its lock), leave the live set. Idempotent.
 
         The session is closed and removed even when the final flush fails; the
-        failure is raised afterwards, since the unflushed tail is then lost.
+        failure is raised afterwards, since the unflushed tail is then lost. A
+        flush refused because another holder took the session over
+        (``SESSION_FENCED``) is not a failure of this teardown: the tail is not
+        lost but the new holder's to redo from the log, so it is logged on one line
+        and the disposal completes (the process reports the takeover itself).
         """
         if self._live.get(session.id) is not session:
             return
         try:
             await session.flush()
+        except SessionFencedError as exc:
+            log.warning("session.fenced_at_close", session=session.id, epoch=exc.details.get("epoch"),
+                        current=exc.details.get("current"))
         finally:
             # Two disposals can overlap (an agent released while its parent drains it): the
             # first to finish its flush removes and closes; the other finds it gone.

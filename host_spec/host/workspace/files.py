@@ -35,6 +35,7 @@ from host_spec.workspace import (
     WriteAuditor,
 )
 
+from host_spec.host.sandbox.service import Sandbox
 from host_spec.host.workspace.config import WorkspaceConfig
 from host_spec.host.workspace.content import Text, atomic_write, digest, load_text, short_diff
 from host_spec.host.workspace.ledger import Ledger, Ledgers
@@ -90,13 +91,14 @@ class FileTools:
     host: Host
     config: WorkspaceConfig
     ledgers: Ledgers
+    sandbox: Sandbox = attrs.Factory(Sandbox)
     locks: PathLocks = attrs.Factory(PathLocks)
 
     # ------------------------------------------------------------ read_file
 
     async def read(self, args: ReadArgs, call: ToolCall) -> ReadResult:
         agent, workspace = _caller(call)
-        resolved = workspace.resolve(args.path)
+        resolved = self._allowed(agent, workspace, args.path, write=False)
         rel = workspace.relative(resolved)
         text = await asyncio.to_thread(load_text, resolved, args.path, max_bytes=self.config.max_file_bytes)
         agent.session.append(WORKSPACE_READ, FileRead(rel, text.sha256, self._snapshot(text.text, text.size)))
@@ -134,7 +136,7 @@ class FileTools:
 
     async def write(self, args: WriteArgs, call: ToolCall) -> WriteResult:
         agent, workspace = _caller(call)
-        resolved = workspace.resolve(args.path)
+        resolved = self._allowed(agent, workspace, args.path, write=True)
         rel = workspace.relative(resolved)
         data = args.content.encode()
         self._check_size(args.path, len(data))
@@ -148,7 +150,7 @@ class FileTools:
 
     async def edit(self, args: EditArgs, call: ToolCall) -> WriteResult:
         agent, workspace = _caller(call)
-        resolved = workspace.resolve(args.path)
+        resolved = self._allowed(agent, workspace, args.path, write=True)
         rel = workspace.relative(resolved)
         if not args.old_string:
             raise WorkspaceError("old_string must not be empty (use write_file to create a file)",
@@ -167,6 +169,12 @@ class FileTools:
             return await self._commit(agent, call, resolved, rel, text, data, current, replaced=count)
 
         return await self.locks.run(resolved, body)
+
+    def _allowed(self, agent: Agent, workspace: Workspace, path: str, *, write: bool) -> Path:
+        """``path`` resolved inside the workspace, and allowed by the agent's sandbox policy (``PATH_PROTECTED``)."""
+        resolved = workspace.resolve(path)
+        self.sandbox.guard(self.sandbox.policy_for(agent.name), workspace.root, resolved, path, write=write)
+        return resolved
 
     def _current(self, resolved: Path, shown: str) -> Text | None:
         if not resolved.exists():

@@ -11,7 +11,9 @@ The tools are registered once, globally, and look up everything per call
 ledgers and locks), registered with that host's hooks, so the module keeps no
 state and one import serves any number of hosts. Its shell is also provided as
 the contract's :class:`~host_spec.workspace.CommandRunner`, so a plugin's
-commands (a task's quality checks) run under the ``bash`` tool's rules.
+commands (a task's quality checks) run under the ``bash`` tool's rules. It also
+provides the members' git worktrees (:class:`~host_spec.worktrees.Worktrees`,
+:mod:`host_spec.host.worktrees.git`) unless a plugin loaded before it already does.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ import structlog
 from host_spec import hookimpl
 from host_spec.records import ToolSpec
 from host_spec.workspace import CommandRunner
+from host_spec.worktrees import Worktrees
 
+from host_spec.host.sandbox.service import sandbox_of
 from host_spec.host.workspace.config import WorkspaceConfig, load_config
 from host_spec.host.workspace.files import FileTools
 from host_spec.host.workspace.ledger import Ledgers
@@ -35,6 +39,7 @@ from host_spec.host.workspace.schemas import (
 )
 from host_spec.host.workspace.search import SearchTools
 from host_spec.host.workspace.shell import ShellTool
+from host_spec.host.worktrees.git import GitWorktrees
 
 if TYPE_CHECKING:
     from host_spec.events import Event
@@ -64,9 +69,10 @@ class Tools:
     shell: ShellTool = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
-        self.files = FileTools(self.host, self.config, self.ledgers)
-        self.search = SearchTools(self.config)
-        self.shell = ShellTool(self.config)
+        sandbox = sandbox_of(self.host)  # the host's: every tool obeys the member's sandbox policy
+        self.files = FileTools(self.host, self.config, self.ledgers, sandbox)
+        self.search = SearchTools(self.config, sandbox)
+        self.shell = ShellTool(self.config, sandbox)
 
     @hookimpl(specname="dsh_session_event")
     def committed(self, session: Session, event: Event) -> None:
@@ -111,3 +117,5 @@ def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
         ctx.own(host.tools.register(spec))
     ctx.register(tools)
     ctx.provide(CommandRunner, tools.shell)  # checks a coordination plugin runs follow the bash rules
+    if host.find_service(Worktrees) is None:  # a plugin loaded earlier may provide its own (a test's wrapper)
+        ctx.provide(Worktrees, GitWorktrees())

@@ -18,6 +18,7 @@ import attrs
 
 from host_spec.workspace import WorkspaceCode, WorkspaceError
 
+from host_spec.host.sandbox.service import Sandbox
 from host_spec.host.workspace.config import WorkspaceConfig
 from host_spec.host.workspace.content import load_text
 from host_spec.host.workspace.files import workspace_of
@@ -34,6 +35,19 @@ __all__ = ["SearchTools"]
 @attrs.define(eq=False)
 class SearchTools:
     config: WorkspaceConfig
+    sandbox: Sandbox = attrs.Factory(Sandbox)
+
+    def _allowed(self, call: ToolCall, workspace: Workspace, path: str) -> Path:
+        """``path`` resolved, unless it is the run's own data (``PATH_PROTECTED``)."""
+        resolved = workspace.resolve(path)
+        name = None if call.agent is None else call.agent.name
+        self.sandbox.guard(self.sandbox.policy_for(name), workspace.root, resolved, path, write=False)
+        return resolved
+
+    def _visible(self, call: ToolCall, workspace: Workspace, rel: str) -> bool:
+        """Whether a walked path may be shown (never the run's own data to a sandboxed member)."""
+        name = None if call.agent is None else call.agent.name
+        return not (self.sandbox.policy_for(name).sandboxed and self.sandbox.hides(workspace.root / rel, workspace.root))
 
     async def glob(self, args: GlobArgs, call: ToolCall) -> ListResult:
         workspace = workspace_of(call.agent)
@@ -44,13 +58,14 @@ class SearchTools:
         regex = re.compile(translate(pattern.removeprefix("./")) + r"\Z")
 
         def find() -> list[str]:
-            return [rel for rel, is_dir in walk(workspace.root) if not is_dir and regex.match(rel)]
+            return [rel for rel, is_dir in walk(workspace.root)
+                    if not is_dir and regex.match(rel) and self._visible(call, workspace, rel)]
 
         return self._capped(sorted(await asyncio.to_thread(find)), "paths")
 
     async def list_dir(self, args: ListArgs, call: ToolCall) -> ListResult:
         workspace = workspace_of(call.agent)
-        resolved = workspace.resolve(args.path)
+        resolved = self._allowed(call, workspace, args.path)
         if not resolved.exists():
             raise WorkspaceError(f"{args.path} does not exist", code=WorkspaceCode.FILE_NOT_FOUND, path=args.path)
         if not resolved.is_dir():
@@ -59,7 +74,8 @@ class SearchTools:
 
         def entries() -> list[str]:
             kept = children(workspace.root, rel_dir, Rules.for_directory(workspace.root, rel_dir))
-            return [rel.rsplit("/", 1)[-1] + ("/" if is_dir else "") for rel, is_dir in kept]
+            return [rel.rsplit("/", 1)[-1] + ("/" if is_dir else "") for rel, is_dir in kept
+                    if self._visible(call, workspace, rel)]
 
         return self._capped(await asyncio.to_thread(entries), "entries")
 
@@ -69,16 +85,17 @@ class SearchTools:
             regex = re.compile(args.pattern)
         except re.error as exc:
             raise WorkspaceError(f"invalid regular expression: {exc}", code=WorkspaceCode.INVALID_PATTERN) from None
-        resolved = workspace.resolve(args.path)
+        resolved = self._allowed(call, workspace, args.path)
         if not resolved.exists():
             raise WorkspaceError(f"{args.path} does not exist", code=WorkspaceCode.FILE_NOT_FOUND, path=args.path)
-        return await asyncio.to_thread(self._grep, workspace, resolved, regex)
+        return await asyncio.to_thread(self._grep, call, workspace, resolved, regex)
 
-    def _grep(self, workspace: Workspace, resolved: Path, regex: re.Pattern[str]) -> ListResult:
+    def _grep(self, call: ToolCall, workspace: Workspace, resolved: Path, regex: re.Pattern[str]) -> ListResult:
         limit, cut = self.config.max_matches, self.config.max_line_chars
         if resolved.is_dir():
             rel_dir = "" if resolved == workspace.root else workspace.relative(resolved)
-            files = [rel for rel, is_dir in walk(workspace.root, rel_dir) if not is_dir]
+            files = [rel for rel, is_dir in walk(workspace.root, rel_dir)
+                     if not is_dir and self._visible(call, workspace, rel)]
         else:
             files = [workspace.relative(resolved)]
         matches: list[str] = []

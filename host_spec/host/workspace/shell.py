@@ -11,9 +11,15 @@ for it after a short grace.)
 
 Output (stdout and stderr interleaved) is capped: the head and the tail are
 kept, the middle is replaced by a marker naming how many bytes were dropped, and
-``output_bytes`` states the full size. The environment is the host's minus
-anything that looks like a credential (model API keys, tokens, secrets): a
-command the model writes must not be able to print them into the log.
+``output_bytes`` states the full size.
+
+Every command runs in the host's sandbox (:mod:`host_spec.host.sandbox`) under the
+calling member's policy, with the workspace root as its writable root: a fresh
+pid namespace (killing bubblewrap, the group's leader, takes every process of the
+sandbox with it), an allowlisted environment and an empty home. Under the
+``full`` policy it runs unsandboxed with the host's environment minus anything
+that looks like a credential (model API keys, tokens, secrets): a command the
+model writes must not be able to print them into the log.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from msgspec import UnsetType
 
 from host_spec.workspace import CommandOutcome, WorkspaceCode, WorkspaceError
 
+from host_spec.host.sandbox.service import Sandbox, host_environment
 from host_spec.host.workspace.config import WorkspaceConfig
 from host_spec.host.workspace.files import workspace_of
 from host_spec.host.workspace.schemas import BashArgs, BashResult
@@ -39,24 +46,14 @@ if TYPE_CHECKING:
 
 __all__ = ["ShellTool", "Capture", "clean_environment", "kill_group"]
 
-_SECRET_MARKS: Final = ("API_KEY", "APIKEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "ACCESS_KEY", "PRIVATE_KEY",
-                        "CREDENTIAL")
-_SECRET_PREFIXES: Final = ("OPENAI_", "ANTHROPIC_", "AZURE_OPENAI", "GEMINI_", "GOOGLE_API", "MISTRAL_", "GROQ_",
-                           "COHERE_", "DEEPSEEK_", "OPENROUTER_", "TOGETHER_", "HF_", "HUGGING")
 #: How long the reader may wait for the pipe to close after the group was killed.
 _DRAIN_GRACE_S: Final = 2.0
 _CHUNK: Final = 65536
 
 
 def clean_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` without variables whose name marks a credential or a model provider."""
-    kept = {}
-    for name, value in environ.items():
-        upper = name.upper()
-        if any(mark in upper for mark in _SECRET_MARKS) or upper.startswith(_SECRET_PREFIXES):
-            continue
-        kept[name] = value
-    return kept
+    """``environ`` without variables whose name marks a credential or a model provider (the ``full`` policy's)."""
+    return host_environment(environ)
 
 
 def kill_group(pgid: int) -> None:
@@ -163,6 +160,7 @@ class ShellTool:
     """The ``bash`` tool, and the workspace's :class:`~host_spec.workspace.CommandRunner` (same rules)."""
 
     config: WorkspaceConfig
+    sandbox: Sandbox = attrs.Factory(Sandbox)
     #: Process group ids of commands running now (tests check they are gone afterwards).
     running: set[int] = attrs.Factory(set)
 
@@ -175,7 +173,9 @@ class ShellTool:
     async def run(self, args: BashArgs, call: ToolCall) -> BashResult:
         workspace = workspace_of(call.agent)
         timeout_ms = self.config.bash_timeout_ms if isinstance(args.timeout_ms, UnsetType) else args.timeout_ms
-        outcome = await self.run_command(str(workspace.root), args.command, timeout_ms=timeout_ms, signal=call.signal)
+        member = None if call.agent is None else call.agent.name
+        outcome = await self.run_command(str(workspace.root), args.command, timeout_ms=timeout_ms, signal=call.signal,
+                                         member=member)
         if outcome.interrupted:
             raise WorkspaceError(f"command interrupted; output so far:\n{outcome.output}",
                                  code=WorkspaceCode.BASH_INTERRUPTED)
@@ -188,18 +188,25 @@ class ShellTool:
                           truncated=outcome.truncated)
 
     async def run_command(
-        self, root: str, command: str, *, timeout_ms: int, signal: AbortSignal | None = None
+        self, root: str, command: str, *, timeout_ms: int, signal: AbortSignal | None = None,
+        member: str | None = None,
     ) -> CommandOutcome:
-        """Run ``command`` in ``root``: its own process group, bounded in time and output (see the module)."""
+        """Run ``command`` in ``root`` under ``member``'s sandbox policy: its own process group,
+        bounded in time and output (see the module)."""
         self._timeout(timeout_ms)
         if not command.strip():
             raise WorkspaceError("command must not be empty", code=WorkspaceCode.INVALID_ARGUMENT)
         if not os.path.isdir(root):
             raise WorkspaceError(f"workspace {root} is not a directory", code=WorkspaceCode.NO_WORKSPACE)
-        process = subprocess.Popen(
-            ["/bin/bash", "-c", command], cwd=root, env=clean_environment(os.environ),
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-        )
+        prepared = self.sandbox.prepare(self.sandbox.policy_for(member), root, ["/bin/bash", "-c", command])
+        try:
+            process = subprocess.Popen(
+                prepared.argv, cwd=root, env=prepared.env,
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        except BaseException:
+            await prepared.release()
+            raise
         pgid = process.pid  # a new session: the group id is bash's pid
         self.running.add(pgid)
         capture = Capture(self.config.bash_output_bytes)
@@ -217,6 +224,7 @@ class ShellTool:
             kill_group(pgid)  # timeout, interrupt, cancellation -- and leftovers of a finished command
             code = await child.settle()
             self.running.discard(pgid)
+            await prepared.release()
         output = capture.text()
         if not finished:
             stopped = interrupted.is_set()

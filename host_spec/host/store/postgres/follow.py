@@ -31,7 +31,7 @@ import structlog
 from host_spec.errors import SessionNotFoundError
 from host_spec.events import Event, SessionHeader
 
-from host_spec.host.store.postgres.link import redact
+from host_spec.host.redaction import redact_url
 from host_spec.host.store.postgres.notify import Listener
 
 __all__ = ["StoreFollower", "lease_holder"]
@@ -78,7 +78,7 @@ class StoreFollower:
         self.rechecks = 0  # periodic re-reads of every cursor
 
     def __repr__(self) -> str:
-        return f"<StoreFollower {redact(self.store.url)}>"
+        return f"<StoreFollower {redact_url(self.store.url)}>"
 
     def watch(self, session_id: str, after: int) -> None:
         """Follow ``session_id`` from seq ``after`` (already watched: nothing changes)."""

@@ -25,7 +25,7 @@ from typing import Any
 import psycopg
 import structlog
 
-from host_spec.errors import SessionLockedError, StoreUnavailableError
+from host_spec.errors import DshError, SessionLockedError, StoreUnavailableError
 
 from host_spec.host.store.postgres.link import Link
 
@@ -67,7 +67,8 @@ class Leases:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.lost: set[str] = set()  # keys whose renewal found the lease taken over
+        self.lost: set[str] = set()  # keys whose renewal or release found the lease taken over
+        self.epochs: dict[str, int] = {}  # key -> the epoch this handle last held it under (kept after release)
 
     def epoch(self, key: str) -> int:
         """The epoch this handle holds ``key`` under (``KeyError``: not held)."""
@@ -97,6 +98,7 @@ class Leases:
             )
         with self._lock:
             self._held[key] = [int(row[0]), 1]
+            self.epochs[key] = int(row[0])
             self.lost.discard(key)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._beat, name=f"dsh-lease-{self.holder}", daemon=True)
@@ -115,9 +117,17 @@ class Leases:
             del self._held[key]
         params = {"key": key, "holder": self.holder, "epoch": held[0]}
         try:
-            self.link.run(lambda conn, _: conn.execute(_RELEASE, params))
+            cursor: Any = self.link.run(lambda conn, _: conn.execute(_RELEASE, params))
         except StoreUnavailableError:
             log.warning("store.lease_release_failed", key=key)  # it expires on its own
+            return
+        if cursor.rowcount == 0:  # the lease was no longer ours to release: another holder claimed it
+            self.lost.add(key)
+
+    def holder_of(self, key: str) -> tuple[str | None, int]:
+        """Who holds ``key`` now and under which epoch (``(None, 0)``: never claimed)."""
+        row = self.link.run(lambda conn, _: conn.execute(_WHO, (key,)).fetchone())
+        return (row[0], int(row[1])) if row is not None else (None, 0)
 
     def renew(self) -> None:
         """Renew every held lease now (the heartbeat does this every third of the lease time)."""
@@ -131,11 +141,17 @@ class Leases:
                 log.warning("store.lease_lost", key=key, holder=self.holder, epoch=epoch)
 
     def _beat(self) -> None:
+        failing = False  # told once per outage, not at every beat (the connection's own lines say more)
         while not self._stop.wait(self.lease_seconds / 3):
             try:
                 self.renew()
-            except (StoreUnavailableError, psycopg.Error) as exc:
-                log.warning("store.lease_renewal_failed", holder=self.holder, error=type(exc).__name__)
+            except (DshError, psycopg.Error) as exc:
+                if not failing:
+                    log.warning("store.lease_renewal_failed", holder=self.holder,
+                                error=exc.code if isinstance(exc, DshError) else type(exc).__name__)
+                failing = True
+            else:
+                failing = False
 
     def close(self) -> None:
         """Stop renewing (leases still held expire on their own)."""

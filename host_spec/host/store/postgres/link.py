@@ -15,13 +15,24 @@ must not stall) never waits: when another thread's operation holds the
 connection, or there is no live connection, or it breaks, it raises
 :class:`BlockingIOError` at once and leaves the reconnection to a caller that may wait.
 
-The URL may carry a password; :func:`redact` keeps it out of every message.
+Only a lost or refused connection is an outage. A connection the server
+*answers* with a refusal that no retry can change fails at once with its own
+code (:func:`refusal`): ``STORE_AUTH`` (credentials or role refused),
+``STORE_NOT_FOUND`` (no such database), ``STORE_INVALID`` (a URL libpq cannot
+use; :func:`check_url` catches most before any connection is tried). An outage
+is told once per change of state, not per attempt: the first failure logs
+``store.connection_lost`` with the server's own reason (``too many clients
+already``, ``the database system is shutting down``), the first success after
+it ``store.connection_restored`` (:class:`Health`, shared by every connection
+of a process to one URL).
+
+The URL may carry a password; every message and log line shows it through
+:func:`host_spec.host.redaction.redact_url`.
 """
 
 from __future__ import annotations
 
 import errno
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -31,9 +42,11 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 import structlog
 
-from host_spec.errors import StoreUnavailableError
+from host_spec.errors import ConfigError, StoreUnavailableError
 
-__all__ = ["Link", "TCP_BOUNDS", "redact", "tcp_bounds"]
+from host_spec.host.redaction import redact_url
+
+__all__ = ["Health", "Link", "TCP_BOUNDS", "check_url", "connect", "health", "reason", "refusal", "tcp_bounds"]
 
 log = structlog.get_logger(__name__)
 
@@ -56,10 +69,112 @@ def tcp_bounds(url: str) -> dict[str, Any]:
 _MAX_BACKOFF = 0.5
 
 
-def redact(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for messages and logs)."""
-    url = re.sub(r"(://[^:/@?]*:)[^@/?]*@", r"\1***@", url)
-    return re.sub(r"(password=)[^&\s]*", r"\1***", url)
+def check_url(url: str) -> None:
+    """Refuse a URL libpq could never connect with, before any connection is tried.
+
+    Raises:
+        ConfigError: ``STORE_INVALID``: the URL does not parse, or a port is not a number.
+    """
+    try:
+        given = conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        raise ConfigError(f"the store URL {redact_url(url)!r} is malformed: {reason(exc)}", code="STORE_INVALID") from None
+    port = str(given.get("port") or "")
+    if any(part and not part.isdigit() for part in port.split(",")):
+        raise ConfigError(f"the store URL {redact_url(url)!r} has a port that is not a number: {port!r}",
+                          code="STORE_INVALID")
+
+
+def reason(exc: BaseException) -> str:
+    """The driver's account of a failure on one line, the server's own words kept, passwords redacted."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    for prefix in ("connection failed: ", "connection is bad: "):
+        text = text.removeprefix(prefix)
+    return redact_url(text)
+
+
+#: Words of the server (or libpq) that mean retrying cannot help: each code with the phrases
+#: that mark it, every part of a phrase present (lower case); the first match wins.
+_REFUSALS: Final = (
+    ("STORE_NOT_FOUND", (('database "', "does not exist"),)),
+    ("STORE_AUTH", (("authentication failed",), ("no password supplied",), ("pg_hba.conf",),
+                    ("not permitted to log in",), ("permission denied for database",),
+                    ('role "', "does not exist"))),
+    ("STORE_INVALID", (("invalid ", "connection option"), ("invalid ", "uri"), ("invalid ", "value for parameter"))),
+)
+
+
+def refusal(exc: BaseException) -> str | None:
+    """The code of a connection failure no retry can change (see the module docstring), or ``None``: an outage.
+
+    A server that is full (``too many clients already``), starting or shutting
+    down is an outage. A server or libpq speaking another language than English
+    is not recognised: its refusals are then retried as outages and end as
+    ``STORE_UNAVAILABLE``, with their reason quoted.
+    """
+    if isinstance(exc, psycopg.ProgrammingError):
+        return "STORE_INVALID"  # libpq refused the connection string itself
+    text = str(exc).lower()
+    for code, phrases in _REFUSALS:
+        if any(all(part in text for part in phrase) for phrase in phrases):
+            return code
+    return None
+
+
+def connect(url: str) -> psycopg.Connection[Any]:
+    """A new autocommit connection to ``url`` (with :data:`TCP_BOUNDS`).
+
+    Raises:
+        ConfigError: the server refused for good (``STORE_AUTH``, ``STORE_NOT_FOUND``, ``STORE_INVALID``).
+        psycopg.OperationalError: the server could not be reached (an outage: retry).
+    """
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=5, **tcp_bounds(url))
+    except psycopg.Error as exc:
+        code = refusal(exc)
+        if code is None:
+            raise
+        raise ConfigError(f"the store at {redact_url(url)} refused the connection: {reason(exc)}", code=code) from None
+
+
+class Health:
+    """Whether one URL's server answers, as this process last saw it: one log line per change, not per attempt."""
+
+    def __init__(self, url: str) -> None:
+        self.url = redact_url(url)
+        self.down_since: float | None = None
+        self._lock = threading.Lock()
+
+    def lost(self, why: str) -> None:
+        """A connection failed: the first failure after a success says so (with the server's reason)."""
+        with self._lock:
+            if self.down_since is not None:
+                return
+            self.down_since = time.monotonic()
+        log.warning("store.connection_lost", url=self.url, reason=why)
+
+    def restored(self) -> None:
+        """A connection worked: the first success after a failure says so."""
+        if self.down_since is None:  # the common case: no lock taken
+            return
+        with self._lock:
+            if self.down_since is None:
+                return
+            seconds, self.down_since = time.monotonic() - self.down_since, None
+        log.warning("store.connection_restored", url=self.url, after_seconds=round(seconds, 1))
+
+
+_health: dict[str, Health] = {}
+_health_lock = threading.Lock()
+
+
+def health(url: str) -> Health:
+    """The process's one :class:`Health` of ``url`` (every connection to it shares it)."""
+    with _health_lock:
+        found = _health.get(url)
+        if found is None:
+            found = _health[url] = Health(url)
+        return found
 
 
 class Link:
@@ -77,10 +192,11 @@ class Link:
         self._setup = setup
         self._conn: psycopg.Connection[Any] | None = None
         self._lock = threading.RLock()
+        self._health = health(url)
         self.reconnects = 0
 
     def __repr__(self) -> str:
-        return f"<Link {redact(self.url)}>"
+        return f"<Link {redact_url(self.url)}>"
 
     def run(self, operation: Callable[[psycopg.Connection[Any], int], T], *, wait: bool = True) -> T:
         """``operation(connection, attempt)`` with reconnection; attempt counts from 0.
@@ -91,6 +207,7 @@ class Link:
 
         Raises:
             StoreUnavailableError: the database stayed unreachable for ``retry_seconds``.
+            ConfigError: the server refused the connection for good (see :func:`connect`); never retried.
             BlockingIOError: only with ``wait=False``: the operation would have had to wait.
         """
         if not wait:
@@ -99,17 +216,24 @@ class Link:
         delay, attempt = 0.02, 0
         while True:
             with self._lock:
+                # A connection left broken by a restart the process already saw fails once on its
+                # next use: that alone is no new outage, unless reconnecting fails too.
+                reused = self._conn is not None and not self._conn.closed and attempt == 0
                 try:
-                    return operation(self._connection(), attempt)
+                    result = operation(self._connection(), attempt)
                 except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                     self._drop()
+                    why = reason(exc)
+                    if not reused:
+                        self._health.lost(why)
                     if time.monotonic() + delay > deadline:
                         raise StoreUnavailableError(
-                            f"the store at {redact(self.url)} is unreachable: {type(exc).__name__}: "
-                            f"{redact(str(exc).strip())}",
-                            url=redact(self.url),
+                            f"the store at {redact_url(self.url)} stayed unreachable for {self.retry_seconds:g}s: {why}",
+                            url=redact_url(self.url),
                         ) from None
-                    log.warning("store.connection_lost", url=redact(self.url), attempt=attempt, error=type(exc).__name__)
+                else:
+                    self._health.restored()
+                    return result
             time.sleep(delay)
             delay, attempt = min(delay * 2, _MAX_BACKOFF), attempt + 1
 
@@ -129,10 +253,14 @@ class Link:
 
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:
-            conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5, **tcp_bounds(self.url))
+            conn = connect(self.url)
             try:
                 if self._setup is not None:
                     self._setup(conn)
+            except psycopg.errors.InsufficientPrivilege as exc:  # the role may not create the store's tables
+                conn.close()
+                raise ConfigError(f"the store at {redact_url(self.url)} refused to set up its tables: {reason(exc)}",
+                                  code="STORE_AUTH") from None
             except BaseException:
                 conn.close()
                 raise

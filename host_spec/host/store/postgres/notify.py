@@ -17,15 +17,14 @@ from typing import Any
 
 import attrs
 import psycopg
-import structlog
 
-from host_spec.host.store.postgres.link import redact, tcp_bounds
+from host_spec.errors import DshError
+
+from host_spec.host.redaction import redact_url
+from host_spec.host.store.postgres.link import connect, health, reason
 from host_spec.host.store.postgres.schema import CHANNEL
 
 __all__ = ["Listener", "Wakeup"]
-
-log = structlog.get_logger(__name__)
-
 
 @attrs.frozen
 class Wakeup:
@@ -56,13 +55,13 @@ class Listener:
         self.connects = 0  # connections made so far (every one after the first is a reconnect)
 
     def __repr__(self) -> str:
-        return f"<Listener {redact(self.url)}>"
+        return f"<Listener {redact_url(self.url)}>"
 
     def _connect(self) -> bool:
         """Open and LISTEN if needed; ``True`` when a new connection was made."""
         if self._conn is not None and not self._conn.closed:
             return False
-        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=5, **tcp_bounds(self.url))
+        conn = connect(self.url)
         conn.execute(f"LISTEN {self.channel}")
         self._conn = conn
         return True
@@ -71,25 +70,31 @@ class Listener:
         """Wait up to ``timeout`` seconds for commit notifications and return what arrived.
 
         A broken connection is reopened (returning ``resync=True`` once it is
-        back); while the server is down this waits out ``timeout`` and returns an
-        empty :class:`Wakeup` with ``resync`` false, so a caller simply polls again.
+        back); while the server is down, or refuses this URL, this waits out
+        ``timeout`` and returns an empty :class:`Wakeup` with ``resync`` false, so
+        a caller simply polls again. A listener runs on a thread of its own, so it
+        raises nothing: the loss is told once (the URL's
+        :class:`~host_spec.host.store.postgres.link.Health`), and a refusal for good
+        reaches the user through the store's own connections, which fail with its code.
         """
         deadline = time.monotonic() + timeout
         tails: dict[str, int] = {}
         try:
             fresh = self._connect()
-        except psycopg.OperationalError:
+        except (psycopg.Error, DshError) as exc:
+            health(self.url).lost(exc.message if isinstance(exc, DshError) else reason(exc))
             time.sleep(max(0.0, min(0.2, deadline - time.monotonic())))
             return Wakeup({})
         if fresh:
             self.connects += 1
+            health(self.url).restored()
         assert self._conn is not None
         try:
             # stop_after=1: return as soon as one batch arrived (every notice of the batch is yielded)
             for notice in self._conn.notifies(timeout=max(0.0, deadline - time.monotonic()), stop_after=1):
                 self._take(notice.payload, tails)
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            log.warning("store.listener_lost", url=redact(self.url), error=type(exc).__name__)
+            health(self.url).lost(reason(exc))
             self.close()
         return Wakeup(tails, resync=fresh)
 

@@ -30,16 +30,18 @@ import psycopg
 from host_spec.errors import (
     SessionCorruptError,
     SessionExistsError,
+    SessionFencedError,
     SessionFormatError,
     SessionNotFoundError,
 )
 from host_spec.events import SESSION_FORMAT_VERSION, Event, SessionHeader, decode_header
 
 from host_spec.host.store.postgres.leases import Leases
-from host_spec.host.store.postgres.link import Link, redact
+from host_spec.host.redaction import redact_url
+from host_spec.host.store.postgres.link import Link, check_url
 from host_spec.host.store.postgres.log import PostgresLog, decode_rows
 from host_spec.host.store.postgres.schema import DDL, SCHEMA_LOCK, SCHEMA_VERSION
-from host_spec.host.store.postgres.work import WORK_DDL
+from host_spec.host.store.postgres.work import WORK_DDL, member_key, worker_key
 
 __all__ = ["PostgresStore"]
 
@@ -86,6 +88,9 @@ class PostgresStore:
             sessions can be claimed by another process after this long.
         retry_seconds: How long one operation keeps retrying a lost connection
             before it fails with ``STORE_UNAVAILABLE`` (an ``OSError``).
+
+    Raises:
+        ConfigError: ``STORE_INVALID``: ``url`` does not parse, or its port is not a number.
     """
 
     def __init__(
@@ -96,6 +101,7 @@ class PostgresStore:
         lease_seconds: float = LEASE_SECONDS,
         retry_seconds: float = RETRY_SECONDS,
     ) -> None:
+        check_url(url)
         self.url = url
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.link = Link(url, retry_seconds=retry_seconds, setup=_create_schema)
@@ -104,7 +110,39 @@ class PostgresStore:
         self._roots: dict[str, str] = {}  # open session id -> lease key
 
     def __repr__(self) -> str:
-        return f"PostgresStore({redact(self.url)!r})"
+        return f"PostgresStore({redact_url(self.url)!r})"
+
+    def check(self) -> None:
+        """Connect now (creating the tables on first use), so a caller knows the store answers.
+
+        Raises:
+            ConfigError: the server refused for good (``STORE_AUTH``, ``STORE_NOT_FOUND``, ``STORE_INVALID``).
+            StoreUnavailableError: it stayed unreachable for the retry window.
+        """
+        self.link.run(lambda conn, _: conn.execute("SELECT 1"))
+
+    def takeover(self) -> SessionFencedError | None:
+        """How this handle lost a session tree it held to another holder, or ``None`` if it lost none.
+
+        A renewal that found the lease taken, or a release that found it no longer
+        ours, marks the tree lost; the error names who holds it now. A process that
+        lost its Team must not end as if it had finished it.
+        """
+        lost = sorted(key for key in self.leases.lost if not key.startswith((member_key(""), worker_key(""))))
+        if not lost:
+            return None
+        key = lost[0]
+        mine = self.leases.epochs.get(key, 0)
+        try:
+            holder, current = self.leases.holder_of(key)
+        except (OSError, psycopg.Error):
+            holder, current = None, 0
+        who = f"holder {holder}" if holder is not None else "another holder (since released)"
+        now = f" epoch {current}" if current else ""
+        return SessionFencedError(
+            f"team {key} was taken over by {who} (lease{now}; this process held epoch {mine}): this process "
+            "stopped writing, and what it had not stored is the new holder's to redo",
+            session=key, epoch=mine, current=current, holder=holder)
 
     # ------------------------------------------------------------ reading
 

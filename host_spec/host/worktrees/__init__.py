@@ -1,0 +1,1 @@
+"""Members' git worktrees and merges (the host's ``host_spec.worktrees.Worktrees``)."""

@@ -1,0 +1,96 @@
+"""Worktree mode end to end: real git, the real host, the scripted model, the Agent Teams profile.
+
+Two teammates edit the same line of the same file in their own worktrees and both
+complete their tasks. Whichever completes first merges cleanly (a fast-forward);
+the other gets ``TEAM_MERGE_CONFLICT`` naming the file, its task stays
+``in_progress`` and the Lead's branch is untouched; it rebases in its worktree
+(``git rebase -X theirs main`` through ``bash``) and completes again, which
+merges. The scripts are symmetric, so the test holds whichever member wins the race.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_team.core.fold import replay
+from wt_kit import git, lead_events, make_repo, records, run_team, write_profile, write_script
+
+pytestmark = pytest.mark.timeout_s(120)
+
+
+def member(name: str, task: str) -> list[dict[str, Any]]:
+    return [
+        {"text": "claim and edit", "tool_calls": [
+            {"name": "team_task_update", "arguments": {"task_id": task, "expected_revision": 1, "action": "claim"}},
+            {"name": "read_file", "arguments": {"path": "shared.txt"}},
+            {"name": "write_file", "arguments": {"path": "shared.txt", "content": f"{name}\n"}},
+            {"name": "write_file", "arguments": {"path": f"{name}.txt", "content": f"by {name}\n"}},
+            {"name": "team_task_update", "arguments": {"task_id": task, "expected_revision": 2,
+                                                       "action": "complete"}}]},
+        {"when": "main conflicts in", "text": "rebase and complete again", "tool_calls": [
+            {"name": "bash", "arguments": {"command": "git rebase -X theirs main && git log --oneline -1"}},
+            {"name": "team_task_update", "arguments": {"task_id": task, "expected_revision": 2,
+                                                       "action": "complete"}}]},
+        {"text": "done"},
+    ]  # fmt: skip
+
+
+SCRIPT = {
+    "lead": [
+        {"text": "plan", "tool_calls": [
+            {"name": "team_task_create", "arguments": {"subject": "alice edits", "description": "d"}},
+            {"name": "team_task_create", "arguments": {"subject": "bob edits", "description": "d"}},
+            {"name": "spawn_teammate", "arguments": {"name": "alice", "description": "a", "prompt": "task-1"}},
+            {"name": "spawn_teammate", "arguments": {"name": "bob", "description": "b", "prompt": "task-2"}}]},
+        {"text": "waiting"},
+    ],
+    "alice": member("alice", "task-1"),
+    "bob": member("bob", "task-2"),
+}  # fmt: skip
+
+
+async def test_same_file_one_merges_one_conflicts_rebases_and_merges(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    base = git(repo, "rev-parse", "main")
+    data = tmp_path / "data"
+    lead_id = await run_team(data, repo, write_script(tmp_path, SCRIPT), write_profile(tmp_path))
+
+    state = replay(lead_events(data, lead_id), lead_id)
+    assert state.failure is None
+    assert {task.id: task.status for task in state.tasks.tasks.values()} == {
+        "task-1": "completed", "task-2": "completed"}
+    merges = [r for r in records(data, lead_id, "team/merge")]
+    done = [r for r in merges if r["phase"] == "done"]
+    assert [r["phase"] for r in merges].count("intent") == 2 and len(done) == 2
+    first, second = done
+    assert first["fast_forward"] is True  # the first one: the Lead's branch had not moved
+    # the second member met the conflict, then its rebased branch fast-forwarded main
+    loser = second["member"]
+    winner = first["member"]
+    # git is the oracle: main holds both members' commits, shared.txt is the rebased member's
+    log = git(repo, "log", "--format=%an|%s", f"{base}..main").splitlines()
+    assert sorted(line.split("|")[0] for line in log) == ["alice (dsh)", "bob (dsh)"]
+    assert (repo / "shared.txt").read_text() == f"{loser}\n"
+    assert (repo / "alice.txt").read_text() == "by alice\n" and (repo / "bob.txt").read_text() == "by bob\n"
+    assert git(repo, "status", "--porcelain") == ""
+    assert git(repo, "rev-parse", "main") == second["new"]
+    # the loser saw the typed conflict naming the file, and main did not move for it
+    loser_id = next(m.id for m in state.members.listed() if m.name == loser)
+    results = [json.dumps(e.value()) for e in _events(data, loser_id) if e.type == "tool/result"]
+    conflict = [r for r in results if "TEAM_MERGE_CONFLICT" in r]
+    assert len(conflict) == 1 and "shared.txt" in conflict[0] and "git rebase main" in conflict[0]
+    assert first["new"] == second["old"]  # the conflict changed nothing on main in between
+    assert winner != loser
+    # a clean end: both worktrees were merged, so both are gone with their branches
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert git(repo, "branch", "--list", "dsh/*") == ""
+
+
+def _events(data: Path, session_id: str) -> list[Any]:
+    from host_spec.host.store.jsonl import JsonlStore
+
+    return JsonlStore(data).read(session_id)[1]
