@@ -17,9 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from host_spec.host.demo import SCRIPT
-
-DEMO = SCRIPT
+from host_spec.host.demo import SCRIPT as DEMO
 
 pytestmark = pytest.mark.slow
 
@@ -48,6 +46,7 @@ def test_a_reader_that_leaves_ends_every_command_quietly(tmp_path: Path) -> None
     assert run.returncode == 0, run.stderr
     *announced, last = run.stderr.strip().splitlines()
     assert last == "dsh: session session-1" and all(line.startswith("dsh: sandbox: ") for line in announced), run.stderr
+    assert "Broken pipe" not in run.stderr and "Traceback" not in run.stderr and "IO_ERROR" not in run.stderr
     for command in (["team", "show"], ["team", "show", "--json"], ["log", "session-1"], ["log", "--json", "session-1"]):
         ended = _dsh(*command, "--data-dir", data, cwd=tmp_path, reader_gone=True)
         assert (ended.returncode, ended.stderr) == (141, ""), (command, ended.stderr)

@@ -166,6 +166,7 @@ function renderWorktrees(doc) {
     el("td", { class: "mono" }, m.task_id), el("td", {}, m.member),
     el("td", { class: "mono" }, `${m.fast_forward ? "fast-forward" : "merge commit"} ${m.old.slice(0, 10)}..${m.new.slice(0, 10)}`),
     el("td", {}, m.phase))));
+}
 
 function renderPermissions(doc) {
   const permissions = doc.permissions;

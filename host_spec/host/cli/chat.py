@@ -160,7 +160,7 @@ class ChatSession:
         return False
 
     async def handle_line(self, line: str) -> bool:
-        """Act on one line the user typed (a ``/command`` or the Lead's next message); ``True``: the chat ends."""
+        """One typed line: a ``/command`` or the Lead's next turn; ``True`` when the user leaves."""
         if not line:
             return False
         if line.startswith("/"):
