@@ -47,7 +47,7 @@ import psycopg
 from crash_sweep import TIMEOUT_S
 from figures import Figures
 from shared_store import SharedStoreDemo, lease_of, until
-from shared_workers import start_workers, stop_workers
+from shared_workers import present_workers, start_workers, stop_workers
 
 __all__ = ["EFFECT_STEPS", "effects_script", "outage_takeovers"]
 
@@ -96,16 +96,6 @@ def _open_rows(url: str) -> list[str]:
     return sorted(str(row[0]) for row in rows)
 
 
-def _present(url: str) -> int:
-    try:
-        with psycopg.connect(url, connect_timeout=2) as conn:
-            row = conn.execute("SELECT count(*) FROM dsh_leases WHERE key LIKE 'worker:%' AND holder IS NOT NULL "
-                               "AND expires_at > now()").fetchone()
-            return int(row[0]) if row else 0
-    except psycopg.Error:
-        return 0
-
-
 def _effects(workspace: Path) -> list[str]:
     path = workspace / "effects.txt"
     lines = path.read_text().split() if path.exists() else []
@@ -128,7 +118,7 @@ def outage_case(shared: SharedStoreDemo, script: Path, kind: str, point: int, do
     problems: list[str] = []
     lead: subprocess.Popen[str] | None = None
     try:
-        if not until(lambda: _present(url) >= 2):
+        if not until(lambda: present_workers(url) >= 2):
             return ["the workers never came up"]
         lead = subprocess.Popen(_lead_argv(shared, url, script, workspace), env=env, cwd=shared.demo.scratch,
                                 text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip

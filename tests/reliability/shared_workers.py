@@ -117,7 +117,8 @@ def _desk(url: str) -> list[tuple[str, str | None]]:
         return []
 
 
-def _present(url: str) -> int:
+def present_workers(url: str) -> int:
+    """How many ``dsh worker`` processes hold a live presence lease on the store at ``url`` (0 when unreachable)."""
     try:
         with psycopg.connect(url, connect_timeout=2) as conn:
             row = conn.execute("SELECT count(*) FROM dsh_leases WHERE key LIKE 'worker:%' AND holder IS NOT NULL "
@@ -142,7 +143,7 @@ def member_takeovers(shared: SharedStoreDemo, points: Sequence[int]) -> tuple[Fi
         problems: list[str] = []
         try:
             deadline = time.monotonic() + 60
-            while _present(url) < 2 and time.monotonic() < deadline:
+            while present_workers(url) < 2 and time.monotonic() < deadline:
                 time.sleep(0.05)
             lead = shared.start(url)
             while lead.poll() is None and sum(state in ("done", "settled") for state, _ in _desk(url)) < point:

@@ -26,3 +26,17 @@ def open_store() -> Iterator[Opener]:
     yield make
     for store in opened:
         store.close()
+
+
+@pytest.fixture
+def url() -> str:
+    """A fresh database of the shared server."""
+    return shared_server().new_database()
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[PostgresStore]:
+    """A store on :func:`url` (10 s retry window), closed after the test."""
+    store = PostgresStore(url, retry_seconds=10)
+    yield store
+    store.close()

@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 
 import psycopg
 import pytest
-from kit_postgres import shared_server
 
 from host_spec.errors import SequenceConflictError, SessionExistsError
 from host_spec.events import Event, SessionHeader, encode_event
@@ -32,16 +30,6 @@ from host_spec.host.store.session import Session
 from host_spec.testing import FaultyStorage, make_events
 
 
-@pytest.fixture
-def url() -> str:
-    return shared_server().new_database()
-
-
-@pytest.fixture
-def store(url: str) -> Iterator[PostgresStore]:
-    store = PostgresStore(url, retry_seconds=10)
-    yield store
-    store.close()
 
 
 def _stored(url: str, session_id: str = "s") -> list[Event]:

@@ -12,11 +12,9 @@ back through a fresh handle.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 
 import psycopg
 import pytest
-from kit_postgres import shared_server
 
 from host_spec.errors import SequenceConflictError
 from host_spec.events import Event, SessionHeader, encode_event
@@ -25,16 +23,6 @@ from host_spec.host.store.postgres.log import SPREAD_MAX
 from host_spec.testing import make_events
 
 
-@pytest.fixture
-def url() -> str:
-    return shared_server().new_database()
-
-
-@pytest.fixture
-def store(url: str) -> Iterator[PostgresStore]:
-    store = PostgresStore(url, retry_seconds=10)
-    yield store
-    store.close()
 
 
 def _stored(url: str, session_id: str) -> list[Event]:
