@@ -361,6 +361,8 @@ ESCAPING_TEAM: dict[str, Any] = {
             "command": "echo owned > ../owned.txt; ls -A ~ | grep -c -x -e .ssh -e .config -e .bashrc; echo $HOME; "
                        "echo started > ran.txt"}}]},
         *SLOW_TEAM["runner"][2:],
+    ],
+}
 
 
 #: A member whose first step reads two files at once (two calls of one member on the worker side by side).
