@@ -172,7 +172,7 @@ class TestBuilt:
         assert meta["Summary"] and len(meta["Keywords"].split(",")) >= 5
         classifiers = meta.get_all("Classifier") or []
         assert "Programming Language :: Python :: 3.11" in classifiers and "Typing :: Typed" in classifiers
-        assert set(meta.get_all("Provides-Extra") or []) == {*EXTRAS, "all", "test"}
+        assert set(meta.get_all("Provides-Extra") or []) == {*EXTRAS, "all", "test", "bench"}  # bench: make bench's peers
         requires = meta.get_all("Requires-Dist") or []
         core = sorted(r for r in requires if "extra ==" not in r)
         assert core == sorted(PYPROJECT["project"]["dependencies"])
