@@ -23,6 +23,7 @@ the key itself never is recorded, only the name of its variable.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import shlex
 import sys
 from pathlib import Path
@@ -199,6 +200,13 @@ async def _drive(args: argparse.Namespace, model: Any, session_id: str | None) -
     location = args.store_url if args.store_url is not None else args.data_dir
     profile = kept_worktrees(args.profile) if args.keep_worktrees else args.profile
     host = await Host.open(location, profile, model, extra_plugins=[("dsh-transcript", transcript)])
+    if args.store_url is not None:
+        # A store that refuses for good (STORE_AUTH, ...) fails here on its one line, before the run says anything.
+        try:
+            await asyncio.to_thread(host.store.check)  # type: ignore[union-attr]
+        except BaseException:
+            await host.close()
+            raise
     print(f"dsh: {host.sandbox.header()}", file=sys.stderr, flush=True)  # who runs sandboxed, and how
     try:
         if args.web is not None:  # after the profile's plugins: it unloads first, while the Team still runs

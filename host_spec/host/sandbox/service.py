@@ -76,7 +76,10 @@ def _store_paths(location: str | os.PathLike[str] | None) -> tuple[Path, ...]:
     text = os.fspath(location)
     if "://" not in text:
         return (Path(os.path.realpath(text)),)
-    parts = urlsplit(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError:  # malformed: the store refuses it (STORE_INVALID) right after, before anything runs
+        return ()
     hosts = [value for values in parse_qs(parts.query).get("host", []) for value in values.split(",")]
     netloc_host = unquote(parts.netloc.rsplit("@", 1)[-1].split(":", 1)[0])
     hosts.append(netloc_host)
