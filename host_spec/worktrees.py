@@ -17,6 +17,14 @@ and records the facts in its own log. The host keeps the git rules in one place:
   follow (:meth:`Worktrees.sync_checkout`, git's two-tree merge: local changes in
   other paths are carried over, never lost).
 
+When the plan conflicts, the member's worktree takes the Lead's branch instead
+(:meth:`Worktrees.merge_lead`, a ``git merge`` run by the host in the member's
+worktree, never in the user's checkout): the conflicted files hold git's markers,
+the member resolves them by editing files -- its own commands never need git, whose
+administrative files a sandboxed member cannot write -- and completing again
+concludes that merge (:meth:`Worktrees.pending_merge` says which paths still hold
+markers), so the next plan is a fast-forward.
+
 Splitting the merge into a plan (objects only, nothing visible), a ref move (one
 atomic compare-and-set) and a checkout sync (idempotent) is what lets the caller
 make it a durable step: it records the plan's target commit first, and after a
@@ -145,6 +153,26 @@ class Worktrees(Protocol):
 
         Raises:
             WorktreeError: ``WORKTREE_GIT_FAILED``.
+        """
+        ...
+
+    def merge_lead(self, root: str, spot: WorktreeSpot, *, author: str) -> tuple[str, ...]:
+        """Merge the branch ``root`` is on into ``spot``'s worktree (after :meth:`commit_all`); the conflicted paths.
+
+        ``()``: the merge was clean and is committed on the member's branch. Otherwise
+        the merge stays in progress in the worktree, each conflicted file holding git's
+        conflict markers, until :meth:`commit_all` concludes it.
+
+        Raises:
+            WorktreeError: ``WORKTREE_GIT_FAILED`` (for instance uncommitted changes in the worktree).
+        """
+        ...
+
+    def pending_merge(self, spot: WorktreeSpot) -> tuple[str, ...] | None:
+        """The paths of ``spot``'s in-progress merge whose files still hold conflict markers.
+
+        ``None``: no merge is in progress; ``()``: one is, and every conflict is resolved
+        (the next :meth:`commit_all` concludes it).
         """
         ...
 

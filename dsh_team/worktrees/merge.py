@@ -10,8 +10,13 @@ there, :mod:`dsh_team.controls.gates`) is these steps:
    Lead's branch has not moved, else a merge commit. A conflict raises
    ``TEAM_MERGE_CONFLICT`` with the paths; uncommitted changes of the Lead's checkout
    in a path the merge changes, or a detached HEAD, raise ``TEAM_MERGE_BLOCKED``. The
-   task stays ``in_progress`` and the Lead's branch is untouched: the member rebases
-   in its worktree (``git rebase <branch>``) and completes again.
+   task stays ``in_progress`` and the Lead's branch is untouched. On a conflict the host
+   merges the Lead's branch into the member's worktree (``Worktrees.merge_lead``): the
+   member resolves git's markers by editing the files and completes again, which
+   concludes that merge, so the next plan is a fast-forward. The member never runs git
+   itself: under its sandbox git's administrative files (in the repository's ``.git``)
+   are read-only, and a model resolving a conflict with file edits is what it does best.
+   A completion while markers remain is refused with the paths that still hold them.
 3. ``team/merge`` ``intent`` -- with the commit the Lead's branch is at and the one it
    will point at -- is appended and flushed (decided in the serialized section again).
 4. The Lead's branch moves by a compare-and-set, then the Lead's index and files follow.
@@ -59,7 +64,7 @@ if TYPE_CHECKING:
     from dsh_team.worktrees.records import WorktreeRecord
     from dsh_team.worktrees.room import MemberWorktrees
 
-__all__ = ["MergeBook", "Merges", "conflict_text"]
+__all__ = ["MergeBook", "Merges", "conflict_text", "markers_text"]
 
 #: Plans made before giving up when the Lead's branch keeps moving under the merge (a user committing).
 _ATTEMPTS = 3
@@ -77,14 +82,24 @@ def _branch_name(target: str) -> str:
     return target.removeprefix("refs/heads/")
 
 
-def conflict_text(task_id: str, record: WorktreeRecord, plan: MergePlan) -> str:
-    """What the member reads when its branch conflicts with the Lead's."""
+def conflict_text(task_id: str, record: WorktreeRecord, plan: MergePlan, conflicts: tuple[str, ...]) -> str:
+    """What the member reads when its branch conflicts with the Lead's (the Lead's is now merged into its worktree)."""
     target = _branch_name(plan.target)
+    paths = ", ".join(conflicts)
     return (
         f"{task_id} stays in_progress: merging {record.branch} into {target} conflicts in "
         f"{', '.join(plan.conflicts)}. Nothing changed on {target}. Your changes are committed on "
-        f"{record.branch}: rebase in your worktree (`git rebase {target}`, resolve, `git add` and "
-        "`git rebase --continue`), then complete again."
+        f"{record.branch}, and {target} is now merged into your worktree: read {paths}, edit each to "
+        "resolve git's conflict markers (<<<<<<<, =======, >>>>>>>), keeping what both sides need, "
+        "then complete again (do not run git: completing concludes the merge)."
+    )
+
+
+def markers_text(task_id: str, record: WorktreeRecord, paths: tuple[str, ...]) -> str:
+    """What the member reads when it completes while the merge in its worktree still has markers."""
+    return (
+        f"{task_id} stays in_progress: {', '.join(paths)} still hold conflict markers from the merge "
+        f"into {record.branch}: edit them away (read each file first), then complete again."
     )
 
 
@@ -154,21 +169,35 @@ class Merges:
         check: Callable[[TeamState], None],
         finish: Callable[[], Awaitable[TaskView]],
     ) -> TaskView | None:
-        """One plan, intent, move and completion; ``None`` when the Lead's branch moved under it (abandoned)."""
+        """One plan, intent, move and completion; ``None``: plan again.
+
+        Again when the Lead's branch moved under the merge (``abandoned``), or when a
+        planned conflict did not happen in the worktree (the Lead's branch moved since).
+        """
         task = decide(journal.authoritative())
         git = self.worktrees.git()
         spot = spot_of(record)
         message = f"{task.id}: {task.subject}\n\nCompleted by {record.member} in dsh Team {record.team_id}."
+        merge_message = f"Merge {record.branch}: {task.id} ({record.member})"
         try:
+            pending = await asyncio.to_thread(git.pending_merge, spot)
+            if pending:
+                raise TeamError(markers_text(task.id, record, pending), TeamCode.MERGE_CONFLICT, task_id=task.id,
+                                paths=list(pending))
+            if pending is not None:  # this commit concludes the merge of the Lead's branch into the worktree
+                message = message.replace("\n\n", " (the Lead's branch merged in)\n\n", 1)
             await asyncio.to_thread(git.commit_all, spot, message, author=record.member)
-            plan = await asyncio.to_thread(
-                git.plan_merge, record.root, spot, message=f"Merge {record.branch}: {task.id} ({record.member})")
+            plan = await asyncio.to_thread(git.plan_merge, record.root, spot, message=merge_message)
+            conflicts = (await asyncio.to_thread(git.merge_lead, record.root, spot, author=record.member)
+                         if plan.conflicts else ())
         except WorktreeError as exc:
             raise TeamError(f"{task.id} stays in_progress: {exc.message}", TeamCode.MERGE_BLOCKED,
                             task_id=task.id) from None
-        if plan.conflicts:
-            raise TeamError(conflict_text(task.id, record, plan), TeamCode.MERGE_CONFLICT, task_id=task.id,
-                            paths=list(plan.conflicts))
+        if conflicts:
+            raise TeamError(conflict_text(task.id, record, plan, conflicts), TeamCode.MERGE_CONFLICT,
+                            task_id=task.id, paths=list(plan.conflicts))
+        if plan.conflicts:  # the Lead's branch merged cleanly into the worktree (it moved meanwhile): plan again
+            return None
         if plan.blocked is not None:
             raise TeamError(f"{task.id} stays in_progress: {plan.blocked}", TeamCode.MERGE_BLOCKED, task_id=task.id)
         if plan.empty:

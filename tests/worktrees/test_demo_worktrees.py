@@ -4,7 +4,8 @@
 shared checkout, the builder meets ``FILE_STALE``) and with ``--worktrees`` (``make
 worktree-demo``: each teammate on its own branch, every completed task merged into
 ``main``). The files of the two workspaces are compared byte for byte, and git shows
-one commit per completed task, each by the member that did it.
+each completed task committed by the member that did it (task-3 twice: its
+change, then its resolution of the conflict with the reviewer's docstring).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def test_worktree_mode_gives_the_same_files_as_shared_mode(tmp_path: Path) -> No
     assert "FILE_STALE" in shared_out and "Worktrees:" not in shared_out
     repo = tmp_path / "worktree" / "workspace"
     assert git(repo, "log", "--format=%an|%s", "main").splitlines() == [
+        "builder (dsh)|task-3: Add type hints to greet (the Lead's branch merged in)",
         "builder (dsh)|task-3: Add type hints to greet",
         "reviewer (dsh)|task-2: Review the greeting module",
         "builder (dsh)|task-1: Write the greeting module",
@@ -50,3 +52,4 @@ def test_worktree_mode_gives_the_same_files_as_shared_mode(tmp_path: Path) -> No
     ]
     assert git(repo, "status", "--porcelain") == "" and git(repo, "worktree", "list").count("\n") == 0
     assert "merge of task-3 by builder: done" in worktree_out
+    assert "TEAM_MERGE_CONFLICT" not in shared_out and "conflicts in src/greet.py" in worktree_out

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from host_spec.host.worktrees.git import GitWorktrees
-from host_spec.worktrees import WorktreeCode, WorktreeError, Worktrees
+from host_spec.worktrees import WorktreeCode, WorktreeError, Worktrees, WorktreeSpot
 
 from wt_kit import git, make_repo
 
@@ -125,6 +125,62 @@ def test_fast_forward_then_merge_commit_then_conflict(tmp_path: Path) -> None:
     assert plan3.conflicts == ("shared.txt",) and plan3.new == plan3.old and not plan3.empty
     assert git(repo, "rev-parse", "main") == before
     assert (repo / "shared.txt").read_text() == "one\n"
+
+
+class TestTheLeadsBranchMergedIntoAWorktree:
+    """On a conflict the host merges the Lead's branch into the member's worktree; the member edits markers away."""
+
+    def conflicted(self, tmp_path: Path) -> tuple[Path, WorktreeSpot]:
+        repo = make_repo(tmp_path / "repo", {"shared.txt": "base\n", "other.txt": "o\n"})
+        spot = GIT.place(str(repo), team="t", member="m")
+        GIT.create(str(repo), spot)
+        Path(spot.path, "shared.txt").write_text("member\n")
+        GIT.commit_all(spot, "m", author="m")
+        (repo / "shared.txt").write_text("lead\n")
+        git(repo, "commit", "-qam", "lead")
+        return repo, spot
+
+    def test_a_conflict_leaves_markers_until_edited_then_the_commit_concludes_it(self, tmp_path: Path) -> None:
+        repo, spot = self.conflicted(tmp_path)
+        assert GIT.pending_merge(spot) is None
+        assert GIT.plan_merge(str(repo), spot, message="x").conflicts == ("shared.txt",)
+        assert GIT.merge_lead(str(repo), spot, author="m") == ("shared.txt",)
+        text = Path(spot.path, "shared.txt").read_text()
+        assert text.startswith("<<<<<<< ") and "member\n" in text and "lead\n" in text
+        assert GIT.pending_merge(spot) == ("shared.txt",)
+        Path(spot.path, "shared.txt").write_text("member\n")  # its own side, as committed
+        assert GIT.pending_merge(spot) == ()
+        head = GIT.commit_all(spot, "resolved", author="m")
+        assert head is not None and GIT.pending_merge(spot) is None
+        assert git(repo, "rev-parse", f"{head}^2") == git(repo, "rev-parse", "main")  # the Lead's head is a parent
+        plan = GIT.plan_merge(str(repo), spot, message="x")
+        assert plan.fast_forward and not plan.conflicts
+        assert git(repo, "log", "-1", "--format=%an", head) == "m (dsh)"
+
+    def test_a_clean_merge_is_committed_at_once(self, tmp_path: Path) -> None:
+        repo, spot = self.conflicted(tmp_path)
+        git(repo, "revert", "--no-edit", "HEAD")
+        (repo / "other.txt").write_text("lead\n")
+        git(repo, "commit", "-qam", "lead again")
+        assert GIT.merge_lead(str(repo), spot, author="m") == ()
+        assert GIT.pending_merge(spot) is None
+        assert Path(spot.path, "other.txt").read_text() == "lead\n"
+        assert GIT.plan_merge(str(repo), spot, message="x").fast_forward
+
+    def test_a_merge_git_refuses_is_aborted_and_raised(self, tmp_path: Path) -> None:
+        repo, spot = self.conflicted(tmp_path)
+        Path(spot.path, "shared.txt").write_text("uncommitted\n")
+        with pytest.raises(WorktreeError) as caught:
+            GIT.merge_lead(str(repo), spot, author="m")
+        assert caught.value.code == WorktreeCode.GIT_FAILED and "git merge failed" in caught.value.message
+        assert GIT.pending_merge(spot) is None
+        assert Path(spot.path, "shared.txt").read_text() == "uncommitted\n"
+
+    def test_a_deleted_conflicted_file_counts_as_resolved(self, tmp_path: Path) -> None:
+        repo, spot = self.conflicted(tmp_path)
+        GIT.merge_lead(str(repo), spot, author="m")
+        Path(spot.path, "shared.txt").unlink()
+        assert GIT.pending_merge(spot) == ()
 
 
 def test_a_moved_branch_fails_the_compare_and_set(tmp_path: Path) -> None:

@@ -101,10 +101,82 @@ async def test_the_users_uncommitted_edit_of_the_same_file_blocks_the_merge(tmp_
     assert records(data, lead_id, "team/merge") == []
 
 
+class Damaged(GitWorktrees):
+    """The worktree's ``.git`` link is gone when the completion commits (a member's sandbox cannot do this)."""
+
+    def commit_all(self, spot: WorktreeSpot, message: str, *, author: str) -> str | None:
+        Path(spot.path, ".git").unlink(missing_ok=True)
+        return super().commit_all(spot, message, author=author)
+
+
 async def test_a_damaged_worktree_blocks_the_merge(tmp_path: Path) -> None:
-    _, data, lead_id = await run(tmp_path, script(work(_call("bash", command="rm .git"))))
+    _, data, lead_id = await run(tmp_path, script(work()), worktrees=Damaged())
     assert errors(data, member_id(data, lead_id)) == [None, "TEAM_MERGE_BLOCKED"]
     assert task_status(data, lead_id) == "in_progress"
+
+
+def conflicting(*again: dict[str, Any]) -> dict[str, Any]:
+    """dana edits shared.txt while the user commits another version of it on main, then completes."""
+    return script(work(path="shared.txt"), *again)
+
+
+class UserEditsShared(GitWorktrees):
+    """The user commits ``shared.txt`` on the Lead's branch just before the member's change is committed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.done = False
+
+    def commit_all(self, spot: WorktreeSpot, message: str, *, author: str) -> str | None:
+        if not self.done:
+            self.done = True
+            root = Path(spot.path).parents[3]  # <repo>/.git/dsh-worktrees/<team>/<member>
+            Path(root, "shared.txt").write_text("the user's line\n")
+            git(root, "add", "-A")
+            git(root, "commit", "-q", "-m", "the user commits")
+        return super().commit_all(spot, message, author=author)
+
+
+async def test_completing_with_markers_left_is_refused_until_they_are_edited_away(tmp_path: Path) -> None:
+    lazy = {"when": "conflicts in", "text": "complete at once", "tool_calls": [
+        _call("team_task_update", task_id="task-1", expected_revision=2, action="complete")]}
+    fix = {"when": "still hold conflict markers", "text": "resolve", "tool_calls": [
+        _call("read_file", path="shared.txt"),
+        _call("write_file", path="shared.txt", content="the user's line\nby dana\n"),
+        _call("team_task_update", task_id="task-1", expected_revision=2, action="complete")]}
+    repo, data, lead_id = await run(tmp_path, conflicting(lazy, fix), worktrees=UserEditsShared())
+    assert errors(data, member_id(data, lead_id)) == [None, "TEAM_MERGE_CONFLICT", "TEAM_MERGE_CONFLICT", None]
+    assert task_status(data, lead_id) == "completed"
+    assert (repo / "shared.txt").read_text() == "the user's line\nby dana\n"
+    assert git(repo, "rev-list", "--count", "--merges", "main") == "1"  # dana's merge of main, fast-forwarded
+    assert git(repo, "status", "--porcelain") == ""
+
+
+class LeadMergeFails(UserEditsShared):
+    def merge_lead(self, root: str, spot: WorktreeSpot, *, author: str) -> tuple[str, ...]:
+        raise WorktreeError("git merge failed: the disk is full")
+
+
+async def test_a_merge_into_the_worktree_that_fails_blocks_the_completion(tmp_path: Path) -> None:
+    repo, data, lead_id = await run(tmp_path, conflicting(), worktrees=LeadMergeFails())
+    assert errors(data, member_id(data, lead_id)) == [None, "TEAM_MERGE_BLOCKED"]
+    assert task_status(data, lead_id) == "in_progress"
+    assert (repo / "shared.txt").read_text() == "the user's line\n"  # main is the user's
+
+
+class ConflictGone(UserEditsShared):
+    """The planned conflict is gone by the time the worktree merges (the user reverted meanwhile)."""
+
+    def merge_lead(self, root: str, spot: WorktreeSpot, *, author: str) -> tuple[str, ...]:
+        git(root, "revert", "--no-edit", "HEAD")
+        return super().merge_lead(root, spot, author=author)
+
+
+async def test_a_conflict_gone_by_the_worktree_merge_is_planned_again(tmp_path: Path) -> None:
+    repo, data, lead_id = await run(tmp_path, conflicting(), worktrees=ConflictGone())
+    assert errors(data, member_id(data, lead_id)) == [None, None]
+    assert task_status(data, lead_id) == "completed"
+    assert (repo / "shared.txt").read_text() == "by dana\n"
 
 
 class UserCommits(GitWorktrees):

@@ -3,9 +3,10 @@
 Two teammates edit the same line of the same file in their own worktrees and both
 complete their tasks. Whichever completes first merges cleanly (a fast-forward);
 the other gets ``TEAM_MERGE_CONFLICT`` naming the file, its task stays
-``in_progress`` and the Lead's branch is untouched; it rebases in its worktree
-(``git rebase -X theirs main`` through ``bash``) and completes again, which
-merges. The scripts are symmetric, so the test holds whichever member wins the race.
+``in_progress`` and the Lead's branch is untouched, and the host has merged ``main``
+into its worktree; it resolves git's markers with the file tools (no git of its own:
+the sandbox keeps ``.git`` read-only) and completes again, which concludes that merge
+and fast-forwards ``main``. The scripts are symmetric, so the test holds whichever member wins the race.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ def member(name: str, task: str) -> list[dict[str, Any]]:
             {"name": "write_file", "arguments": {"path": f"{name}.txt", "content": f"by {name}\n"}},
             {"name": "team_task_update", "arguments": {"task_id": task, "expected_revision": 2,
                                                        "action": "complete"}}]},
-        {"when": "main conflicts in", "text": "rebase and complete again", "tool_calls": [
-            {"name": "bash", "arguments": {"command": "git rebase -X theirs main && git log --oneline -1"}},
+        {"when": "main conflicts in", "text": "resolve the markers and complete again", "tool_calls": [
+            {"name": "read_file", "arguments": {"path": "shared.txt"}},
+            {"name": "write_file", "arguments": {"path": "shared.txt", "content": f"{name}\n"}},
             {"name": "team_task_update", "arguments": {"task_id": task, "expected_revision": 2,
                                                        "action": "complete"}}]},
         {"text": "done"},
@@ -53,7 +55,7 @@ SCRIPT = {
 }  # fmt: skip
 
 
-async def test_same_file_one_merges_one_conflicts_rebases_and_merges(tmp_path: Path) -> None:
+async def test_same_file_one_merges_one_conflicts_resolves_and_merges(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     base = git(repo, "rev-parse", "main")
     data = tmp_path / "data"
@@ -68,12 +70,16 @@ async def test_same_file_one_merges_one_conflicts_rebases_and_merges(tmp_path: P
     assert [r["phase"] for r in merges].count("intent") == 2 and len(done) == 2
     first, second = done
     assert first["fast_forward"] is True  # the first one: the Lead's branch had not moved
-    # the second member met the conflict, then its rebased branch fast-forwarded main
+    # the second member met the conflict; its branch, with main merged in, fast-forwarded main
+    assert second["fast_forward"] is True
     loser = second["member"]
     winner = first["member"]
-    # git is the oracle: main holds both members' commits, shared.txt is the rebased member's
+    # git is the oracle: main holds both members' commits and the loser's merge, shared.txt is its resolution
     log = git(repo, "log", "--format=%an|%s", f"{base}..main").splitlines()
-    assert sorted(line.split("|")[0] for line in log) == ["alice (dsh)", "bob (dsh)"]
+    assert sorted(line.split("|")[0] for line in log) == sorted(["alice (dsh)", "bob (dsh)", f"{loser} (dsh)"])
+    merge = git(repo, "log", "--merges", "--format=%an|%s|%P", f"{base}..main").splitlines()
+    assert len(merge) == 1 and merge[0].startswith(f"{loser} (dsh)|") and "the Lead's branch merged in" in merge[0]
+    assert first["new"] in merge[0].split("|")[2].split()  # its second parent is the winner's merged head
     assert (repo / "shared.txt").read_text() == f"{loser}\n"
     assert (repo / "alice.txt").read_text() == "by alice\n" and (repo / "bob.txt").read_text() == "by bob\n"
     assert git(repo, "status", "--porcelain") == ""
@@ -82,7 +88,7 @@ async def test_same_file_one_merges_one_conflicts_rebases_and_merges(tmp_path: P
     loser_id = next(m.id for m in state.members.listed() if m.name == loser)
     results = [json.dumps(e.value()) for e in _events(data, loser_id) if e.type == "tool/result"]
     conflict = [r for r in results if "TEAM_MERGE_CONFLICT" in r]
-    assert len(conflict) == 1 and "shared.txt" in conflict[0] and "git rebase main" in conflict[0]
+    assert len(conflict) == 1 and "shared.txt" in conflict[0] and "main is now merged into your worktree" in conflict[0]
     assert first["new"] == second["old"]  # the conflict changed nothing on main in between
     assert winner != loser
     # a clean end: both worktrees were merged, so both are gone with their branches

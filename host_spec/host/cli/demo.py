@@ -22,9 +22,9 @@ is committed. ``make demo`` runs ``dsh demo .dsh-demo``; ``make mcp-demo`` passe
 ``--worktrees`` makes the workspace a git repository (one empty commit on ``main``)
 and runs the same team with each teammate on its own branch in its own worktree
 (:data:`~host_spec.host.demo.WORKTREE_PROFILE`): every completed task is merged into
-``main``, and the builder, instead of meeting ``FILE_STALE``, rebases on the
-reviewer's merged change. The final files are the same; the demo ends with the git
-log (one commit per completed task, by its member).
+``main``, and the builder, instead of meeting ``FILE_STALE``, meets a merge
+conflict with the reviewer's merged change and resolves it in its worktree. The final files are the same; the demo ends with the git
+log (each completed task committed and merged by its member).
 
 The directory is kept. A directory is reset only when a demo made it (a marker
 file says so); any other non-empty directory is refused before anything is
@@ -167,7 +167,7 @@ async def run(args: argparse.Namespace) -> int:
         print(path.read_text(), end="")
     print()
     if args.worktrees:
-        _banner(f"git log of {workspace}  (one commit per completed task, by its member)")
+        _banner(f"git log of {workspace}  (each completed task committed by its member)")
         subprocess.run(["git", "log", "--format=%h %an: %s", "main"], cwd=workspace, check=False)
         print()
     print(f"Logs are in {data_dir}/. Try: dsh team show --data-dir {data_dir} --at 20")

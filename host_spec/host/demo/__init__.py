@@ -23,7 +23,7 @@ SCRIPT: Final = Path(__file__).resolve().with_name("team_demo.json")
 #: The built-in profile the demo runs.
 PROFILE: Final = "agent-teams"
 #: ``dsh demo --worktrees``: the same team with each teammate in its own git worktree. Its
-#: builder rebases on the reviewer's merged change instead of meeting ``FILE_STALE``.
+#: builder resolves a merge conflict with the reviewer's change instead of meeting ``FILE_STALE``.
 WORKTREE_SCRIPT: Final = Path(__file__).resolve().with_name("team_demo_worktrees.json")
 #: The profile of ``--worktrees`` (``agent-teams`` with ``workspace_mode = "worktree"``).
 WORKTREE_PROFILE: Final = str(Path(__file__).resolve().with_name("worktrees.toml"))

@@ -56,6 +56,15 @@ def _identity(name: str) -> dict[str, str]:
             "GIT_COMMITTER_NAME": f"{name} (dsh)", "GIT_COMMITTER_EMAIL": email}
 
 
+def _has_markers(path: Path) -> bool:
+    """Whether ``path`` still holds a line git writes around a conflict (a deleted file holds none)."""
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError:
+        return False
+    return any(line.startswith((b"<<<<<<< ", b">>>>>>> ")) for line in lines)
+
+
 class GitWorktrees:
     """Worktrees and merges of any repository, through the ``git`` command (stateless)."""
 
@@ -158,8 +167,9 @@ class GitWorktrees:
 
     def commit_all(self, spot: WorktreeSpot, message: str, *, author: str) -> str | None:
         self._ok(spot.path, "add", "-A")
-        if self._run(spot.path, "diff", "--cached", "--quiet").code == 0:
-            return None
+        merging = self._run(spot.path, "rev-parse", "-q", "--verify", "MERGE_HEAD").code == 0
+        if not merging and self._run(spot.path, "diff", "--cached", "--quiet").code == 0:
+            return None  # (a merge in progress is concluded even when its result equals the member's side)
         self._ok(spot.path, "commit", "--quiet", "--no-verify", "-m", message, env=_identity(author))
         return self._ok(spot.path, "rev-parse", "HEAD")
 
@@ -194,6 +204,30 @@ class GitWorktrees:
                              blocked=f"the Lead's checkout has uncommitted changes the merge would overwrite "
                                      f"({reason}): commit or stash them and complete again")
         return plan
+
+    def merge_lead(self, root: str, spot: WorktreeSpot, *, author: str) -> tuple[str, ...]:
+        target = self._target(root) or "HEAD"
+        head = self._commit_of(root, "HEAD")
+        if head is None:
+            raise WorktreeError(f"no commit to merge in {root}", code=WorktreeCode.GIT_FAILED)
+        message = f"Merge {target.removeprefix('refs/heads/')} into {spot.branch}"
+        merged = self._run(spot.path, "merge", "--no-ff", "--no-verify", "-m", message, head, env=_identity(author))
+        if merged.code == 0:
+            return ()
+        conflicts = self.pending_merge(spot)
+        if not conflicts:  # git refused before merging (a local change, a broken worktree): nothing to resolve
+            self._run(spot.path, "merge", "--abort")
+            raise WorktreeError(f"git merge failed in {spot.path}: {merged.err or merged.out}",
+                                code=WorktreeCode.GIT_FAILED)
+        log.info("worktree.lead_merged", path=spot.path, conflicts=list(conflicts))
+        return conflicts
+
+    def pending_merge(self, spot: WorktreeSpot) -> tuple[str, ...] | None:
+        if self._run(spot.path, "rev-parse", "-q", "--verify", "MERGE_HEAD").code != 0:
+            return None
+        unmerged = self._run(spot.path, "diff", "--name-only", "--diff-filter=U", "-z")
+        paths = [name for name in unmerged.out.split("\0") if name]
+        return tuple(name for name in dict.fromkeys(paths) if _has_markers(Path(spot.path, name)))
 
     def move_ref(self, root: str, plan: MergePlan) -> bool:
         if self._commit_of(root, plan.target) == plan.new:
