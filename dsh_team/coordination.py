@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from host_spec.protocols import Agent, Host, Session
 
     from dsh_team.config import TeamConfig
+    from dsh_team.log.journal import Journal
     from dsh_team.log.journals import Journals
     from dsh_team.log.lifecycle import Lifecycle
     from dsh_team.roster.membership import MembershipResolver
@@ -93,6 +94,12 @@ class Coordination:
         self.shutdowns = Shutdowns(host, journals, members, lifecycle, self.sender, config.shutdown_timeout_ms)
         self.sender.gone = self.dispatcher.gone = self.roster.gone = self.shutdowns.gone
         self.shutdowns.on_gone = self.worktrees.member_gone
+
+    def role_of(self, journal: Journal, member: str) -> str | None:
+        """The role ``member`` (a roster name) was spawned with in ``journal``'s Team; ``None``: none."""
+        snapshot = journal.state.members.by_name(member)
+        record = None if snapshot is None else self.roles.roles(journal.session).get(snapshot.id)
+        return None if record is None else record.role
 
     # ------------------------------------------------------------ host feed
 

@@ -101,7 +101,7 @@ class TeamService(MemberOperations, BoardOperations, ControlOperations, HostFeed
         )
         self.controls = LiveControls()
         self.gates = Gates(host, self.config, self.journals, self.controls, self.lifecycle,
-                           self.coordination.worktrees.workspace)
+                           self.coordination.worktrees.workspace, self.coordination.role_of)
         self.merges = Merges(self.coordination.worktrees, self.lifecycle, host.call_soon)
         self.plans = Plans(self.controls)
         self.permissions = LivePermissions()

@@ -202,8 +202,12 @@ class CliEnv(Protocol):
     def worktrees(self) -> Worktrees | None:
         """The host's git worktrees (``dsh team show``'s commits ahead, ``dsh team diff``); ``None``: it has none."""
 
-    def sandbox_policies(self, data_dir: Path, session_id: str, members: Sequence[str]) -> Mapping[str, str] | None:
+    def sandbox_policies(
+        self, data_dir: Path, session_id: str, members: Sequence[str], roles: Mapping[str, str] | None = None
+    ) -> Mapping[str, str] | None:
         """Each of ``members``' sandbox policy (``read-only``, ``workspace-write``, ``full``) in run ``session_id``.
+
+        ``roles`` maps a member's name to the role it was spawned with (absent: none).
 
         Read from the profile the run recorded when it started (``dsh resume`` uses the
         same one). ``None``: the run recorded none, or its profile cannot be read now.

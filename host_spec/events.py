@@ -172,7 +172,9 @@ class SubagentDescriptor(msgspec.Struct, frozen=True, omit_defaults=True):
 
     ``name`` is the agent name the child runs under (the scripted model keys its
     script by it: a teammate's Team name); absent means ``label``. A cold resume
-    reads it back so the resumed agent keeps its name.
+    reads it back so the resumed agent keeps its name. ``role`` is the role the
+    child was started with (absent: none): the host keys per-role settings on it,
+    such as its sandbox policy, so a resumed or remote member keeps them.
     """
 
     version: int
@@ -181,6 +183,7 @@ class SubagentDescriptor(msgspec.Struct, frozen=True, omit_defaults=True):
     label: str | None = None
     agent_model: str | None = None
     name: str | None = None
+    role: str | None = None
 
 
 class ContextCompaction(msgspec.Struct, frozen=True, omit_defaults=True):

@@ -168,6 +168,11 @@ class Agent(Protocol):
         ...
 
     @property
+    def role(self) -> str | None:
+        """The role the agent was started with (``start_continuable(role=...)``); ``None``: none."""
+        ...
+
+    @property
     def scope(self) -> Scope: ...
 
     @property

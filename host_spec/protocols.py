@@ -158,10 +158,17 @@ class Continuations(Protocol):
         notify: bool = True,
         model: str | None = None,
         cwd: str | None = None,
+        role: str | None = None,
     ) -> tuple[str, str]:
         """Create the child and durably admit its first prompt; returns ``(child_id, message_id)``.
 
         ``model`` is the child's model spec (``None``: the host chooses, e.g. the parent's).
+        ``role`` is the name of the role the child was spawned with (``None``: none),
+        kept in its descriptor and shown as its agent's ``role``: the host keys its
+        own per-role settings on it (the reference host: the sandbox policy of
+        ``[sandbox.roles."NAME"]``). Only the host's configuration gives a role
+        anything here, so naming a role never widens what a child may do beyond
+        what the user wrote down.
         ``cwd`` is the child's workspace root, recorded in its header (``None``: the
         parent's); everything it does in the workspace -- file tools, shell, checks,
         sandbox -- happens there, and its own children inherit it.

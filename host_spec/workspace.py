@@ -152,12 +152,14 @@ class CommandRunner(Protocol):
     async def run_command(
         self, root: str, command: str, *, timeout_ms: int, signal: AbortSignal | None = None,
         member: str | None = None,
+        role: str | None = None,
     ) -> CommandOutcome:
         """Run ``command`` with ``/bin/bash -c`` in the workspace ``root`` and wait for its end.
 
         The command runs in the host's sandbox under ``member``'s policy (the member it
-        runs for, by name; ``None``: the profile's own policy), exactly like that
-        member's ``bash`` calls: ``root`` is its writable root under ``workspace-write``.
+        runs for, by name, spawned with ``role``; ``None``: the profile's own policy, no
+        role), exactly like that member's ``bash`` calls: ``root`` is its writable root
+        under ``workspace-write``.
         A command the sandbox stops (a write outside, a process limit) simply fails.
 
         Nothing it started is left running when this returns (or is cancelled): the

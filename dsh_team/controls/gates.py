@@ -114,14 +114,18 @@ class Gates:
         journals, controls, lifecycle: The service's journals, controls fold and lifetime.
         workspace: Where a task's checks run when not in the Lead's workspace: its
             owner's own worktree (:mod:`dsh_team.worktrees`), ``None`` for the Lead's.
+        role_of: The role a member (by name) was spawned with, ``None``: none; its
+            checks run under that role's sandbox policy, as its ``bash`` calls do.
     """
 
     def __init__(
         self, host: Host, config: TeamConfig, journals: Journals, controls: LiveControls, lifecycle: Lifecycle,
         workspace: Callable[[Journal, str], str | None] = lambda journal, task_id: None,
+        role_of: Callable[[Journal, str], str | None] = lambda journal, member: None,
     ) -> None:
         self.host = host
         self.workspace = workspace
+        self.role_of = role_of
         self.config = config
         self.journals = journals
         self.controls = controls
@@ -213,10 +217,11 @@ class Gates:
         """Run ``run``'s steps (stopping at the first failure) and record how it ended."""
         results: list[CheckResult] = []
         gates = self.config.gates
+        role = self.role_of(journal, run.member)
         for step in run.steps:
             try:
                 outcome = await runner.run_command(root, step.command, timeout_ms=gates.timeout_ms, signal=signal,
-                                                  member=run.member)
+                                                  member=run.member, **({"role": role} if role is not None else {}))
             except WorkspaceError as error:
                 results.append(CheckResult(
                     command=step.command, exit_code=None, name=step.name, tail=_tail(error.message, gates.tail_chars)

@@ -79,6 +79,12 @@ def _model_of(role: tuple[str, RoleSpec] | None) -> dict[str, Any]:
     return {"model": role[1].model} if role is not None and role[1].model is not None else {}
 
 
+def _role_of(role: tuple[str, RoleSpec] | None) -> dict[str, Any]:
+    """``{"role": name}`` for a spawn with a role: the host keys its own per-role settings on the name (its
+    sandbox policy), which only its configuration can widen (a spawn without one never passes the keyword)."""
+    return {"role": role[0]} if role is not None else {}
+
+
 def _cwd_of(worktree: WorktreeRecord | None) -> dict[str, Any]:
     """``{"cwd": path}`` for a member with its own worktree (a shared-mode spawn never passes the keyword)."""
     return {"cwd": worktree.path} if worktree is not None else {}
@@ -223,6 +229,7 @@ class Provisioner:
                 name=snapshot.name,
                 notify=False,
                 **_model_of(request.role),
+                **_role_of(request.role),
                 **_cwd_of(request.worktree),
             )
             await await_accepted(self.host.sessions, self.messages, snapshot.id, message_id, signal)

@@ -42,6 +42,8 @@ from host_spec.errors import DshError, SessionError
 from dsh_team.core.fold import replay
 from dsh_team.cost.ledger import replay_costs
 from dsh_team.cost.report import build_report
+from dsh_team.roster.member_records import fold_latest
+from dsh_team.roster.roles import ROLE_RECORDS
 from dsh_team.roster.shutdown import gone_members
 from dsh_team.views.member_commands import register_member_commands
 from dsh_team.views.show import build_show, render_json
@@ -202,7 +204,9 @@ def show_command(args: argparse.Namespace, env: CliEnv) -> int:
     print(render_json(show) if args.json else render_text(show))
     if not args.json:
         names = ["lead", *(member.name for member in state.members.listed())]
-        print(sandbox_line(env.sandbox_policies(args.data_dir, team_id, names)))
+        records = fold_latest(ROLE_RECORDS, stored.events[:at], team_id, {})
+        roles = {m.name: records[m.id].role for m in state.members.listed() if m.id in records}
+        print(sandbox_line(env.sandbox_policies(args.data_dir, team_id, names, roles)))
     return EXIT_FAILED if show.failure is not None else EXIT_OK
 
 

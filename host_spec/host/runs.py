@@ -54,9 +54,11 @@ class HostRuns(SessionActivation):
     _soon_pending: int
     _soon_tasks: set[asyncio.Future[Any]]
 
-    def start_agent(self, session: Any, *, name: str, source: str = "startup", model: str | None = None) -> Any:
+    def start_agent(
+        self, session: Any, *, name: str, source: str = "startup", model: str | None = None, role: str | None = None,
+    ) -> Any:
         """Build and publish the agent of an announced session (``dsh_agent_created`` may veto)."""
-        return self.agents.create(session, name=name, model=model, source=source)
+        return self.agents.create(session, name=name, model=model, source=source, role=role)
 
     def member_model(self, name: str, parent: Any) -> str | None:
         """The model spec of a new child named ``name``: the profile's first matching

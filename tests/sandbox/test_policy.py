@@ -31,6 +31,8 @@ class TestSettings:
         ({"env": ["OPENAI_API_KEY"]}, "env: OPENAI_API_KEY looks like a credential; the sandbox never passes one"),
         ({"memory_mb": -1}, "memory_mb must be 0 (no limit) or more @ sandbox.memory_mb"),
         ({"members": {"rev*": {"policy": "all"}}}, "@ sandbox.members.rev*.policy"),
+        ({"roles": {"reviewer": {"network": "on"}}}, "expected a boolean, got str @ sandbox.roles.reviewer.network"),
+        ({"roles": {"Rev*": {"policy": "full"}}}, "roles: 'Rev*' is not a role name"),
         ({"polcy": "full"}, "extra fields found (polcy) @ sandbox"),
     ])
     def test_bad_tables_fail_naming_the_field(self, raw: dict, message: str) -> None:
@@ -47,6 +49,21 @@ class TestSettings:
         assert settings.policy_for("ops").name == "workspace-write"  # "*" matched first
         assert settings.policy_for(None).network is True  # the profile's own (an MCP server)
 
+    def test_a_member_pattern_wins_over_a_role_and_a_role_over_the_profile_key_by_key(self) -> None:
+        settings = load_settings({"network": True, "roles": {"reviewer": {"policy": "read-only"}, "ops": {
+            "policy": "full", "network": False}}, "members": {"rev-2": {"policy": "workspace-write"}}})
+
+        def of(member: str | None, role: str | None) -> tuple[str, bool]:
+            policy = settings.policy_for(member, role)
+            return policy.name, policy.network
+
+        assert of("rev-1", "reviewer") == ("read-only", True)  # the role's policy, the profile's network
+        assert of("rev-2", "reviewer") == ("workspace-write", True)  # the member's pattern is more specific
+        assert of("ann", "ops") == ("full", False)
+        assert of("ann", "writer") == ("workspace-write", True)  # a role the table does not name: the profile's
+        assert of("ann", None) == of(None, None) == ("workspace-write", True)
+        assert settings.needs_sandbox() and settings.unsandboxed() == ("role ops",)
+
     def test_the_header_names_who_runs_unsandboxed(self) -> None:
         mixed = Sandbox(load_settings({"members": {"ops": {"policy": "full"}}}))
         assert mixed.header() == ("sandbox: workspace-write (bubblewrap, network off); members: ops=full; "
@@ -54,15 +71,23 @@ class TestSettings:
         everyone = Sandbox(load_settings({"policy": "full", "members": {"rev*": {"policy": "read-only"}}}))
         assert everyone.header() == "sandbox: full; members: rev*=read-only; UNSANDBOXED: every member except rev*"
         assert not load_settings({"policy": "full"}).needs_sandbox()
+        roles = Sandbox(load_settings({"policy": "full", "roles": {"reviewer": {"policy": "read-only"}},
+                                       "members": {"ops": {"network": True}}}))
+        assert roles.header() == ("sandbox: full; members: role reviewer=read-only; "
+                                  "UNSANDBOXED: every member except role reviewer")
+        assert roles.settings.needs_sandbox()
 
     def test_profile_layers_merge_key_by_key(self, tmp_path: Path) -> None:
         (tmp_path / "base.toml").write_text('extends = "headless"\n[sandbox]\nnetwork = true\nmemory_mb = 100\n'
-                                            '[sandbox.members.a]\npolicy = "read-only"\n')
+                                            '[sandbox.members.a]\npolicy = "read-only"\n'
+                                            '[sandbox.roles.r1]\npolicy = "read-only"\n')
         (tmp_path / "top.toml").write_text('extends = "base.toml"\n[sandbox]\nmemory_mb = 200\n'
-                                           '[sandbox.members.b]\npolicy = "full"\n')
+                                           '[sandbox.members.b]\npolicy = "full"\n[sandbox.roles.r2]\nnetwork = true\n')
         settings = load_profile(tmp_path / "top.toml").sandbox
         assert (settings.network, settings.memory_mb) == (True, 200)
         assert {k: v.policy for k, v in settings.members.items()} == {"a": "read-only", "b": "full"}
+        assert {k: (v.policy, v.network) for k, v in settings.roles.items()} == {
+            "r1": ("read-only", None), "r2": (None, True)}
         (tmp_path / "bad.toml").write_text('extends = "headless"\n[sandbox]\npolicy = "none"\n')
         with pytest.raises(ConfigError, match=r"bad.toml: expected one of .* @ sandbox.policy"):
             load_profile(tmp_path / "bad.toml")

@@ -78,6 +78,7 @@ class Agent:
         *,
         name: str,
         model: str | None = None,
+        role: str | None = None,
         resumed: bool = False,
         carried: tuple[int, AgentFold] | None = None,
     ) -> None:
@@ -89,6 +90,7 @@ class Agent:
         self._scope = scope
         self._name = name
         self._model = model
+        self._role = role
         self._status: AgentStatus = "idle"
         self._task: asyncio.Task[None] | None = None
         self._signal = AbortSignal()
@@ -133,6 +135,10 @@ class Agent:
     @property
     def model(self) -> str | None:
         return self._model
+
+    @property
+    def role(self) -> str | None:
+        return self._role
 
     @property
     def name(self) -> str:

@@ -44,7 +44,10 @@ class AgentRegistry:
         #: Folds of disposed agents: a continuable child woken again continues them (no history re-read).
         self._carried: CarriedFolds[AgentFold] = CarriedFolds()
 
-    def create(self, session: Session, *, name: str, model: str | None = None, source: str = "startup") -> Agent:
+    def create(
+        self, session: Session, *, name: str, model: str | None = None, source: str = "startup",
+        role: str | None = None,
+    ) -> Agent:
         """Build, publish and (if it has pending work) wake an agent for ``session``.
 
         Construction closes a crash-interrupted turn and rebuilds the inbox. The agent
@@ -66,6 +69,7 @@ class AgentRegistry:
             scope,
             name=name,
             model=model,
+            role=role,
             resumed=source == "resume",
             carried=carried,
         )

@@ -104,7 +104,8 @@ class Lineage(Residency):
         try:
             with cause_scope(None):
                 agent = self._host.start_agent(
-                    session, name=descriptor.name or label, model=descriptor.agent_model, source="resume"
+                    session, name=descriptor.name or label, model=descriptor.agent_model, source="resume",
+                    role=descriptor.role,
                 )
         except BaseException:
             await self._host.discard_session(session)

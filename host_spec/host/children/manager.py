@@ -109,13 +109,16 @@ class ContinuationManager(Lineage):
         notify: bool = True,
         model: str | None = None,
         cwd: str | None = None,
+        role: str | None = None,
     ) -> tuple[str, str]:
         """Create a child and durably admit its first prompt.
 
         ``model``: the child's model spec (kept in its descriptor, so a cold resume uses
         it again); ``None``: the profile's ``[models]`` pattern, else the parent's.
         ``cwd``: the child's workspace root (its header's ``cwd``, so a cold resume
-        acts there again); ``None``: the parent's.
+        acts there again); ``None``: the parent's. ``role``: the role it was spawned with
+        (kept in its descriptor; its agent's ``role``, which the sandbox's
+        ``[sandbox.roles]`` table keys on).
 
         Order: descriptor (``subagent/descriptor`` v2) -> agent -> the prompt enters the
         next-turn inbox (source ``{"kind": "user"}``) -> flush of the child session ->
@@ -150,7 +153,7 @@ class ContinuationManager(Lineage):
                 self._check_live(parent, code="PARENT_UNAVAILABLE")
                 self._check_admission(parent)
                 return await self._materialize(child_id, chosen, label, name, blocks, parent, signal, notify, model,
-                                               cwd)
+                                               cwd, role)
         finally:
             self._reserved.discard(child_id)
             self._busy -= 1
@@ -168,6 +171,7 @@ class ContinuationManager(Lineage):
         notify: bool,
         model: str | None = None,
         cwd: str | None = None,
+        role: str | None = None,
     ) -> tuple[str, str]:
         header = parent.session.header
         seed = provider.prepare(parent)
@@ -193,10 +197,11 @@ class ContinuationManager(Lineage):
                 label=label,
                 agent_model=model,
                 name=name,
+                role=role,
             )
             session.append(EventType.SUBAGENT_DESCRIPTOR, descriptor)
             with cause_scope(None):  # the child's driver must not inherit the caller's tool-call cause
-                agent = self._host.start_agent(session, name=name or label, model=model, source="startup")
+                agent = self._host.start_agent(session, name=name or label, model=model, source="startup", role=role)
             check_signal(signal, "start_continuable")
             # Admit without waking: the first turn starts only once the prompt is durable, so
             # a rolled-back start never has a driver writing behind it.

@@ -184,7 +184,9 @@ class CliEnvironment:
 
         return GitWorktrees()
 
-    def sandbox_policies(self, data_dir: Path, session_id: str, members: Sequence[str]) -> Mapping[str, str] | None:
+    def sandbox_policies(
+        self, data_dir: Path, session_id: str, members: Sequence[str], roles: Mapping[str, str] | None = None
+    ) -> Mapping[str, str] | None:
         """Each member's policy under the profile run ``session_id`` recorded (``None``: none readable)."""
         settings = self._run_settings(data_dir, session_id)
         if settings is None:
@@ -193,7 +195,8 @@ class CliEnvironment:
             sandbox = load_profile(settings.profile).sandbox
         except DshError:
             return None
-        return {member: sandbox.policy_for(member).name for member in members}
+        roles = roles or {}
+        return {member: sandbox.policy_for(member, roles.get(member)).name for member in members}
 
     def _run_settings(self, data_dir: Path, session_id: str) -> RunSettings | None:
         """The profile and model run ``session_id`` recorded when it started (``None``: no readable record)."""

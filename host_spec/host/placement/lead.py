@@ -108,7 +108,7 @@ class Placement:
         return count > 0
 
     def _asker(self, agent: Any) -> Asker:
-        return Asker(id=agent.id, name=agent.name, model=agent.model)
+        return Asker(id=agent.id, name=agent.name, model=agent.model, role=agent.role)
 
     def _root(self, agent: Any) -> str:
         header = agent.session.header

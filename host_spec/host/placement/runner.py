@@ -264,7 +264,7 @@ class MemberRunner:
         for event in session.stored[session.cut:seq]:
             host.committed(session, event)  # the workspace tools' read ledger follows the log
         session.cut = max(session.cut, seq)
-        return StandIn(asker.id, asker.name, asker.model, session)
+        return StandIn(asker.id, asker.name, asker.model, session, asker.role)
 
     async def _model(self, host: Any, held: _Held, member: str, work: ModelWork, signal: AbortSignal) -> ModelAnswer:
         agent: Any = await self._stand_in(host, held, member, work.asker, work.seq)

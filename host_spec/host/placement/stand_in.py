@@ -88,12 +88,15 @@ class StandInSession:
 
 
 class StandIn:
-    """The member as an agent (id, name, model, session, a scope for tool lookups)."""
+    """The member as an agent (id, name, model, role, session, a scope for tool lookups)."""
 
-    def __init__(self, agent_id: str, name: str, model: str | None, session: StandInSession) -> None:
+    def __init__(
+        self, agent_id: str, name: str, model: str | None, session: StandInSession, role: str | None = None
+    ) -> None:
         self.id = agent_id
         self.name = name
         self.model = model
+        self.role = role
         self.session = session
         self.scope = Scope(f"stand-in {agent_id}")
         self.status = "running"

@@ -26,11 +26,16 @@ __all__ = ["Asker", "ToolDef", "ModelWork", "ToolWork", "ModelAnswer", "ToolAnsw
 
 
 class Asker(msgspec.Struct, frozen=True):
-    """The member a call is for: its agent id (also its session id), name and model spec."""
+    """The member a call is for: its agent id (also its session id), name, model spec and role.
+
+    The role travels with the call so the worker applies the member's per-role
+    sandbox policy (``[sandbox.roles]``) as the Lead's process would.
+    """
 
     id: str
     name: str
     model: str | None = None
+    role: str | None = None
 
 
 class ToolDef(msgspec.Struct, frozen=True):

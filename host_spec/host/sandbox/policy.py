@@ -14,14 +14,24 @@ Under every policy but ``full`` the run's own data (its data dir, the store's
 socket directory) is hidden: neither readable nor writable. A member that could
 write the Lead's log could forge any Team record past the invariant.
 
-Why overrides are by member-name pattern (``[sandbox.members."review*"]``, like
-``[models]``): the host knows a child's name when it starts, and the profile is
-the user's file -- a model cannot grant itself a wider policy by naming a role.
+Overrides come in two kinds, both in the profile, the user's file:
+
+* by role (``[sandbox.roles."reviewer"]``): every teammate spawned with that role
+  (the role's name is kept in the child's descriptor, so a resumed or remote member
+  keeps it). The role's own definition (its ``.dsh/roles`` file, which a repository
+  may ship) cannot name a policy: a model choosing a role only chooses among
+  policies the user wrote down.
+* by member-name pattern (``[sandbox.members."review*"]``, like ``[models]``):
+  the host knows a child's name when it starts.
+
+Each key is taken from the most specific table that sets it: the member pattern
+(first match in file order), else the member's role, else ``[sandbox]`` itself.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
@@ -70,9 +80,18 @@ def _env_names(instance: Any, attribute: attrs.Attribute[tuple[str, ...]], value
             raise ValueError(f"env: {name} looks like a credential; the sandbox never passes one")
 
 
+_ROLE_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+def _role_names(instance: Any, attribute: attrs.Attribute[Mapping[str, Any]], value: Mapping[str, Any]) -> None:
+    for name in value:
+        if not _ROLE_NAME.match(name):
+            raise ValueError(f"roles: {name!r} is not a role name (lower-case letters, digits, - and _)")
+
+
 @attrs.frozen
 class MemberOverride:
-    """``[sandbox.members."PATTERN"]``: what differs for members whose name matches.
+    """``[sandbox.members."PATTERN"]`` or ``[sandbox.roles."NAME"]``: what differs for those members.
 
     Attributes:
         policy: The member's policy instead of the profile's.
@@ -99,6 +118,7 @@ class SandboxSettings:
             process of a command (0: none).
         max_processes: Processes a command may have at once (0: none).
         members: Member-name pattern (``fnmatch``, first match in file order) -> override.
+        roles: Role name -> override, for members spawned with that role.
     """
 
     policy: PolicyName = "workspace-write"
@@ -109,29 +129,37 @@ class SandboxSettings:
     memory_mb: int = attrs.field(default=8192, validator=_not_negative)
     max_processes: int = attrs.field(default=512, validator=_not_negative)
     members: Mapping[str, MemberOverride] = attrs.Factory(dict)
+    roles: Mapping[str, MemberOverride] = attrs.field(factory=dict, validator=_role_names)
 
-    def policy_for(self, member: str | None) -> Policy:
-        """The effective policy of ``member`` (``None``: the profile's own, e.g. for an MCP server)."""
+    def policy_for(self, member: str | None, role: str | None = None) -> Policy:
+        """The effective policy of ``member`` spawned with ``role`` (``None``: the profile's own, e.g. for an
+        MCP server; a member without a role)."""
         name, network = self.policy, self.network
-        for pattern, override in self.members.items():
-            if member is not None and fnmatch.fnmatchcase(member, pattern):
+        layers = [self.roles.get(role)] if role is not None else []
+        if member is not None:
+            layers.append(next((o for p, o in self.members.items() if fnmatch.fnmatchcase(member, p)), None))
+        for override in layers:  # the most specific last: a member's pattern over its role
+            if override is not None:
                 name = override.policy if override.policy is not None else name
                 network = override.network if override.network is not None else network
-                break
         return Policy(name=name, network=network, protected=(*ALWAYS_PROTECTED, *self.protected),
                       home_paths=self.home_paths, env=self.env, memory_mb=self.memory_mb,
                       max_processes=self.max_processes)
 
+    def overrides(self) -> dict[str, MemberOverride]:
+        """Every override, named as the run's header shows it (``role NAME``, or the member pattern)."""
+        return {**{f"role {name}": o for name, o in self.roles.items()}, **self.members}
+
     def needs_sandbox(self) -> bool:
         """Whether any member's policy needs bubblewrap (every policy but ``full``)."""
-        return self.policy != "full" or any(o.policy not in (None, "full") for o in self.members.values())
+        return self.policy != "full" or any(o.policy not in (None, "full") for o in self.overrides().values())
 
     def unsandboxed(self) -> tuple[str, ...]:
-        """Who runs with ``full``: ``"every member"``, or the member patterns that do."""
+        """Who runs with ``full``: ``"every member"``, or the roles and member patterns that do."""
         if self.policy == "full":
-            kept = [p for p, o in self.members.items() if o.policy not in (None, "full")]
+            kept = [p for p, o in self.overrides().items() if o.policy not in (None, "full")]
             return ("every member" + (f" except {', '.join(kept)}" if kept else ""),)
-        return tuple(pattern for pattern, override in self.members.items() if override.policy == "full")
+        return tuple(who for who, override in self.overrides().items() if override.policy == "full")
 
 
 @attrs.frozen
@@ -183,9 +211,11 @@ def load_settings(raw: Mapping[str, Any] | None, path: str = "sandbox") -> Sandb
 
 
 def layered(earlier: Mapping[str, Any], layer: Mapping[str, Any]) -> dict[str, Any]:
-    """A later profile layer's ``[sandbox]`` keys over an earlier one's (``members`` per pattern)."""
+    """A later profile layer's ``[sandbox]`` keys over an earlier one's (``members`` per pattern, ``roles`` per
+    name)."""
     merged = {**earlier, **layer}
-    before, now = earlier.get("members"), layer.get("members")
-    if isinstance(before, Mapping) and isinstance(now, Mapping):
-        merged["members"] = {**before, **now}
+    for table in ("members", "roles"):
+        before, now = earlier.get(table), layer.get(table)
+        if isinstance(before, Mapping) and isinstance(now, Mapping):
+            merged[table] = {**before, **now}
     return merged

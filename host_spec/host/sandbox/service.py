@@ -132,9 +132,9 @@ class Sandbox:
 
     # ------------------------------------------------------------ policies
 
-    def policy_for(self, member: str | None) -> Policy:
-        """The policy of ``member``'s commands (``None``: the profile's own)."""
-        return self.settings.policy_for(member)
+    def policy_for(self, member: str | None, role: str | None = None) -> Policy:
+        """The policy of ``member``'s commands, spawned with ``role`` (``None``: the profile's own; no role)."""
+        return self.settings.policy_for(member, role)
 
     def header(self) -> str:
         """One line for the run's header: the policy, the network, and who runs unsandboxed."""
@@ -142,7 +142,7 @@ class Sandbox:
         line = f"sandbox: {settings.policy}"
         if settings.policy != "full":
             line += f" (bubblewrap, network {'on' if settings.network else 'off'})"
-        overrides = [f"{p}={o.policy}" for p, o in settings.members.items() if o.policy is not None]
+        overrides = [f"{p}={o.policy}" for p, o in settings.overrides().items() if o.policy is not None]
         if overrides:
             line += f"; members: {', '.join(overrides)}"
         unsandboxed = settings.unsandboxed()

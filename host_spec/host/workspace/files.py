@@ -173,7 +173,7 @@ class FileTools:
     def _allowed(self, agent: Agent, workspace: Workspace, path: str, *, write: bool) -> Path:
         """``path`` resolved inside the workspace, and allowed by the agent's sandbox policy (``PATH_PROTECTED``)."""
         resolved = workspace.resolve(path)
-        self.sandbox.guard(self.sandbox.policy_for(agent.name), workspace.root, resolved, path, write=write)
+        self.sandbox.guard(self.sandbox.policy_for(agent.name, agent.role), workspace.root, resolved, path, write=write)
         return resolved
 
     def _current(self, resolved: Path, shown: str) -> Text | None:

@@ -18,6 +18,7 @@ import attrs
 
 from host_spec.workspace import WorkspaceCode, WorkspaceError
 
+from host_spec.host.sandbox.policy import Policy
 from host_spec.host.sandbox.service import Sandbox
 from host_spec.host.workspace.config import WorkspaceConfig
 from host_spec.host.workspace.content import load_text
@@ -37,17 +38,20 @@ class SearchTools:
     config: WorkspaceConfig
     sandbox: Sandbox = attrs.Factory(Sandbox)
 
+    def _policy(self, call: ToolCall) -> Policy:
+        """The calling member's sandbox policy (the profile's own for a call without an agent)."""
+        agent = call.agent
+        return self.sandbox.policy_for(None) if agent is None else self.sandbox.policy_for(agent.name, agent.role)
+
     def _allowed(self, call: ToolCall, workspace: Workspace, path: str) -> Path:
         """``path`` resolved, unless it is the run's own data (``PATH_PROTECTED``)."""
         resolved = workspace.resolve(path)
-        name = None if call.agent is None else call.agent.name
-        self.sandbox.guard(self.sandbox.policy_for(name), workspace.root, resolved, path, write=False)
+        self.sandbox.guard(self._policy(call), workspace.root, resolved, path, write=False)
         return resolved
 
     def _visible(self, call: ToolCall, workspace: Workspace, rel: str) -> bool:
         """Whether a walked path may be shown (never the run's own data to a sandboxed member)."""
-        name = None if call.agent is None else call.agent.name
-        return not (self.sandbox.policy_for(name).sandboxed and self.sandbox.hides(workspace.root / rel, workspace.root))
+        return not (self._policy(call).sandboxed and self.sandbox.hides(workspace.root / rel, workspace.root))
 
     async def glob(self, args: GlobArgs, call: ToolCall) -> ListResult:
         workspace = workspace_of(call.agent)

@@ -173,9 +173,9 @@ class ShellTool:
     async def run(self, args: BashArgs, call: ToolCall) -> BashResult:
         workspace = workspace_of(call.agent)
         timeout_ms = self.config.bash_timeout_ms if isinstance(args.timeout_ms, UnsetType) else args.timeout_ms
-        member = None if call.agent is None else call.agent.name
+        member, role = (None, None) if call.agent is None else (call.agent.name, call.agent.role)
         outcome = await self.run_command(str(workspace.root), args.command, timeout_ms=timeout_ms, signal=call.signal,
-                                         member=member)
+                                         member=member, role=role)
         if outcome.interrupted:
             raise WorkspaceError(f"command interrupted; output so far:\n{outcome.output}",
                                  code=WorkspaceCode.BASH_INTERRUPTED)
@@ -190,15 +190,16 @@ class ShellTool:
     async def run_command(
         self, root: str, command: str, *, timeout_ms: int, signal: AbortSignal | None = None,
         member: str | None = None,
+        role: str | None = None,
     ) -> CommandOutcome:
-        """Run ``command`` in ``root`` under ``member``'s sandbox policy: its own process group,
-        bounded in time and output (see the module)."""
+        """Run ``command`` in ``root`` under the sandbox policy of ``member`` (spawned with ``role``): its own
+        process group, bounded in time and output (see the module)."""
         self._timeout(timeout_ms)
         if not command.strip():
             raise WorkspaceError("command must not be empty", code=WorkspaceCode.INVALID_ARGUMENT)
         if not os.path.isdir(root):
             raise WorkspaceError(f"workspace {root} is not a directory", code=WorkspaceCode.NO_WORKSPACE)
-        prepared = self.sandbox.prepare(self.sandbox.policy_for(member), root, ["/bin/bash", "-c", command])
+        prepared = self.sandbox.prepare(self.sandbox.policy_for(member, role), root, ["/bin/bash", "-c", command])
         try:
             process = subprocess.Popen(
                 prepared.argv, cwd=root, env=prepared.env,
