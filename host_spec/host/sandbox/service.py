@@ -188,10 +188,14 @@ class Sandbox:
         layout = Layout(root=Path(os.path.realpath(root)), homes=tuple(sorted(homes)), hidden=self.hidden,
                         tools=toolchains(tuple(sorted(homes)), os.environ.get("PATH", "")),
                         temp_tools=temp_interpreters())
-        inner = limited(argv, policy.memory_mb, policy.max_processes)
+        # As root the kernel never enforces RLIMIT_NPROC, so the pids cgroup is the process limit and
+        # ``ulimit -u`` would only cost the command its time (it doubles the cgroup's cost on a start).
+        by_cgroup = found.root and policy.max_processes and found.cgroups is not None
+        inner = limited(argv, policy.memory_mb, 0 if by_cgroup else policy.max_processes)
         command = bwrap_argv(found.bwrap, policy, layout, inner)
         group = None
-        if found.root and policy.max_processes and found.cgroups is not None:
+        if by_cgroup:
+            assert found.cgroups is not None
             group = found.cgroups.group(policy.max_processes)
             command = group.wrap(command)
         return Prepared(command, {**self.environment(policy, home), **extra}, group)
