@@ -3,7 +3,7 @@
 The example glossary server (``examples/mcp_server.py``) is started for real over
 stdio through the ``mcp`` plugin's hub, and its tools are measured as a model
 receives them: ``{name, description, parameters}`` per tool, serialized compactly,
-the ``parameters`` being exactly what the host sends (:func:`schema`), plus the
+the ``parameters`` being exactly what the host sends (:func:`~host_spec.host.models.adapter.tool_schema`), plus the
 ``mcp:instructions`` prompt section the server's ``instructions`` become. Kept apart
 from M1 (the Team surface) and W1 (the workspace tools): a profile's servers add
 to every step, and this line says by how much. Goal: at most 600 bytes for the
@@ -21,7 +21,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks._common import report  # noqa: E402
-from host_spec.host.agents.tools import schema  # noqa: E402
+from host_spec.host.models.adapter import tool_schema  # noqa: E402
 from host_spec.host.mcp.config import load_config  # noqa: E402
 from host_spec.host.mcp.hub import Hub  # noqa: E402
 from host_spec.host.mcp.plugin import McpTools  # noqa: E402
@@ -40,7 +40,7 @@ async def _surface() -> tuple[int, int]:
         if failure is not None:
             raise RuntimeError(f"the example MCP server did not start: {failure}")
         installed = McpTools(None, hub)  # type: ignore[arg-type]  # the host is only needed to run them
-        tools = [{"name": s.name, "description": s.description, "parameters": schema(s)} for s in installed.specs]
+        tools = [{"name": s.name, "description": s.description, "parameters": tool_schema(s)} for s in installed.specs]
         return len(compact_json(tools).encode()) + len(installed.instructions.encode()), len(tools)
     finally:
         await hub.close()

@@ -35,7 +35,7 @@ from host_spec.permissions import PermissionDesk, PermissionRouter
 from host_spec.workspace import WriteAuditor
 
 from dsh_team.api import TeamServiceAPI
-from dsh_team.core.write_audit import TeamWriteAuditor
+from dsh_team.write_auditor import TeamWriteAuditor
 from dsh_team.config import TeamConfig
 from dsh_team.errors import TeamCode, TeamError
 from dsh_team.service import TeamService

@@ -14,7 +14,8 @@ Team's folded state at that moment:
   covers the path.
 
 Advisory only, like the scopes themselves: the verdict travels with the write
-(tool result and ``workspace/write`` record) and never refuses it.
+(tool result and ``workspace/write`` record) and never refuses it. The verdict is
+pure; who asks and from which Team's state is :mod:`dsh_team.write_auditor`.
 """
 
 from __future__ import annotations
@@ -26,13 +27,9 @@ from host_spec.workspace import WriteAudit
 from dsh_team.core.task_view import owner_name
 
 if TYPE_CHECKING:
-    from host_spec.protocols import Agent
-
     from dsh_team.core.state import TeamState
-    from dsh_team.mode import ModeControl
-    from dsh_team.roster.membership import MembershipResolver
 
-__all__ = ["covers", "audit_write", "TeamWriteAuditor"]
+__all__ = ["covers", "audit_write"]
 
 
 def covers(scope: str, path: str) -> bool:
@@ -58,26 +55,3 @@ def audit_write(state: TeamState, member_id: str, member_name: str, path: str) -
             owner = owner_name(state, task.owner_id) or task.owner_id
             warnings.append(f"{path} is inside the write scope of {task.id}, in progress by {owner}")
     return WriteAudit(member=member_name, tasks=tasks, in_scope=in_scope, warnings=tuple(warnings))
-
-
-class TeamWriteAuditor:
-    """The Team's :class:`~host_spec.workspace.WriteAuditor`: members get a verdict, others none.
-
-    Args:
-        members: Resolves the writer's membership (exact live agent).
-        mode: Team mode; with it off the Team has no say.
-    """
-
-    def __init__(self, members: MembershipResolver, mode: ModeControl) -> None:
-        self.members = members
-        self.mode = mode
-
-    def audit_write(self, agent: Agent, path: str) -> WriteAudit | None:
-        """The verdict, or ``None`` for a non-member, Team mode off, or an unreadable Team stream."""
-        membership = self.members.try_resolve(agent)
-        if membership is None or not self.mode.is_enabled(agent):
-            return None
-        state = self.members.state_of(membership.root.session)
-        if state.failure is not None:  # a failed stream gives no plan to judge by; the write is not ours to stop
-            return None
-        return audit_write(state, membership.member_id, membership.name, path)

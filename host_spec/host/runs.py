@@ -26,7 +26,7 @@ from host_spec.events import EventType
 from host_spec.messages import UserMessage, user_message
 
 from host_spec.host.children.activation import fold_descriptor
-from host_spec.host.cli.resume import continue_run
+from host_spec.host.resume import continue_run
 from host_spec.host.session_activation import SessionActivation
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ class HostRuns(SessionActivation):
         """Cold-resume a stored session's agent and wait until quiescent.
 
         The agent closes a turn a crash left open and works off its pending inbox;
-        :func:`~host_spec.host.cli.resume.continue_run` then restarts an interrupted turn
+        :func:`~host_spec.host.resume.continue_run` then restarts an interrupted turn
         (or retries one that ended with an error) and cold-resumes direct children that
         still have work.
 
@@ -139,7 +139,7 @@ class HostRuns(SessionActivation):
             await self.release_session(session)
             raise
         failed = _last_turn_failed(agent.session.events)
-        await continue_run(self, agent, interrupted=bool(agent.repaired), failed=failed)  # see host_spec.host.cli.resume
+        await continue_run(self, agent, interrupted=bool(agent.repaired), failed=failed)  # see host_spec.host.resume
         await self.quiesce()
         return agent
 

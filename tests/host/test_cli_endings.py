@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from host_spec.host.cli.resume import RETRY_NOTICE
+from host_spec.host.resume import RETRY_NOTICE
 from host_spec.host.cli.run_commands import ending
 
 

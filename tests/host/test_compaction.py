@@ -26,7 +26,8 @@ from host_spec.host.agents.compaction import (
     transcript,
 )
 from host_spec.host.agents.context import SUMMARY_HEADER, ContextEntry, Conversation
-from host_spec.host.agents.window import CompactionSettings, positive_tokens
+from host_spec.host.agents.window import CompactionSettings
+from host_spec.host.models.adapter import positive_tokens
 from host_spec.host.models.adapter import tool_definitions
 from host_spec.host.models.registry import ModelRoutes
 from host_spec.host.models.scripted import SUMMARY_PREFIX, ScriptedModel, scripted_summary

@@ -14,7 +14,7 @@ from compaction_driver import PROMPT, WINDOW, model
 from _agent_kit import echo_tool
 from host_spec.events import ContextCompaction, EventType
 from host_spec.host.app import Host
-from host_spec.host.cli.resume import RESUME_NOTICE
+from host_spec.host.resume import RESUME_NOTICE
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.messages import message_text
 from test_compaction import calls_answered, compactions, expected_context, surface

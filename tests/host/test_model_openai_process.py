@@ -16,7 +16,7 @@ import structlog
 
 from host_spec.events import EventType
 from host_spec.host.cli.main import main
-from host_spec.host.cli.resume import RESUME_NOTICE
+from host_spec.host.resume import RESUME_NOTICE
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.messages import message_text
 from kit_model_server import ModelServer, Slow, by_agent, calls, text

@@ -26,7 +26,7 @@ from host_spec.events import (
 )
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
-from host_spec.host.cli.resume import RESUME_NOTICE, StoredWork, continue_run, stored_work
+from host_spec.host.resume import RESUME_NOTICE, StoredWork, continue_run, stored_work
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.messages import AssistantMessage, message_text, user_message
 

@@ -11,7 +11,8 @@ from _agent_kit import EchoArgs, EchoOut, echo_tool, make_kit, memory_session
 from host_spec.errors import DshError, RegistrationError
 from host_spec.events import Cause
 from host_spec.host.agents.scope import Scope, ScopeDisposedError
-from host_spec.host.agents.tools import ToolRegistry, schema
+from host_spec.host.agents.tools import ToolRegistry
+from host_spec.host.models.adapter import tool_schema
 from host_spec.records import AbortSignal, ToolCall, ToolSpec
 from host_spec.schema import tool_json_schema
 
@@ -267,29 +268,29 @@ class TestExecute:
 class TestSchema:
     def test_root_and_nested_structs_are_inlined(self) -> None:
         """The model sees one self-contained object schema (the contract's generator)."""
-        result = schema(_spec("t", None, args_type=Outer))
+        result = tool_schema(_spec("t", None, args_type=Outer))
         assert result == tool_json_schema(Outer)
         assert result["type"] == "object" and result["required"] == ["inner"]
         assert result["additionalProperties"] is False
         assert result["properties"]["inner"]["properties"] == {"x": {"type": "integer"}}
         assert "$defs" not in result
-        assert schema(_spec("t2", None, args_type=Outer)) is result  # cached per type
+        assert tool_schema(_spec("t2", None, args_type=Outer)) is result  # cached per type
 
     def test_flat_struct_has_no_defs(self) -> None:
         """A flat argument Struct gives a self-contained object schema."""
-        result = schema(echo_tool())
+        result = tool_schema(echo_tool())
         assert "$defs" not in result and "$ref" not in result
         assert result["properties"] == {"text": {"type": "string"}}
 
     def test_self_referencing_root_keeps_its_definition(self) -> None:
         """A recursive args type stays resolvable."""
-        result = schema(_spec("tree", None, args_type=Node))
+        result = tool_schema(_spec("tree", None, args_type=Node))
         assert result["type"] == "object"
         assert "Node" in result["$defs"]
 
     def test_non_struct_args_type(self) -> None:
         """A plain mapping type is passed through as is."""
-        assert schema(_spec("m", None, args_type=dict[str, int])) == {
+        assert tool_schema(_spec("m", None, args_type=dict[str, int])) == {
             "type": "object",
             "additionalProperties": {"type": "integer"},
         }

@@ -15,7 +15,7 @@ import pytest
 import structlog
 from mcp_kit import gone, kill, profile, results, stdio, text_of, wait_for_pid
 
-from host_spec.host.agents.tools import schema
+from host_spec.host.models.adapter import tool_schema
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
 
@@ -36,7 +36,7 @@ class TestTools:
         try:
             agent = await host.run("go")
             visible = {spec.name: spec for spec in host.tools.visible(agent)}
-            sent = schema(visible["mcp__t__echo"])
+            sent = tool_schema(visible["mcp__t__echo"])
             events = [e.type for e in agent.session.events]
         finally:
             await host.close()

@@ -12,7 +12,7 @@ can ``session/load`` it later, and ``dsh resume``, ``dsh chat --resume`` and
 * **load** (:func:`open_stored`): resume the stored root (crash closers appended
   while it is rebuilt), replay its log and its members' logs as updates, in the
   order they were written (:func:`replay`), then
-  :func:`~host_spec.host.cli.resume.continue_run` exactly as ``dsh resume``: an
+  :func:`~host_spec.host.resume.continue_run` exactly as ``dsh resume``: an
   interrupted turn gets the resume notice and the Lead carries on; a failed one is
   retried; members with work are cold-resumed.
 
@@ -42,7 +42,7 @@ from host_spec.host.acp.servers import joined_profile
 from host_spec.host.acp.updates import event_updates
 from host_spec.host.app import Host
 from host_spec.host.cli.extensions import StoreReader
-from host_spec.host.cli.resume import continue_run
+from host_spec.host.resume import continue_run
 from host_spec.host.cli.run_commands import claim_root
 from host_spec.host.cli.run_settings import RunSettings, absolute_spec, decode_settings, encode_settings, lookup, record
 from host_spec.host.cli.usage import CliError, check_data_dir, workspace_dir

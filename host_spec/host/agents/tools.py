@@ -21,7 +21,6 @@ from host_spec.errors import DshError, coded_leaves
 from host_spec.events import Cause, json_encode
 from host_spec.messages import ToolResultMessage, text_block
 from host_spec.records import AbortSignal, Handle, ToolCall, ToolSpec
-from host_spec.schema import tool_json_schema
 
 from host_spec.host.store.context import cause_scope
 from host_spec.host.agents.layers import Layers
@@ -29,14 +28,13 @@ from host_spec.host.agents.layers import Layers
 if TYPE_CHECKING:
     from host_spec.protocols import Agent, Scope
 
-__all__ = ["ToolRegistry", "schema", "error_result"]
+__all__ = ["ToolRegistry", "error_result"]
 
 log = structlog.get_logger(__name__)
 
 # Built once per args type and shared by every registration of that type (Team tools
 # are registered once per member scope with the same Structs).
 _decoders: dict[Any, msgspec.json.Decoder] = {}
-_schemas: dict[Any, dict[str, Any]] = {}
 _EMPTY_ARGS: Final = b"{}"
 
 
@@ -45,22 +43,6 @@ def _decoder(args_type: Any) -> msgspec.json.Decoder:
     if decoder is None:
         decoder = _decoders[args_type] = msgspec.json.Decoder(args_type)
     return decoder
-
-
-def schema(spec: ToolSpec) -> dict[str, Any]:
-    """The model-facing JSON Schema of ``spec``'s arguments (root inlined; cached per type).
-
-    The same generator (:func:`host_spec.schema.tool_json_schema`) serves the Team
-    tools' golden files and the M1 budget, so what is measured is what is sent.
-    A spec with its own ``input_schema`` (an MCP server's tool) is sent as written.
-    Callers must not mutate the result.
-    """
-    if spec.input_schema is not None:
-        return dict(spec.input_schema)
-    cached = _schemas.get(spec.args_type)
-    if cached is None:
-        cached = _schemas[spec.args_type] = tool_json_schema(spec.args_type)
-    return cached
 
 
 def error_result(call_id: str, name: str, code: str, message: str, *, turn: int = 0, step: int = 0) -> ToolResultMessage:

@@ -12,12 +12,9 @@ from typing import Any
 
 import attrs
 
-__all__ = ["CompactionSettings", "positive_tokens"]
+from host_spec.host.models.adapter import positive_tokens
 
-
-def positive_tokens(value: Any) -> int | None:
-    """``value`` when it is a positive ``int`` (a usable token count), else ``None``."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+__all__ = ["CompactionSettings"]
 
 
 def _share(instance: Any, attribute: Any, value: float) -> None:

@@ -302,7 +302,7 @@ class ContinuationManager(Lineage):
 
         The reloaded child closes a turn a crash left open and starts on its durable
         pending inbox at once. ``dsh resume`` uses it to continue children with work
-        (:mod:`host_spec.host.cli.resume`); a resident child is returned as is.
+        (:mod:`host_spec.host.resume`); a resident child is returned as is.
 
         Raises:
             SubagentError: ``UNAUTHORIZED``, ``NOT_RESUMABLE`` or ``DRAINING``, as :meth:`deliver`.

@@ -43,7 +43,7 @@ from host_spec.host.app import Host
 from host_spec.host.cli.chat_render import ChatRender
 from host_spec.host.cli.chat_terminal import ChatFeed, ChatTerminal
 from host_spec.host.cli.extensions import CliEnvironment, Extension, StoreReader, discover_extensions
-from host_spec.host.cli.resume import continue_run
+from host_spec.host.resume import continue_run
 from host_spec.host.cli.run_commands import claim_root
 from host_spec.host.cli.run_settings import RunSettings, absolute_spec, lookup, record
 from host_spec.host.cli.usage import CliError, check_data_dir, workspace_dir

@@ -19,13 +19,39 @@ from host_spec.errors import ModelError
 from host_spec.events import json_encode
 from host_spec.messages import Usage
 from host_spec.records import AbortSignal, ToolSpec
-
-from host_spec.host.agents.tools import schema
+from host_spec.schema import tool_json_schema
 
 if TYPE_CHECKING:
     from host_spec.protocols import Agent
 
-__all__ = ["ModelRequest", "ModelReply", "ModelToolCall", "parse_reply", "tool_definitions"]
+__all__ = ["ModelRequest", "ModelReply", "ModelToolCall", "parse_reply", "tool_definitions", "tool_schema",
+           "positive_tokens"]
+
+#: Built once per args type and shared by every tool of that type (Team tools are registered
+#: once per member scope with the same Structs).
+_schemas: dict[Any, dict[str, Any]] = {}
+
+
+def tool_schema(spec: ToolSpec) -> dict[str, Any]:
+    """The model-facing JSON Schema of ``spec``'s arguments (root inlined; cached per type).
+
+    The same generator (:func:`host_spec.schema.tool_json_schema`) serves the Team
+    tools' golden files and the M1 budget, so what is measured is what is sent.
+    A spec with its own ``input_schema`` (an MCP server's tool) is sent as written.
+    Callers must not mutate the result.
+    """
+    if spec.input_schema is not None:
+        return dict(spec.input_schema)
+    cached = _schemas.get(spec.args_type)
+    if cached is None:
+        cached = _schemas[spec.args_type] = tool_json_schema(spec.args_type)
+    return cached
+
+
+def positive_tokens(value: Any) -> int | None:
+    """``value`` when it is a positive ``int`` (a usable token count, e.g. an adapter's ``context_window``), else
+    ``None``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 @attrs.frozen
@@ -84,7 +110,7 @@ def _usage(raw: Any) -> Usage | None:
 
 def tool_definitions(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
     """``[{"name", "description", "parameters"}]`` for a provider API."""
-    return [{"name": t.name, "description": t.description, "parameters": schema(t)} for t in tools]
+    return [{"name": t.name, "description": t.description, "parameters": tool_schema(t)} for t in tools]
 
 
 def parse_reply(reply: Any) -> ModelReply:

@@ -32,7 +32,7 @@ from llm.parts import Message, TextPart, ToolCallPart, ToolResultPart
 
 from host_spec.records import ToolSpec
 
-from host_spec.host.agents.tools import schema
+from host_spec.host.models.adapter import tool_schema
 from host_spec.host.models.openai_wire import joined_text
 from host_spec.host.models.retries import spec_error, spec_number
 
@@ -193,7 +193,7 @@ def to_llm_tools(tools: Sequence[ToolSpec]) -> list[Tool]:
     Our loop runs every call itself (recorded in the log); the schema is copied
     because plugins may edit what they are given.
     """
-    return [Tool(name=t.name, description=t.description, input_schema=copy.deepcopy(dict(schema(t))),
+    return [Tool(name=t.name, description=t.description, input_schema=copy.deepcopy(dict(tool_schema(t))),
                  implementation=None) for t in tools]
 
 

@@ -41,7 +41,7 @@ require("openai", extra="openai", feature="the openai: model kind (--model opena
 import openai  # noqa: E402
 from host_spec.protocols import ModelRequest
 
-from host_spec.host.agents.tools import schema
+from host_spec.host.models.adapter import tool_schema
 from host_spec.host.models.openai_settings import OpenAISettings, parse_settings
 from host_spec.host.models.retries import with_retries
 from host_spec.host.models.openai_wire import (
@@ -153,7 +153,7 @@ class OpenAIModel:
         """The chat-completions arguments of one step (no transport options)."""
         s = self.settings
         closed = s.tools == "constrained"  # only a schema-constrained reply uses the closed sets
-        tools = [WireTool(t.name, t.description, schema(t), _choices(t, request.agent) if closed else {})
+        tools = [WireTool(t.name, t.description, tool_schema(t), _choices(t, request.agent) if closed else {})
                  for t in request.tools]
         body: dict[str, Any] = {"model": s.model, "messages": to_wire_messages(request.system, request.messages,
                                                                              mode=s.tools, tools=tools)}

@@ -28,7 +28,7 @@ import structlog
 from host_spec.errors import DshError, ModelError
 from host_spec.protocols import ModelAdapter, ModelRequest
 
-from host_spec.host.agents.window import positive_tokens
+from host_spec.host.models.adapter import positive_tokens
 
 __all__ = ["MODEL_ENTRY_POINT_GROUP", "Factory", "installed_factories", "resolve_spec", "spec_label", "ModelRoutes"]
 

@@ -46,7 +46,8 @@ from host_spec.messages import ToolResultMessage
 from host_spec.workspace import WriteAuditor
 
 from host_spec.host.agents.loop import race
-from host_spec.host.agents.tools import error_result, schema
+from host_spec.host.agents.tools import error_result
+from host_spec.host.models.adapter import tool_schema
 from host_spec.host.workspace.paths import Workspace
 from host_spec.host.store.postgres.notify import Listener
 from host_spec.host.store.postgres.work import WORK_CHANNEL, WorkDesk, member_key
@@ -121,7 +122,7 @@ class Placement:
         agent = request.agent
         if not await self.placed(agent):
             return None
-        tools = [ToolDef(t.name, t.description, dict(schema(t))) for t in request.tools]
+        tools = [ToolDef(t.name, t.description, dict(tool_schema(t))) for t in request.tools]
         work = ModelWork(asker=self._asker(agent), seq=agent.session.durable_seq, system=request.system,
                          messages=[dict(m) for m in request.messages], tools=tools, purpose=request.purpose)
         answer = await self._run(agent, "model", encode(work))
