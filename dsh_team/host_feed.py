@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from host_spec.events import Event
     from host_spec.protocols import Agent, Session
 
+    from dsh_team.checkpoint.folds import LiveFolds
+    from dsh_team.checkpoint.keeper import CheckpointKeeper
     from dsh_team.config import TeamConfig
     from dsh_team.coordination import Coordination
     from dsh_team.controls.ledger import LiveControls
@@ -53,7 +55,7 @@ class HostFeed:
 
     Attributes:
         config, lifecycle, activity, publisher, journals, members, coordination,
-        cursors, costs, quiescence: The service's parts (set by the service).
+        cursors, costs, quiescence, folds, checkpoints: The service's parts (set by the service).
     """
 
     config: TeamConfig
@@ -69,6 +71,8 @@ class HostFeed:
     controls: LiveControls
     merges: Merges
     permissions: LivePermissions
+    folds: LiveFolds
+    checkpoints: CheckpointKeeper
 
     if TYPE_CHECKING:  # the service's own calls, which the feed uses
 
@@ -98,7 +102,16 @@ class HostFeed:
 
     @hookimpl(specname="dsh_session_created")
     def session_created(self, session: Session) -> None:
-        """Fold a created or resumed session once; it may lead a Team."""
+        """Fold a created or resumed session once; it may lead a Team.
+
+        A resumed session with a checkpoint its log confirms starts every fold
+        from it (:mod:`dsh_team.checkpoint`): only the events after it are folded.
+        """
+        journal = self.journals.find(session.id)
+        if journal is None or journal.session is not session:
+            checkpoint = self.checkpoints.load(session) if session.last_seq else None
+            if checkpoint is not None:
+                self.folds.restore(session, checkpoint)
         self.journals.get(session)
 
     @hookimpl(specname="dsh_session_event")
@@ -119,11 +132,15 @@ class HostFeed:
         journal = self.journals.find(session.id)
         if journal is not None and journal.session is session:
             journal.flushed(durable_seq)
+            self.checkpoints.flushed(session, durable_seq)
         self.costs.session_flushed(session, durable_seq)
 
     @hookimpl(specname="dsh_session_disposed")
     def session_disposed(self, session: Session) -> None:
-        """Forget a session that left the live store."""
+        """Forget a session that left the live store (a flushed Lead's clean stop saves its checkpoint)."""
+        journal = self.journals.find(session.id)
+        if journal is not None and journal.session is session:
+            self.checkpoints.forget(session)
         self.journals.drop(session)
         self.members.forget(session)
         self.publisher.forget(session.id)
@@ -199,5 +216,8 @@ class HostFeed:
         failures = await self.lifecycle.settle()
         failures += await self.coordination.dispose()
         self.coordination.worktrees.cleanup()  # the Team ends: merged worktrees go, ones with work stay
+        for journal in self.journals:  # a clean stop: each flushed Lead's folds are saved
+            self.checkpoints.save(journal.session)
+        await self.checkpoints.drain()
         if failures:
             raise BaseExceptionGroup("Agent Teams runtime disposal failed", failures)

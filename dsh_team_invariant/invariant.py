@@ -55,6 +55,7 @@ from dsh_team import (
     evolve,
     fold_controls,
     fold_permissions,
+    load_checked,
     replay,
     side_record_failure,
 )
@@ -65,6 +66,7 @@ from host_spec.records import Violation
 if TYPE_CHECKING:
     from host_spec.events import Event
     from host_spec.protocols import Session
+    from host_spec.storage import Checkpoints
 
 __all__ = ["TeamStreamInvariant"]
 
@@ -115,6 +117,8 @@ class TeamStreamInvariant:
     ``forget`` on ``dsh_session_disposed``).
     """
 
+    #: Where the Team's checkpoints are kept (``None``: the store keeps none).
+    checkpoints: Checkpoints | None = None
     _folds: dict[str, _Fold] = attrs.Factory(dict)
     #: Folds of sessions that left the live store: a woken member's log is not folded again.
     _carried: CarriedFolds[TeamState] = attrs.Factory(CarriedFolds)
@@ -127,12 +131,22 @@ class TeamStreamInvariant:
         """Fold ``session``'s current events once (on resume, or plugin load).
 
         A resumed session whose log continues the fold its last activation left
-        (:mod:`host_spec.carry`) folds only the events after it.
+        (:mod:`host_spec.carry`) folds only the events after it; so does one with
+        a checkpoint its log confirms (:func:`dsh_team.load_checked`, the reader the
+        Team service starts its folds from too, so both judge from the same state;
+        the service reports a checkpoint it ignores).
         """
         events = session.events
         carried = self._carried.take(session.header, events)
         if carried is None:
-            state = replay(events, session.id)
+            checkpoint = load_checked(self.checkpoints, session.header, events, warn=False)
+            if checkpoint is None:
+                state = replay(events, session.id)
+            else:
+                seq = checkpoint.seq
+                state = replay(events[seq:], session.id, checkpoint.team)
+                self._controls.restore(session, seq, checkpoint.controls)
+                self._permissions.restore(session, seq, checkpoint.permissions)
         else:
             position, state = carried
             state = replay(events[position:], session.id, state)

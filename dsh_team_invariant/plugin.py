@@ -23,6 +23,7 @@ import structlog
 
 from host_spec import hookimpl
 from host_spec.config import structure_config
+from host_spec.storage import CheckpointedSessions
 
 from dsh_team import TeamFolds
 
@@ -50,7 +51,8 @@ def effective_config(raw: Mapping[str, Any] | None) -> dict[str, Any]:
 @hookimpl
 def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
     structure_config(InvariantConfig, ctx.config, f"plugins.{ctx.name}")
-    invariant = TeamStreamInvariant()
+    sessions = host.sessions
+    invariant = TeamStreamInvariant(sessions.checkpoints if isinstance(sessions, CheckpointedSessions) else None)
     for session in host.sessions.list():
         invariant.seed(session)
     ctx.register(invariant)

@@ -237,6 +237,10 @@ class LiveControls:
                 log.error("team.controls_failed", team=session.id, error=state.failure)
         return state
 
+    def restore(self, session: Session, count: int, state: ControlsState) -> None:
+        """Continue ``session``'s fold from ``state``, the fold of its first ``count`` events (a checked checkpoint)."""
+        self._by_id[session.id] = (session, count, state)
+
     def forget(self, session: Session) -> None:
         """Drop ``session``'s state (it left the live store)."""
         entry = self._by_id.get(session.id)

@@ -178,6 +178,10 @@ class LiveLedgers:
                 log.error("team.cost_ledger_failed", team=session.id, error=ledger.failure)
         return ledger
 
+    def restore(self, session: Session, count: int, ledger: CostLedger) -> None:
+        """Continue ``session``'s ledger from ``ledger``, the fold of its first ``count`` events (a checked checkpoint)."""
+        self._by_id[session.id] = (session, count, ledger)
+
     def forget(self, session: Session) -> None:
         """Drop ``session``'s ledger (it left the live store)."""
         entry = self._by_id.get(session.id)

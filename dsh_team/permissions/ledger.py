@@ -177,6 +177,10 @@ class LivePermissions:
                 log.error("team.permissions_failed", team=session.id, error=state.failure)
         return state
 
+    def restore(self, session: Session, count: int, state: PermissionsState) -> None:
+        """Continue ``session``'s fold from ``state``, the fold of its first ``count`` events (a checked checkpoint)."""
+        self._by_id[session.id] = (session, count, state)
+
     def forget(self, session: Session) -> None:
         """Drop ``session``'s state (it left the live store)."""
         entry = self._by_id.get(session.id)
