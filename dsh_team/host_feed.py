@@ -23,14 +23,14 @@ from host_spec import hookimpl
 
 from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_MESSAGE_READ
 from dsh_team.core.state import mode_enabled
+from dsh_team.checkpoint.keeper import CheckpointKeeper, CheckpointSource
 from dsh_team.views.brief import team_brief
 
 if TYPE_CHECKING:
     from host_spec.events import Event
-    from host_spec.protocols import Agent, Session
+    from host_spec.protocols import Agent, Host, Session
 
     from dsh_team.checkpoint.folds import LiveFolds
-    from dsh_team.checkpoint.keeper import CheckpointKeeper
     from dsh_team.config import TeamConfig
     from dsh_team.coordination import Coordination
     from dsh_team.controls.ledger import LiveControls
@@ -54,10 +54,11 @@ class HostFeed:
     """The hooks the host feeds the Team service through, and its disposal (a part of ``TeamService``).
 
     Attributes:
-        config, lifecycle, activity, publisher, journals, members, coordination,
+        host, config, lifecycle, activity, publisher, journals, members, coordination,
         cursors, costs, quiescence, folds, checkpoints: The service's parts (set by the service).
     """
 
+    host: Host
     config: TeamConfig
     lifecycle: Lifecycle
     activity: Activity
@@ -109,7 +110,7 @@ class HostFeed:
         """
         journal = self.journals.find(session.id)
         if journal is None or journal.session is not session:
-            checkpoint = self.checkpoints.load(session) if session.last_seq else None
+            checkpoint = self.checkpoints.load(session, self.host.find_service(CheckpointSource)) if session.last_seq else None
             if checkpoint is not None:
                 self.folds.restore(session, checkpoint)
         self.journals.get(session)

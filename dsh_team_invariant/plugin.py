@@ -25,7 +25,7 @@ from host_spec import hookimpl
 from host_spec.config import structure_config
 from host_spec.storage import CheckpointedSessions
 
-from dsh_team import TeamFolds
+from dsh_team import CheckpointSource, TeamFolds
 
 from dsh_team_invariant.invariant import TeamStreamInvariant
 from dsh_team_invariant.tool_calls import ToolCallsOnce
@@ -58,4 +58,5 @@ def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
     ctx.register(invariant)
     ctx.register(ToolCallsOnce())  # a tool call is recorded once in a log, on every backend
     ctx.provide(TeamFolds, invariant)
+    ctx.provide(CheckpointSource, invariant)  # the Team service starts from the checkpoint this fold read
     log.info("team_invariant.loaded", sessions=len(invariant.sessions()))

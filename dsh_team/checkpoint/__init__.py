@@ -7,12 +7,13 @@
 
 from dsh_team.checkpoint.codec import SCHEMA, TeamCheckpoint, decode_checkpoint, encode_checkpoint, mark_of
 from dsh_team.checkpoint.folds import LiveFolds
-from dsh_team.checkpoint.keeper import NAME, CheckpointKeeper, load_checked, mismatch
+from dsh_team.checkpoint.keeper import NAME, CheckpointKeeper, CheckpointSource, load_checked, mismatch
 
 __all__ = [
     "NAME",
     "SCHEMA",
     "CheckpointKeeper",
+    "CheckpointSource",
     "LiveFolds",
     "TeamCheckpoint",
     "decode_checkpoint",

@@ -72,7 +72,7 @@ class TeamCheckpoint(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         schema: :data:`SCHEMA` of the build that wrote it.
         team_id: The Lead session id.
         seq: How many events the folds cover (``events[:seq]``).
-        mark: :func:`mark_of` the log's header and its event at ``seq`` (``""`` at seq 0).
+        mark: :func:`mark_of` the log's header and its event at ``seq``.
     """
 
     schema: int
@@ -95,10 +95,8 @@ class _Schema(msgspec.Struct):
     schema: int
 
 
-def mark_of(header: SessionHeader, event: Event | None) -> str:
+def mark_of(header: SessionHeader, event: Event) -> str:
     """The digest a checkpoint covering the log up to ``event`` carries (see the module docstring)."""
-    if event is None:
-        return ""
     digest = hashlib.blake2b(encode_header(header), digest_size=16)
     digest.update(b"\n")
     digest.update(encode_event(event))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 import msgspec
 import structlog
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from host_spec.protocols import Session
     from host_spec.storage import Checkpoints
 
-__all__ = ["NAME", "CheckpointKeeper", "load_checked", "mismatch"]
+__all__ = ["NAME", "CheckpointKeeper", "CheckpointSource", "load_checked", "mismatch"]
 
 log = structlog.get_logger(__name__)
 
@@ -59,23 +59,18 @@ def mismatch(checkpoint: TeamCheckpoint, seq: int, header: SessionHeader, events
     return None
 
 
-def load_checked(
-    checkpoints: Checkpoints | None, header: SessionHeader, events: Sequence[Event], *, warn: bool = True
-) -> TeamCheckpoint | None:
+def load_checked(checkpoints: Checkpoints | None, header: SessionHeader, events: Sequence[Event]) -> TeamCheckpoint | None:
     """The saved checkpoint of ``header.id`` when the log (``events``) confirms it, else ``None``.
 
     A checkpoint that does not fit is ignored with one ``team.checkpoint_ignored``
-    warning naming the reason (``warn=False``: silently, for a second reader of
-    the same checkpoint, so a user sees the line once); none saved, or no store
-    for them, says nothing.
+    warning naming the reason; none saved, or no store for them, says nothing.
     """
     if checkpoints is None or not events:
         return None
     try:
         found = checkpoints.load(header.id, NAME)
     except OSError as exc:
-        if warn:
-            log.warning("team.checkpoint_ignored", team=header.id, reason=f"unreadable: {exc}")
+        log.warning("team.checkpoint_ignored", team=header.id, reason=f"unreadable: {exc}")
         return None
     if found is None:
         return None
@@ -87,10 +82,27 @@ def load_checked(
     else:
         reason = mismatch(checkpoint, seq, header, events)
     if reason is not None:
-        if warn:
-            log.warning("team.checkpoint_ignored", team=header.id, seq=seq, reason=reason)
+        log.warning("team.checkpoint_ignored", team=header.id, seq=seq, reason=reason)
         return None
     return checkpoint
+
+
+@runtime_checkable
+class CheckpointSource(Protocol):
+    """A plugin that already read a cold session's checkpoint (the invariant, seeding its fold).
+
+    The Team service starts its folds from the same checkpoint, so the log's
+    checkpoint is read, checked and (when it does not fit) reported once, and the
+    invariant judges the next candidate from exactly the state the service holds.
+    """
+
+    def checkpoint(self, session: Session) -> TeamCheckpoint | None:
+        """The checked checkpoint this plugin's fold of ``session`` started from, handed over once.
+
+        Seeds the fold on first use; ``None``: it started from the log's first event
+        (or from a fold carried in this process), or it was handed over already.
+        """
+        ...
 
 
 #: Builds the checkpoint of a live session's folds at its last event (``None``: it leads no Team).
@@ -115,9 +127,17 @@ class CheckpointKeeper:
         self._writer: concurrent.futures.ThreadPoolExecutor | None = None
         self._pending: set[concurrent.futures.Future[None]] = set()
 
-    def load(self, session: Session) -> TeamCheckpoint | None:
-        """:func:`load_checked` for a session that just became live (remembering its seq)."""
-        checkpoint = load_checked(self._checkpoints, session.header, session.events)
+    def load(self, session: Session, provider: CheckpointSource | None = None) -> TeamCheckpoint | None:
+        """The checked checkpoint a session that just became live starts from (its seq remembered).
+
+        With a fold provider (the invariant) it is the one the provider's fold
+        started from, so the checkpoint is read and checked once; without one,
+        :func:`load_checked`.
+        """
+        if provider is not None:
+            checkpoint = provider.checkpoint(session)
+        else:
+            checkpoint = load_checked(self._checkpoints, session.header, session.events)
         if checkpoint is not None:
             self._saved[session.id] = checkpoint.seq
         return checkpoint

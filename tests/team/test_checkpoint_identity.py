@@ -198,6 +198,17 @@ class TestIdentity:
         assert folds.journals.get(session).state.mode is False
         assert folds.journals.get(session).state.tasks.listed() == replay(events, TEAM).tasks.listed()
 
+    def test_a_fold_carried_in_this_process_from_later_wins_over_an_older_checkpoint(self) -> None:
+        events = _history()
+        journals = Journals()
+        first = activation(events)
+        journals.get(first)
+        journals.drop(first)  # carried at the end of the log
+        checkpoint = decode_checkpoint(saved(events, 2).load(TEAM, NAME)[1])  # type: ignore[index]
+        altered = msgspec.structs.replace(checkpoint.team, mode=False)
+        assert journals.seed(activation(events), 2, altered).state == replay(events, TEAM)
+        assert journals.seed(activation(events), 2, altered).state.mode is False  # nothing carried now: it is used
+
     @settings(max_examples=100, deadline=None)
     @given(HISTORIES)
     def test_a_round_trip_of_the_bytes_is_exact(self, items: list[Any]) -> None:
@@ -292,13 +303,23 @@ class TestDetection:
 
         assert "unreadable" in _ignored(Broken(), _history())
 
-    def test_the_invariant_reads_silently_and_folds_in_full(self) -> None:
+    def test_the_invariant_reports_an_ignored_checkpoint_once_and_folds_in_full(self) -> None:
         events = _history()
+        invariant = TeamStreamInvariant(saved(events, 4))
         with capture_logs() as logs:
-            state = TeamStreamInvariant(saved(events, 4)).state(activation(events[:3]))
+            state = invariant.state(activation(events[:3]))
         assert state == replay(events[:3], TEAM)
-        assert not [entry for entry in logs if entry["log_level"] == "warning"]
+        assert [entry["event"] for entry in logs if entry["log_level"] == "warning"] == ["team.checkpoint_ignored"]
         assert TeamStreamInvariant(MemoryCheckpoints()).state(activation(events)) == replay(events, TEAM)
+
+    def test_the_invariant_hands_its_checkpoint_over_once(self) -> None:
+        events = _history()
+        invariant = TeamStreamInvariant(saved(events, 3))
+        session = activation(events)
+        handed = invariant.checkpoint(session)  # seeds the fold on first use
+        assert handed is not None and handed.seq == 3
+        assert invariant.checkpoint(session) is None
+        assert invariant.state(session) == replay(events, TEAM)
 
     def test_nothing_saved_or_no_store_says_nothing(self) -> None:
         with capture_logs() as logs:
