@@ -207,9 +207,12 @@ def fold_controls(state: ControlsState, event: Event) -> ControlsState:
     return _plan(state, record, event.seq)
 
 
-def replay_controls(events: Iterable[Event], team_id: str) -> ControlsState:
-    """Fold a whole Lead log (``dsh team show``, the trace export; the service folds incrementally)."""
-    state = ControlsState(team_id)
+def replay_controls(events: Iterable[Event], team_id: str, state: ControlsState | None = None) -> ControlsState:
+    """Fold a whole Lead log, or its tail after ``state``.
+
+    For ``dsh team show`` and the trace export; the service folds incrementally.
+    """
+    state = ControlsState(team_id) if state is None else state
     for event in events:
         state = fold_controls(state, event)
     return state

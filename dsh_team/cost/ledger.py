@@ -146,9 +146,9 @@ def fold_cost(ledger: CostLedger, event: Event) -> CostLedger:
     return _budget(ledger, record, event.seq)
 
 
-def replay_costs(events: Iterable[Event], team_id: str) -> CostLedger:
-    """Fold a whole Lead log (``dsh team show``; the service folds incrementally)."""
-    ledger = CostLedger(team_id)
+def replay_costs(events: Iterable[Event], team_id: str, ledger: CostLedger | None = None) -> CostLedger:
+    """Fold a whole Lead log, or its tail after ``ledger`` (``dsh team show``; the service folds incrementally)."""
+    ledger = CostLedger(team_id) if ledger is None else ledger
     for event in events:
         ledger = fold_cost(ledger, event)
     return ledger

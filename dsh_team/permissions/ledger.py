@@ -147,9 +147,11 @@ def fold_permissions(state: PermissionsState, event: Event) -> PermissionsState:
     return _answered(state, record, event.seq)
 
 
-def replay_permissions(events: Sequence[Event], team_id: str) -> PermissionsState:
-    """Fold a whole Lead log (``dsh team show``, ``dsh team permit``, the trace export)."""
-    state = PermissionsState(team_id)
+def replay_permissions(
+    events: Sequence[Event], team_id: str, state: PermissionsState | None = None
+) -> PermissionsState:
+    """Fold a whole Lead log, or its tail after ``state`` (``dsh team show``, ``dsh team permit``, the trace export)."""
+    state = PermissionsState(team_id) if state is None else state
     for event in of_types(events, PERMISSION_EVENT_TYPES):
         state = fold_permissions(state, event)
     return state

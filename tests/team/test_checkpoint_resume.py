@@ -9,6 +9,8 @@ comes from it.
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from dsh_team.config import TeamConfig
 from dsh_team.errors import TeamConfigError
 from dsh_team.service import TeamService
 from host_spec.host.app import Host
+from host_spec.host.cli.main import main
 from host_spec.host.models.scripted import ScriptedModel
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.host.store.session import Session
@@ -252,3 +255,38 @@ class TestKeeper:
             assert store.load("lead", NAME) is not None and store.load("lead", NAME)[0] == session.last_seq  # type: ignore[index]
         finally:
             await host.close()
+
+
+def show_json(capsys: pytest.CaptureFixture[str], path: Path, *extra: str) -> dict[str, Any]:
+    capsys.readouterr()  # what the run before it logged
+    assert main(["team", "show", "--json", "--data-dir", str(path), *extra, "lead"]) == 0
+    shown: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return shown
+
+
+class TestTeamShow:
+    """``dsh team show`` is synchronous (it runs its own loop), so these tests are too."""
+
+    def test_the_view_is_the_same_from_the_checkpoint_and_from_the_whole_log(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        asyncio.run(run_lead(tmp_path, 3))
+        from_checkpoint = show_json(capsys, tmp_path)
+        JsonlStore(tmp_path).checkpoints.path("lead", NAME).unlink()
+        assert show_json(capsys, tmp_path) == from_checkpoint
+        assert [task["subject"] for task in from_checkpoint["tasks"]] == ["task 0", "task 1", "task 2"]
+
+    def test_it_starts_from_a_confirmed_checkpoint_but_not_at_an_earlier_seq(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        length = asyncio.run(run_lead(tmp_path, 2))
+        checkpoint = stored(tmp_path)
+        board = checkpoint.team.tasks
+        renamed = board.tasks.set("task-1", msgspec.structs.replace(board.tasks["task-1"], subject="from the checkpoint"))
+        altered = msgspec.structs.replace(
+            checkpoint, team=msgspec.structs.replace(checkpoint.team, tasks=msgspec.structs.replace(board, tasks=renamed))
+        )
+        JsonlStore(tmp_path).checkpoints.save("lead", NAME, checkpoint.seq, encode_checkpoint(altered))
+        assert [task["subject"] for task in show_json(capsys, tmp_path)["tasks"]] == ["from the checkpoint", "task 1"]
+        at = show_json(capsys, tmp_path, "--at", str(length - 1))  # an earlier position folds the log itself
+        assert "task 0" in [task["subject"] for task in at["tasks"]]
