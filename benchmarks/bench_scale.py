@@ -1,10 +1,18 @@
 """Scale figures: a million-event Lead, a thousand live tasks, a 32-member mail storm.
 
 R1: cold resume of a Lead log of 1,000,000 Team events (open the host, resume the
-    Lead, fold the Team, answer ``list_tasks``) against a typed msgspec decode of
-    the same file (goal: at least 0.5 of its speed; the seconds are printed with
-    the 3 s goal as ``R1s``). Each contender runs in a fresh interpreter, alternating, so one
-    run's heap does not tax the other; the file is written once per run into a
+    Lead, fold the Team, answer ``list_tasks``) with no checkpoint (the full fold)
+    against a typed msgspec decode of the same file (goal: at least 0.5 of its
+    speed; its seconds are printed with the old 3 s goal as ``R1f``).
+R1s: the same cold resume with the checkpoint the previous run left at its clean
+    stop (:mod:`dsh_team.checkpoint`): only the tail after it is folded (goal 0.5 s).
+R1x: that checkpointed resume at 1M events over at 100k events (goal at most
+    1.2: independent of history). The issue asks for 10M over 1M; a 10M-event log
+    is 4 GB on disk and about 7 GB decoded (the host still reads and decodes the
+    whole log on resume), more than a shared bench machine should hold, so the
+    ratio is kept at a tenth of the size.
+    Each contender runs in a fresh interpreter, alternating, so one
+    run's heap does not tax the other; the files are written once per run into a
     temporary directory and deleted afterwards. The fresh-interpreter
     measurements are :mod:`benchmarks.scale_children`.
 R2: the bytes the folded Team state keeps for a log of tasks and mail (one event
@@ -70,6 +78,19 @@ def _spawn(kind: str, directory: Path) -> dict[str, float]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _no_checkpoint(directory: Path) -> None:
+    """Remove the checkpoint a clean stop left, so the next resume folds the whole log."""
+    JsonlStore(directory).checkpoints.path(LEAD, "team").unlink(missing_ok=True)
+
+
+def _checkpointed(directory: Path, events: int) -> float:
+    """Best-of-``ROUNDS`` seconds of a cold resume that starts from the checkpoint a clean stop left."""
+    _no_checkpoint(directory)
+    _spawn(f"resume-{events}", directory)  # a full fold, and its clean stop writes the checkpoint
+    assert JsonlStore(directory).checkpoints.load(LEAD, "team") is not None
+    return min(_spawn(f"resume-{events}", directory)["seconds"] for _ in range(ROUNDS))
+
+
 def _resume_figures(directory: Path) -> dict[str, float]:
     started = time.perf_counter()
     write_log(JsonlStore(directory), LEAD, lead_events(EVENTS, LEAD, LIVE))
@@ -78,7 +99,12 @@ def _resume_figures(directory: Path) -> dict[str, float]:
     typed, resumed = [], []
     for _ in range(ROUNDS):
         typed.append(_spawn("typed", directory)["seconds"])
+        _no_checkpoint(directory)
         resumed.append(_spawn("resume", directory))
+    checkpointed = _checkpointed(directory, EVENTS)
+    small = directory.parent / "resume-small"
+    write_log(JsonlStore(small), LEAD, lead_events(EVENTS // 10, LEAD, LIVE))
+    checkpointed_small = _checkpointed(small, EVENTS // 10)
     read = _spawn("read", directory)
     state = {count: _spawn(f"state-{count}", directory) for count in STATE_SIZES}
     churn = _spawn(f"churn-{CHURN}", directory)
@@ -89,6 +115,8 @@ def _resume_figures(directory: Path) -> dict[str, float]:
         "size": size,
         "typed": min(typed),
         "resume": min(r["seconds"] for r in resumed),
+        "checkpointed": checkpointed,
+        "checkpointed_small": checkpointed_small,
         "rss": min(r["rss"] for r in resumed),
         "events_rss": read["rss"],
     }
@@ -173,6 +201,11 @@ def run() -> list[tuple[str, float, float]]:
         f"typed decode {resume['typed']:.2f} s, cold resume {resume['resume']:.2f} s (goal <= 3 s; "
         f"{resume['typed'] / resume['resume']:.2f} of decode speed; best of {ROUNDS})"
     )
+    print(
+        f"scale: cold resume from a checkpoint {resume['checkpointed']:.2f} s at {EVENTS} events, "
+        f"{resume['checkpointed_small']:.2f} s at {EVENTS // 10} (the host still reads and decodes the whole log; "
+        f"the checkpoint saves the fold)"
+    )
     team_rss = resume["rss"] - resume["events_rss"]
     print(
         f"scale: resident memory after resume {resume['rss'] * per / 1e6:.1f} MB per 100k events; "
@@ -201,7 +234,9 @@ def run() -> list[tuple[str, float, float]]:
     )
     return [
         ("R1", resume["typed"] / resume["resume"], 0.5),
-        ("R1s", resume["resume"], 3.0),
+        ("R1f", resume["resume"], 3.0),
+        ("R1s", resume["checkpointed"], 0.5),
+        ("R1x", resume["checkpointed"] / resume["checkpointed_small"], 1.2),
         # Team state at 1M events over 100k events, same live board, no mail pending: flat in history.
         ("R2", big["bytes"] / small["bytes"], 1.5),
         ("R4", statistics.median(run[-1] / run[0] for run in runs), 1.25),

@@ -15,11 +15,14 @@ This module is the public surface; import from here (or from a room package:
 * the fold: :func:`evolve` / :func:`replay` over :class:`TeamState`;
 * the controls fold (quality-gate runs, plan approval): :func:`fold_controls` /
   :func:`replay_controls` over :class:`ControlsState`, :class:`LiveControls`.
+* checkpoints (:mod:`dsh_team.checkpoint`): :class:`TeamCheckpoint`,
+  :class:`CheckpointSource` (a plugin that read it already) and :func:`load_checked`, the one reader that trusts a checkpoint only when the log confirms it;
 * Permission asks (:mod:`dsh_team.permissions`): :func:`fold_permissions`,
   :func:`replay_permissions` over :class:`PermissionsState`, :class:`LivePermissions`.
 """
 
 from dsh_team.api import TeamServiceAPI
+from dsh_team.checkpoint import CheckpointSource, TeamCheckpoint, load_checked
 from dsh_team.config import MAX_SAFE_INTEGER, BudgetConfig, TeamConfig
 from dsh_team.controls import CONTROL_EVENT_TYPES, ControlsState, LiveControls, fold_controls, replay_controls
 from dsh_team.permissions import (
@@ -78,6 +81,9 @@ from dsh_team.service import TeamService
 from dsh_team.views import TeamView
 
 __all__ = [
+    "CheckpointSource",
+    "TeamCheckpoint",
+    "load_checked",
     "CONTROL_EVENT_TYPES",
     "SIDE_RECORD_TYPES",
     "side_record_failure",

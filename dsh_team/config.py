@@ -63,6 +63,11 @@ def _limit(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         raise TeamConfigError(f"{attribute.name} must be a positive safe integer", path=attribute.name)
 
 
+def _count(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not (type(value) is int and 0 <= value <= MAX_SAFE_INTEGER):
+        raise TeamConfigError(f"{attribute.name} must be zero or a positive safe integer", path=attribute.name)
+
+
 def _flag(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if type(value) is not bool:
         raise TeamConfigError(f"{attribute.name} must be a boolean", path=attribute.name)
@@ -202,6 +207,10 @@ class TeamConfig:
             :mod:`dsh_team.roster.roles`); each is checked at load, its tools at spawn.
         workspace_mode: ``shared`` or ``worktree`` (see the module docstring).
         keep_worktrees: Keep members' worktrees when the Team ends, merged or not.
+        checkpoint_every: Save the Team's checkpoint (:mod:`dsh_team.checkpoint`)
+            after this many Lead-log events since the last one, besides at every clean
+            stop; ``0`` saves only at a clean stop. A cold start folds only the events
+            after the newest valid checkpoint.
 
     Raises:
         TeamConfigError: any field is invalid (``TEAM_INVALID_CONFIG``, ``path`` = field).
@@ -222,6 +231,7 @@ class TeamConfig:
     roles: Mapping[str, Any] = attrs.field(factory=dict, converter=_structure_roles)
     workspace_mode: str = attrs.field(default="shared", validator=_workspace_mode)
     keep_worktrees: bool = attrs.field(default=False, validator=_flag)
+    checkpoint_every: int = attrs.field(default=10_000, validator=_count)
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None) -> TeamConfig:

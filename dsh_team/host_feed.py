@@ -23,12 +23,14 @@ from host_spec import hookimpl
 
 from dsh_team.core.records import TEAM_EVENT_TYPES, TEAM_MESSAGE_READ
 from dsh_team.core.state import mode_enabled
+from dsh_team.checkpoint.keeper import CheckpointKeeper, CheckpointSource
 from dsh_team.views.brief import team_brief
 
 if TYPE_CHECKING:
     from host_spec.events import Event
-    from host_spec.protocols import Agent, Session
+    from host_spec.protocols import Agent, Host, Session
 
+    from dsh_team.checkpoint.folds import LiveFolds
     from dsh_team.config import TeamConfig
     from dsh_team.coordination import Coordination
     from dsh_team.controls.ledger import LiveControls
@@ -52,10 +54,11 @@ class HostFeed:
     """The hooks the host feeds the Team service through, and its disposal (a part of ``TeamService``).
 
     Attributes:
-        config, lifecycle, activity, publisher, journals, members, coordination,
-        cursors, costs, quiescence: The service's parts (set by the service).
+        host, config, lifecycle, activity, publisher, journals, members, coordination,
+        cursors, costs, quiescence, folds, checkpoints: The service's parts (set by the service).
     """
 
+    host: Host
     config: TeamConfig
     lifecycle: Lifecycle
     activity: Activity
@@ -69,6 +72,8 @@ class HostFeed:
     controls: LiveControls
     merges: Merges
     permissions: LivePermissions
+    folds: LiveFolds
+    checkpoints: CheckpointKeeper
 
     if TYPE_CHECKING:  # the service's own calls, which the feed uses
 
@@ -98,7 +103,16 @@ class HostFeed:
 
     @hookimpl(specname="dsh_session_created")
     def session_created(self, session: Session) -> None:
-        """Fold a created or resumed session once; it may lead a Team."""
+        """Fold a created or resumed session once; it may lead a Team.
+
+        A resumed session with a checkpoint its log confirms starts every fold
+        from it (:mod:`dsh_team.checkpoint`): only the events after it are folded.
+        """
+        journal = self.journals.find(session.id)
+        if journal is None or journal.session is not session:
+            checkpoint = self.checkpoints.load(session, self.host.find_service(CheckpointSource)) if session.last_seq else None
+            if checkpoint is not None:
+                self.folds.restore(session, checkpoint)
         self.journals.get(session)
 
     @hookimpl(specname="dsh_session_event")
@@ -119,11 +133,15 @@ class HostFeed:
         journal = self.journals.find(session.id)
         if journal is not None and journal.session is session:
             journal.flushed(durable_seq)
+            self.checkpoints.flushed(session, durable_seq)
         self.costs.session_flushed(session, durable_seq)
 
     @hookimpl(specname="dsh_session_disposed")
     def session_disposed(self, session: Session) -> None:
-        """Forget a session that left the live store."""
+        """Forget a session that left the live store (a flushed Lead's clean stop saves its checkpoint)."""
+        journal = self.journals.find(session.id)
+        if journal is not None and journal.session is session:
+            self.checkpoints.forget(session)
         self.journals.drop(session)
         self.members.forget(session)
         self.publisher.forget(session.id)
@@ -199,5 +217,8 @@ class HostFeed:
         failures = await self.lifecycle.settle()
         failures += await self.coordination.dispose()
         self.coordination.worktrees.cleanup()  # the Team ends: merged worktrees go, ones with work stay
+        for journal in self.journals:  # a clean stop: each flushed Lead's folds are saved
+            self.checkpoints.save(journal.session)
+        await self.checkpoints.drain()
         if failures:
             raise BaseExceptionGroup("Agent Teams runtime disposal failed", failures)

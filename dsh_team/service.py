@@ -23,6 +23,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import msgspec
 
 from host_spec.records import AbortSignal, Handle
+from host_spec.storage import CheckpointedSessions
+
+from dsh_team.checkpoint.folds import LiveFolds
+from dsh_team.checkpoint.keeper import CheckpointKeeper
 
 from dsh_team.permissions import Ask, LivePermissions, PermissionRoutes, PermissionsState
 from dsh_team.controls.gates import Gates
@@ -110,6 +114,16 @@ class TeamService(MemberOperations, BoardOperations, ControlOperations, HostFeed
         )
         self.quiescence = QuiescenceWatch(
             host, self.journals, self.lifecycle, self.activity.parked, partial(asleep_with_work, host.sessions)
+        )
+        self.folds = LiveFolds(
+            self.journals, self.controls, self.permissions, self.costs.ledgers, self.coordination.roles,
+            self.coordination.shutdowns.book, self.coordination.worktrees.book, self.merges.book,
+        )
+        sessions = host.sessions
+        self.checkpoints = CheckpointKeeper(
+            sessions.checkpoints if isinstance(sessions, CheckpointedSessions) else None,
+            self.config.checkpoint_every,
+            self.folds.capture,
         )
 
     # ------------------------------------------------------------ internals

@@ -55,6 +55,7 @@ from dsh_team import (
     evolve,
     fold_controls,
     fold_permissions,
+    load_checked,
     replay,
     side_record_failure,
 )
@@ -65,6 +66,9 @@ from host_spec.records import Violation
 if TYPE_CHECKING:
     from host_spec.events import Event
     from host_spec.protocols import Session
+    from host_spec.storage import Checkpoints
+
+    from dsh_team import TeamCheckpoint
 
 __all__ = ["TeamStreamInvariant"]
 
@@ -81,14 +85,16 @@ _SIDE: Final = "side-record"
 class _Fold:
     """One session's committed fold plus the candidate staged by its last check."""
 
-    __slots__ = ("session", "state", "staged")
+    __slots__ = ("session", "state", "staged", "checkpoint")
 
-    def __init__(self, session: Session, state: TeamState) -> None:
+    def __init__(self, session: Session, state: TeamState, checkpoint: TeamCheckpoint | None = None) -> None:
         #: The exact session object folded: a resumed activation of the same id is another log.
         self.session = session
         self.state = state
         #: ``(event, candidate state)`` passed by the last check, not yet settled.
         self.staged: tuple[Event, TeamState] | None = None
+        #: The checkpoint the fold started from, until the Team service takes it.
+        self.checkpoint = checkpoint
 
     def settle(self, session: Session, staged: tuple[Event, TeamState]) -> TeamState:
         """The committed state, after adopting ``staged`` (this fold's stage) if its event was committed."""
@@ -115,6 +121,8 @@ class TeamStreamInvariant:
     ``forget`` on ``dsh_session_disposed``).
     """
 
+    #: Where the Team's checkpoints are kept (``None``: the store keeps none).
+    checkpoints: Checkpoints | None = None
     _folds: dict[str, _Fold] = attrs.Factory(dict)
     #: Folds of sessions that left the live store: a woken member's log is not folded again.
     _carried: CarriedFolds[TeamState] = attrs.Factory(CarriedFolds)
@@ -127,16 +135,27 @@ class TeamStreamInvariant:
         """Fold ``session``'s current events once (on resume, or plugin load).
 
         A resumed session whose log continues the fold its last activation left
-        (:mod:`host_spec.carry`) folds only the events after it.
+        (:mod:`host_spec.carry`) folds only the events after it; so does one with
+        a checkpoint its log confirms (:func:`dsh_team.load_checked`, the reader the
+        Team service starts its other folds from too: :meth:`checkpoint`, so both
+        judge from the same state and the checkpoint is read once).
         """
         events = session.events
         carried = self._carried.take(session.header, events)
+        checkpoint = None
         if carried is None:
-            state = replay(events, session.id)
+            checkpoint = load_checked(self.checkpoints, session.header, events)
+            if checkpoint is None:
+                state = replay(events, session.id)
+            else:
+                seq = checkpoint.seq
+                state = replay(events[seq:], session.id, checkpoint.team)
+                self._controls.restore(session, seq, checkpoint.controls)
+                self._permissions.restore(session, seq, checkpoint.permissions)
         else:
             position, state = carried
             state = replay(events[position:], session.id, state)
-        self._folds[session.id] = _Fold(session, state)
+        self._folds[session.id] = _Fold(session, state, checkpoint)
 
     @hookimpl(specname="dsh_session_created")
     def created(self, session: Session) -> None:
@@ -179,6 +198,14 @@ class TeamStreamInvariant:
             fold = self._seeded(session)
         staged = fold.staged
         return fold.state if staged is None else fold.settle(session, staged)
+
+    def checkpoint(self, session: Session) -> TeamCheckpoint | None:
+        """The checkpoint ``session``'s fold started from, handed over once (``TeamFolds``)."""
+        fold = self._folds.get(session.id)
+        if fold is None or fold.session is not session:
+            fold = self._seeded(session)
+        checkpoint, fold.checkpoint = fold.checkpoint, None
+        return checkpoint
 
     def committed(self, session: Session, event: Event) -> TeamState:
         """The committed fold right after the host committed ``event`` (``TeamFolds``).

@@ -23,8 +23,9 @@ import structlog
 
 from host_spec import hookimpl
 from host_spec.config import structure_config
+from host_spec.storage import CheckpointedSessions
 
-from dsh_team import TeamFolds
+from dsh_team import CheckpointSource, TeamFolds
 
 from dsh_team_invariant.invariant import TeamStreamInvariant
 from dsh_team_invariant.tool_calls import ToolCallsOnce
@@ -50,10 +51,12 @@ def effective_config(raw: Mapping[str, Any] | None) -> dict[str, Any]:
 @hookimpl
 def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
     structure_config(InvariantConfig, ctx.config, f"plugins.{ctx.name}")
-    invariant = TeamStreamInvariant()
+    sessions = host.sessions
+    invariant = TeamStreamInvariant(sessions.checkpoints if isinstance(sessions, CheckpointedSessions) else None)
     for session in host.sessions.list():
         invariant.seed(session)
     ctx.register(invariant)
     ctx.register(ToolCallsOnce())  # a tool call is recorded once in a log, on every backend
     ctx.provide(TeamFolds, invariant)
+    ctx.provide(CheckpointSource, invariant)  # the Team service starts from the checkpoint this fold read
     log.info("team_invariant.loaded", sessions=len(invariant.sessions()))

@@ -67,7 +67,12 @@ class StoredLog:
 
 
 class SessionReader(Protocol):
-    """Read-only access to one data directory's stored sessions. Never locks, repairs or writes."""
+    """Read-only access to one data directory's stored sessions. Never locks, repairs or writes.
+
+    A reader may also offer its store's checkpoints
+    (:class:`host_spec.storage.CheckpointingBackend`): a view then starts its folds
+    from one the log confirms, instead of folding the whole log.
+    """
 
     @property
     def root(self) -> Path:

@@ -23,6 +23,13 @@ The contract is shaped so that very different media can keep it:
 * **Layout is the backend's business.** Nothing here names files, lines or
   tables; one file per session, preallocated segments or rows are all fine.
 
+* **Checkpoints are a cache beside the log.** A backend may offer
+  :class:`Checkpoints` (as :class:`CheckpointingBackend`): a named, opaque
+  payload per session that says which seq it covers. The log stays the truth;
+  whoever reads a checkpoint checks it against the log before trusting it, so a
+  backend may lose one (it only costs a full fold), but must never leave one
+  half-written where the previous one stood.
+
 ``host_spec.testing`` holds the conformance suite every backend runs against
 itself, an in-memory backend and a fault-injecting wrapper; ``docs/host-contract.md``
 (section for backend authors) explains both.
@@ -35,7 +42,7 @@ from typing import Protocol, runtime_checkable
 
 from host_spec.events import Event, SessionHeader
 
-__all__ = ["SessionLog", "StorageBackend"]
+__all__ = ["CheckpointingBackend", "CheckpointedSessions", "Checkpoints", "SessionLog", "StorageBackend"]
 
 
 @runtime_checkable
@@ -136,3 +143,56 @@ class StorageBackend(Protocol):
             SessionLockedError: another writer holds this id.
             SessionCorruptError / SessionFormatError: as for :meth:`read`.
         """
+
+
+@runtime_checkable
+class Checkpoints(Protocol):
+    """Named checkpoints of the folds of a session's log: a cache, never the truth.
+
+    A plugin that folds a long log (the Team's folds of its Lead log) saves its
+    folded state with the seq it covers, so a cold start folds only the events
+    after it. The payload is opaque here (the plugin encodes it, with whatever it
+    needs to check it against the log); the backend keeps the newest one per
+    ``(session_id, name)``. Calls may block (file or network I/O); a host runs
+    them off its event loop when they are slow.
+    """
+
+    def save(self, session_id: str, name: str, seq: int, payload: bytes) -> None:
+        """Replace the checkpoint ``name`` of ``session_id`` by ``payload``, covering events ``1..seq``.
+
+        Atomic: a crash during the call leaves either the previous checkpoint or
+        this one readable, never a mix or nothing (where there was one).
+
+        Raises:
+            ValueError: ``name`` is empty or not a plain word, or ``seq`` is negative.
+            OSError: the medium failed; the previous checkpoint is still there.
+        """
+
+    def load(self, session_id: str, name: str) -> tuple[int, bytes] | None:
+        """``(seq, payload)`` of the newest saved checkpoint ``name`` of ``session_id``, or ``None``.
+
+        Raises:
+            ValueError: as for :meth:`save`.
+        """
+
+
+@runtime_checkable
+class CheckpointingBackend(Protocol):
+    """A storage backend that keeps checkpoints beside its logs."""
+
+    @property
+    def checkpoints(self) -> Checkpoints:
+        """The checkpoints of this backend's sessions."""
+
+
+@runtime_checkable
+class CheckpointedSessions(Protocol):
+    """A host's session store that exposes its backend's checkpoints to plugins.
+
+    ``checkpoints`` is ``None`` when the backend keeps none (memory only, a
+    wrapper): the plugin then folds its logs in full, as before.
+    """
+
+    @property
+    def checkpoints(self) -> Checkpoints | None:
+        """The backend's checkpoints, or ``None``."""

@@ -207,9 +207,12 @@ def fold_controls(state: ControlsState, event: Event) -> ControlsState:
     return _plan(state, record, event.seq)
 
 
-def replay_controls(events: Iterable[Event], team_id: str) -> ControlsState:
-    """Fold a whole Lead log (``dsh team show``, the trace export; the service folds incrementally)."""
-    state = ControlsState(team_id)
+def replay_controls(events: Iterable[Event], team_id: str, state: ControlsState | None = None) -> ControlsState:
+    """Fold a whole Lead log, or its tail after ``state``.
+
+    For ``dsh team show`` and the trace export; the service folds incrementally.
+    """
+    state = ControlsState(team_id) if state is None else state
     for event in events:
         state = fold_controls(state, event)
     return state
@@ -236,6 +239,10 @@ class LiveControls:
             if state.failure is not None and before is None:
                 log.error("team.controls_failed", team=session.id, error=state.failure)
         return state
+
+    def restore(self, session: Session, count: int, state: ControlsState) -> None:
+        """Continue ``session``'s fold from ``state``, the fold of its first ``count`` events (a checked checkpoint)."""
+        self._by_id[session.id] = (session, count, state)
 
     def forget(self, session: Session) -> None:
         """Drop ``session``'s state (it left the live store)."""

@@ -91,6 +91,11 @@ class TeamCosts(CostLimits):
         #: Member session id -> how far its log was scanned at its last start (one per member).
         self._scanned: dict[str, LogMark] = {}
 
+    @property
+    def ledgers(self) -> LiveLedgers:
+        """The ledger of each live Lead session (the checkpoint captures and restores it)."""
+        return self._ledgers
+
     # ------------------------------------------------------------ host feed (delegated by the service's hooks)
 
     def session_event(self, session: Session, event: Event) -> None:

@@ -146,9 +146,9 @@ def fold_cost(ledger: CostLedger, event: Event) -> CostLedger:
     return _budget(ledger, record, event.seq)
 
 
-def replay_costs(events: Iterable[Event], team_id: str) -> CostLedger:
-    """Fold a whole Lead log (``dsh team show``; the service folds incrementally)."""
-    ledger = CostLedger(team_id)
+def replay_costs(events: Iterable[Event], team_id: str, ledger: CostLedger | None = None) -> CostLedger:
+    """Fold a whole Lead log, or its tail after ``ledger`` (``dsh team show``; the service folds incrementally)."""
+    ledger = CostLedger(team_id) if ledger is None else ledger
     for event in events:
         ledger = fold_cost(ledger, event)
     return ledger
@@ -177,6 +177,10 @@ class LiveLedgers:
             if ledger.failure is not None and before is None:
                 log.error("team.cost_ledger_failed", team=session.id, error=ledger.failure)
         return ledger
+
+    def restore(self, session: Session, count: int, ledger: CostLedger) -> None:
+        """Continue ``session``'s ledger from ``ledger``, the fold of its first ``count`` events (a checked checkpoint)."""
+        self._by_id[session.id] = (session, count, ledger)
 
     def forget(self, session: Session) -> None:
         """Drop ``session``'s ledger (it left the live store)."""

@@ -64,6 +64,21 @@ class Journals:
             self._by_id[session.id] = journal
         return journal
 
+    def seed(self, session: Session, position: int, state: TeamState) -> Journal:
+        """The journal of ``session`` started from ``state``, the fold of its first ``position`` events.
+
+        For a checked checkpoint (:mod:`dsh_team.checkpoint`); a fold carried in this
+        process from a later position wins (it has less to fold).
+        """
+        carried = self._carried.take(session.header, session.events)
+        if carried is None or carried[0] < position:
+            carried = (position, state)
+        journal = Journal(
+            session, on_change=self._on_change, on_durable=self._on_durable, folds=self._folds, carried=carried
+        )
+        self._by_id[session.id] = journal
+        return journal
+
     def find(self, session_id: str) -> Journal | None:
         """The existing journal of a session id, if any (never creates one)."""
         return self._by_id.get(session_id)

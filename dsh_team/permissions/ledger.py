@@ -147,9 +147,11 @@ def fold_permissions(state: PermissionsState, event: Event) -> PermissionsState:
     return _answered(state, record, event.seq)
 
 
-def replay_permissions(events: Sequence[Event], team_id: str) -> PermissionsState:
-    """Fold a whole Lead log (``dsh team show``, ``dsh team permit``, the trace export)."""
-    state = PermissionsState(team_id)
+def replay_permissions(
+    events: Sequence[Event], team_id: str, state: PermissionsState | None = None
+) -> PermissionsState:
+    """Fold a whole Lead log, or its tail after ``state`` (``dsh team show``, ``dsh team permit``, the trace export)."""
+    state = PermissionsState(team_id) if state is None else state
     for event in of_types(events, PERMISSION_EVENT_TYPES):
         state = fold_permissions(state, event)
     return state
@@ -176,6 +178,10 @@ class LivePermissions:
             if state.failure is not None and before is None:
                 log.error("team.permissions_failed", team=session.id, error=state.failure)
         return state
+
+    def restore(self, session: Session, count: int, state: PermissionsState) -> None:
+        """Continue ``session``'s fold from ``state``, the fold of its first ``count`` events (a checked checkpoint)."""
+        self._by_id[session.id] = (session, count, state)
 
     def forget(self, session: Session) -> None:
         """Drop ``session``'s state (it left the live store)."""

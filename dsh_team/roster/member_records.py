@@ -117,6 +117,10 @@ class MemberRecords(Generic[R]):
             self._by_id[session.id] = (session, count, latest)
         return latest
 
+    def restore(self, session: Session, count: int, latest: Mapping[str, R]) -> None:
+        """Continue ``session``'s fold from ``latest``, the fold of its first ``count`` events (a checked checkpoint)."""
+        self._by_id[session.id] = (session, count, dict(latest))
+
     def forget(self, session: Session) -> None:
         """Drop ``session``'s records (it left the live store)."""
         entry = self._by_id.get(session.id)

@@ -40,7 +40,6 @@ from host_spec.cli import HANDLER_KEY, CliEnv, FollowingReader, SessionReader
 from host_spec.errors import DshError, SessionError
 
 from dsh_team.core.fold import replay
-from dsh_team.cost.ledger import replay_costs
 from dsh_team.cost.report import build_report
 from dsh_team.roster.member_records import fold_latest
 from dsh_team.roster.roles import ROLE_RECORDS
@@ -48,11 +47,10 @@ from dsh_team.roster.shutdown import gone_members
 from dsh_team.views.member_commands import register_member_commands
 from dsh_team.views.show import build_show, render_json
 from dsh_team.views.controls import build_controls
+from dsh_team.views.lead_folds import lead_folds
 from dsh_team.views.permissions import build_permissions
-from dsh_team.permissions.ledger import replay_permissions
 from dsh_team.views.plan_cli import register_plan
 from dsh_team.views.permit_cli import register_permit
-from dsh_team.controls.ledger import replay_controls
 from dsh_team.views.writes import collect_writes
 from dsh_team.views.show_text import render_text
 from dsh_team.views.usage import member_usage, uncharged_spend
@@ -181,7 +179,8 @@ def show_command(args: argparse.Namespace, env: CliEnv) -> int:
         damaged = " readable" if stored.damage is not None else ""
         raise ShowError(f"--at {at} is beyond the Lead log of {team_id} ({length}{damaged} events)",
                         code="TEAM_SHOW_BAD_POSITION")
-    state = replay(stored.events[:at], team_id)
+    folds = lead_folds(reader, stored, team_id, at)
+    state = folds.state
     damage = None
     if stored.damage is not None:
         if at == length:
@@ -193,11 +192,11 @@ def show_command(args: argparse.Namespace, env: CliEnv) -> int:
     until = None if at == length else stored.events[at - 1].time if at else -1
     writes = collect_writes(reader, state, until=until)
     ids = [team_id, *(member.id for member in state.members.listed())]
-    ledger = replay_costs(stored.events[:at], team_id)
+    ledger = folds.ledger
     costs = build_report(state, ledger, uncharged_spend(reader, ids, ledger) if until is None else None, stored.events)
-    controls = build_controls(replay_controls(stored.events[:at], team_id))
+    controls = build_controls(folds.controls)
     worktrees = build_worktrees(stored.events[:at], team_id, lambda: env.worktrees())
-    permissions = build_permissions(replay_permissions(stored.events[:at], team_id))
+    permissions = build_permissions(folds.permissions)
     show = build_show(state, session_id=asked, log_length=length, at=at, damage=damage, writes=writes,
                       usage=member_usage(reader, ids, until=until), costs=costs, controls=controls,
                       permissions=permissions, worktrees=worktrees, gone=gone_members(stored.events[:at], team_id))

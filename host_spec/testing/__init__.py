@@ -2,6 +2,7 @@
 
 * :class:`StorageBackendContract` — the storage conformance suite (pytest classes
   to subclass with a ``storage`` fixture).
+* :class:`CheckpointsContract` — the checkpoint conformance suite (a ``checkpoints`` fixture).
 * :class:`FaultyStorage` / :class:`FaultyLog` — a fault-injecting wrapper around
   any storage backend (hold or fail chosen writes), accepted by the reference
   host through ``Host.open(..., wrap_storage=FaultyStorage)``.
@@ -13,11 +14,15 @@ depends only on the contract, never on the reference host.
 
 from __future__ import annotations
 
+from host_spec.testing.checkpoint_contract import CheckpointsContract, CheckpointsFactory
 from host_spec.testing.faults import FaultyLog, FaultyStorage, disk_full
-from host_spec.testing.memory import MemoryLog, MemoryStorage
+from host_spec.testing.memory import MemoryCheckpoints, MemoryLog, MemoryStorage
 from host_spec.testing.storage_contract import StorageBackendContract, StorageFactory, make_events
 
 __all__ = [
+    "CheckpointsContract",
+    "CheckpointsFactory",
+    "MemoryCheckpoints",
     "FaultyLog",
     "FaultyStorage",
     "MemoryLog",

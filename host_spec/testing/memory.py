@@ -11,6 +11,7 @@ with a compare-and-set on the log tail would. Nothing survives the process.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Sequence
 
@@ -23,11 +24,41 @@ from host_spec.errors import (
 )
 from host_spec.events import Event, SessionHeader
 
-__all__ = ["MemoryLog", "MemoryStorage"]
+__all__ = ["MemoryCheckpoints", "MemoryLog", "MemoryStorage"]
+
+
+class MemoryCheckpoints:
+    """Checkpoints in a dict (implements :class:`host_spec.storage.Checkpoints`), shared by every reopened handle."""
+
+    def __init__(self) -> None:
+        self._saved: dict[tuple[str, str], tuple[int, bytes]] = {}
+        self._lock = threading.Lock()
+
+    def save(self, session_id: str, name: str, seq: int, payload: bytes) -> None:
+        _checked(name, seq)
+        with self._lock:
+            self._saved[(session_id, name)] = (seq, bytes(payload))
+
+    def load(self, session_id: str, name: str) -> tuple[int, bytes] | None:
+        _checked(name, 0)
+        with self._lock:
+            return self._saved.get((session_id, name))
+
+
+#: A checkpoint name: a plain lowercase word (a file-backed store puts it in a file name).
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+
+def _checked(name: str, seq: int) -> None:
+    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+        raise ValueError(f"checkpoint name {name!r} is not a plain lowercase word")
+    if seq < 0:
+        raise ValueError(f"checkpoint seq {seq} is negative")
 
 
 class MemoryStorage:
-    """Session logs in a dict (implements :class:`host_spec.storage.StorageBackend`).
+    """Session logs in a dict (implements :class:`host_spec.storage.StorageBackend`
+    and :class:`host_spec.storage.CheckpointingBackend`).
 
     Every :meth:`reopen` shares the same logs and locks, as two processes share
     one data directory.
@@ -42,6 +73,7 @@ class MemoryStorage:
         self._logs: dict[str, tuple[SessionHeader, list[Event]]] = {}
         self._writers: set[str] = set()
         self._lock = threading.Lock()
+        self.checkpoints = MemoryCheckpoints()
 
     def __repr__(self) -> str:
         return f"<MemoryStorage logs={len(self._logs)}>"
@@ -50,6 +82,7 @@ class MemoryStorage:
         """Another handle on the same logs (a second process, a restart)."""
         other = MemoryStorage(exclusive=self.exclusive)
         other._logs, other._writers, other._lock = self._logs, self._writers, self._lock
+        other.checkpoints = self.checkpoints
         return other
 
     def exists(self, session_id: str) -> bool:

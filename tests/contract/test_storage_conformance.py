@@ -19,7 +19,14 @@ from host_spec.host.models.scripted import ScriptedModel
 from host_spec.host.store.jsonl import JsonlStore
 from host_spec.messages import user_message
 from host_spec.storage import SessionLog, StorageBackend
-from host_spec.testing import FaultyStorage, MemoryStorage, StorageBackendContract, StorageFactory
+from host_spec.testing import (
+    CheckpointsContract,
+    CheckpointsFactory,
+    FaultyStorage,
+    MemoryStorage,
+    StorageBackendContract,
+    StorageFactory,
+)
 
 
 class TestJsonlStore(StorageBackendContract):
@@ -100,3 +107,16 @@ class TestTheReferenceHostOnAnotherBackend:
         await host.close()
         assert [event.type for event in medium.read("s")[1]] == ["test/a", "test/b"]
         assert storage.log("s").batches == [[1, 2]]
+
+
+class TestJsonlCheckpoints(CheckpointsContract):
+    @pytest.fixture
+    def checkpoints(self, tmp_path: Path) -> CheckpointsFactory:
+        return lambda: JsonlStore(tmp_path).checkpoints
+
+
+class TestMemoryCheckpoints(CheckpointsContract):
+    @pytest.fixture
+    def checkpoints(self) -> CheckpointsFactory:
+        medium = MemoryStorage()
+        return lambda: medium.reopen().checkpoints

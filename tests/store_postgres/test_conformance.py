@@ -15,7 +15,7 @@ from kit_postgres import shared_server
 from host_spec.host.store.postgres import PostgresStore
 from host_spec.storage import SessionLog, StorageBackend
 from host_spec.events import SessionHeader
-from host_spec.testing import FaultyStorage, StorageBackendContract, StorageFactory
+from host_spec.testing import CheckpointsContract, CheckpointsFactory, FaultyStorage, StorageBackendContract, StorageFactory
 
 
 @pytest.fixture
@@ -59,3 +59,12 @@ def test_the_store_satisfies_the_protocols(database: str, handles: list[Postgres
     log = store.create(SessionHeader(id="x", created_at=1))
     assert isinstance(log, SessionLog)
     log.close()
+
+
+class TestPostgresCheckpoints(CheckpointsContract):
+    """The checkpoint conformance suite: every ``checkpoints()`` is a new store handle (its own connection)."""
+
+    @pytest.fixture
+    def checkpoints(self, database: str, handles: list[PostgresStore]) -> CheckpointsFactory:
+        make = _factory(database, handles)
+        return lambda: make().checkpoints

@@ -30,6 +30,11 @@ class BackendReader:
     store: Any
 
     @property
+    def checkpoints(self) -> Any:
+        """The store's checkpoints (``host_spec.storage.CheckpointingBackend``); a view only reads them."""
+        return self.store.checkpoints
+
+    @property
     def root(self) -> Path:
         """Where the logs live, for messages (the store's URL without its password)."""
         return Path(redact_url(self.store.url))

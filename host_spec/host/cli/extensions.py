@@ -31,6 +31,7 @@ from host_spec.host.cli.run_settings import RunSettings, decode_settings, lookup
 from host_spec.host.plugins.profiles import load_profile
 from host_spec.host.store.jsonl_format import parse_header, parse_log
 from host_spec.host.store.jsonl import JsonlStore
+from host_spec.host.store.jsonl_checkpoints import JsonlCheckpoints
 from host_spec.host.store.selection import STORE_ENV, chosen_store, open_backend
 
 __all__ = ["StoreReader", "StoreAppender", "CliEnvironment", "discover_extensions", "register_extensions"]
@@ -49,9 +50,17 @@ def _line_offset(data: bytes, lineno: int) -> int:
 
 @attrs.define(eq=False)
 class StoreReader:
-    """Read-only view of a data directory (implements ``host_spec.cli.SessionReader``)."""
+    """Read-only view of a data directory (implements ``host_spec.cli.SessionReader``).
+
+    It also offers the store's checkpoints (``host_spec.storage.CheckpointingBackend``),
+    which a view may start its folds from once the log confirms them; it never writes one.
+    """
 
     store: JsonlStore
+
+    @property
+    def checkpoints(self) -> JsonlCheckpoints:
+        return self.store.checkpoints
 
     @property
     def root(self) -> Path:

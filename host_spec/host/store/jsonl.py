@@ -43,6 +43,7 @@ from host_spec.host.store.jsonl_format import (
     parse_header,
     parse_log,
 )
+from host_spec.host.store.jsonl_checkpoints import JsonlCheckpoints
 from host_spec.host.store.jsonl_log import JsonlSessionLog
 from host_spec.host.store.team_lock import TeamLocks
 
@@ -54,13 +55,16 @@ log = structlog.get_logger(__name__)
 class JsonlStore:
     """Session logs under ``root`` (one store per data directory).
 
-    Implements :class:`host_spec.storage.StorageBackend`.
+    Implements :class:`host_spec.storage.StorageBackend` and
+    :class:`host_spec.storage.CheckpointingBackend` (checkpoints beside each log:
+    :mod:`~host_spec.host.store.jsonl_checkpoints`).
     """
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
         self.sessions_dir = self.root / "sessions"
         self.teams = TeamLocks(self.root, self.sessions_dir)
+        self.checkpoints = JsonlCheckpoints(self.sessions_dir)
 
     def __repr__(self) -> str:
         return f"JsonlStore({str(self.root)!r})"

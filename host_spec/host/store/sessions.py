@@ -28,7 +28,7 @@ from host_spec.errors import (
     SessionNotLiveError,
 )
 from host_spec.events import Event, SessionHeader
-from host_spec.storage import StorageBackend
+from host_spec.storage import CheckpointingBackend, Checkpoints, StorageBackend
 
 from host_spec.host.store.sequence_views import EventsView, Prefix
 from host_spec.host.store.history import KEPT_EVENTS
@@ -56,7 +56,7 @@ class PersistedSession:
 
 
 class SessionStore:
-    """Live sessions over an optional storage backend (implements ``protocols.SessionStore``).
+    """Live sessions over an optional storage backend (implements ``protocols.SessionStore`` and ``storage.CheckpointedSessions``).
 
     Args:
         store: Where logs are persisted (any ``host_spec.storage.StorageBackend``, e.g.
@@ -188,6 +188,12 @@ class SessionStore:
     def durable(self) -> bool:
         """Whether flushes reach a store that survives the process (not memory only)."""
         return self.store is not None
+
+    @property
+    def checkpoints(self) -> Checkpoints | None:
+        """The backend's checkpoints (``host_spec.storage.CheckpointedSessions``), or ``None``."""
+        store = self.store
+        return store.checkpoints if isinstance(store, CheckpointingBackend) else None
 
     def exists(self, session_id: str) -> bool:
         """Whether the id is live, stored on disk, or kept in memory."""

@@ -36,6 +36,7 @@ from host_spec.errors import (
 )
 from host_spec.events import SESSION_FORMAT_VERSION, Event, SessionHeader, decode_header
 
+from host_spec.host.store.postgres.checkpoints import PostgresCheckpoints
 from host_spec.host.store.postgres.leases import Leases
 from host_spec.host.redaction import redact_url
 from host_spec.host.store.postgres.link import Link, check_url
@@ -107,6 +108,8 @@ class PostgresStore:
         self.link = Link(url, retry_seconds=retry_seconds, setup=_create_schema)
         heartbeat = Link(url, retry_seconds=min(retry_seconds, lease_seconds / 3))
         self.leases = Leases(self.link, heartbeat, self.holder, lease_seconds)
+        #: Checkpoints beside the logs (``host_spec.storage.CheckpointingBackend``), on a connection of their own.
+        self.checkpoints = PostgresCheckpoints(url, retry_seconds=retry_seconds)
         self._roots: dict[str, str] = {}  # open session id -> lease key
 
     def __repr__(self) -> str:
@@ -296,3 +299,4 @@ class PostgresStore:
         """Stop renewing leases and close the connections (open logs should be closed first)."""
         self.leases.close()
         self.link.close()
+        self.checkpoints.close()
