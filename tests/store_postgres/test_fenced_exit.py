@@ -22,6 +22,7 @@ from kit_postgres import shared_server
 
 from host_spec.events import SessionHeader
 from host_spec.host.demo import SCRIPT
+from host_spec.host.placement.capacity import default_max_members, machine
 from host_spec.host.store.postgres import PostgresStore
 from host_spec.testing import make_events
 
@@ -120,6 +121,9 @@ class TestAWorkerTakeoverThatFails:
             worker.terminate()
             _, rest = worker.communicate(timeout=30)
         assert "watching the store" in lines[0] and "taking over team session-1" in lines[1], lines
+        here = machine()  # no --max-members: the room comes from this machine, and the first line says so
+        expected = default_max_members(here.cpus, here.memory)
+        assert lines[0].rstrip().endswith(f"; it holds up to {expected} members at once (from {here.describe()})"), lines
         assert lines[2].startswith("dsh worker: team session-1: CONFIG_INVALID: "), lines
         assert worker.returncode == 0, rest
         assert "Traceback" not in rest and "never retrieved" not in rest, rest
