@@ -311,7 +311,7 @@ class TestLayout:
         assert first.exists("nothing") is False  # creates the current layout
         with psycopg.connect(first.url) as conn:
             conn.execute("DROP TABLE dsh_work")
-            conn.execute("ALTER TABLE dsh_leases DROP COLUMN held, DROP COLUMN capacity")
+            conn.execute("ALTER TABLE dsh_leases DROP COLUMN held, DROP COLUMN capacity, DROP COLUMN last_holder")
             conn.execute("DELETE FROM dsh_schema")
             conn.execute("INSERT INTO dsh_schema (version) VALUES (1)")
         upgraded = _lead(PostgresStore(first.url))
@@ -323,7 +323,7 @@ class TestLayout:
         with psycopg.connect(first.url) as conn:
             assert conn.execute("SELECT max(version) FROM dsh_schema").fetchone() == (SCHEMA_VERSION,)
             assert conn.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = 'dsh_leases' "
-                                "AND column_name IN ('held', 'capacity')").fetchone() == (2,)
+                                "AND column_name IN ('held', 'capacity', 'last_holder')").fetchone() == (3,)
 
 
 class TestRunHere:
