@@ -481,10 +481,11 @@ class TestAFullPool:
         lead = start_lead(workers.url, tmp_path, script, workspace)
         try:
             deadline = time.monotonic() + 60
-            while not (workspace / "helper.txt").exists():  # written while the runner holds the one slot
+            # The helper writes while the runner holds the one slot (from its first call on), and the
+            # runner's command waits on the worker until both have happened.
+            while not ((workspace / "helper.txt").exists() and (workspace / "ran.txt").exists()):
                 assert time.monotonic() < deadline and lead.poll() is None, lead.communicate()[1][-800:]
                 time.sleep(0.05)
-            assert not (workspace / "release.txt").exists() and (workspace / "ran.txt").exists()
             (workspace / "release.txt").write_text("go\n")
             _, err = lead.communicate(timeout=120)
         finally:

@@ -6,6 +6,7 @@ call has exactly one answer, and it is the rightful holder's.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -367,3 +368,33 @@ class TestRunHere:
             assert conn.execute("SELECT count(*) FROM dsh_work").fetchone() == (0,)  # never posted, never withdrawn
         assert ran_here == {"model": 2, "tool": 1}  # the member's two model calls and its write, all here
         assert (tmp_path / "m.txt").read_text() == "here\n"
+
+    async def test_a_queued_call_whose_last_slot_went_elsewhere_is_taken_back_without_the_grace(
+            self, open_store: Opener, tmp_path: Any) -> None:
+        url = open_store().url
+        worker = open_store()  # a worker with one free slot, which a member of another Team takes meanwhile
+        worker.leases.acquire(worker_key(worker.holder), worker.holder)
+        WorkDesk(worker).present(0, 1)
+        script = {"lead": [{"tool_calls": [{"name": "spawn_teammate", "arguments": {
+            "name": "m", "description": "d", "context": "fresh", "prompt": "p"}}]}, {"text": "spawned"}],
+                  "m": [{"text": "member done"}]}
+        host = await Host.open(url, "agent-teams", ScriptedModel.from_mapping(script))
+        host.placement.grace_seconds = 3600.0  # the grace never ends here: only the room can send the call back
+        try:
+            running = asyncio.ensure_future(host.run("go", cwd=str(tmp_path)))
+            while not await asyncio.to_thread(_queued, url):
+                assert not running.done()
+                await asyncio.sleep(0.02)
+            WorkDesk(worker).present(1, 1)  # the slot is gone
+            await asyncio.wait_for(running, 60)
+            ran_here = dict(host.placement.ran_here)
+        finally:
+            await host.close()
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT kind, state FROM dsh_work").fetchall() == [("model", "withdrawn")]
+        assert ran_here == {"model": 1, "tool": 0}
+
+
+def _queued(url: str) -> bool:
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT count(*) FROM dsh_work WHERE state = 'queued'").fetchone() == (1,)
