@@ -68,9 +68,10 @@ class PostgresServer:
             synchronous, so a server stopped with ``immediate`` (a crash) loses nothing acknowledged.
     """
 
-    def __init__(self, *, durable: bool = False) -> None:
+    def __init__(self, *, durable: bool = False, settings: dict[str, str] | None = None) -> None:
         self.bindir = postgres_bindir()
         self.durable = durable
+        self.settings = dict(settings or {})  # server settings over the kit's (``max_connections``, ...)
         self.directory = Path(tempfile.mkdtemp(prefix="dsh-pg-"))
         self.data = self.directory / "data"
         self.socket_dir = self.directory
@@ -98,10 +99,18 @@ class PostgresServer:
             "-k", str(self.socket_dir), "-c", "listen_addresses=", "-c", "max_connections=200",
             "-c", "shared_buffers=32MB", "-c", f"fsync={'on' if self.durable else 'off'}",
             "-c", f"full_page_writes={'on' if self.durable else 'off'}",
+            *(item for name, value in self.settings.items() for item in ("-c", f"{name}={value}")),
         ]
         self._run("pg_ctl", "-D", str(self.data), "-l", str(self.logfile), "-w", "-t", "60", "-o",
                   " ".join(f"'{item}'" if item.endswith("=") else item for item in settings), "start")
         self.running = True
+
+    def begin_shutdown(self) -> None:
+        """Ask for a smart shutdown and return at once: the server refuses new connections
+        (``the database system is shutting down``) and stops once its last client leaves."""
+        if self.running:
+            self._run("pg_ctl", "-D", str(self.data), "-m", "smart", "-W", "stop")
+            self.running = False
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (``immediate``: as a crash would; every connection is cut)."""

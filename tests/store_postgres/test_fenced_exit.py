@@ -22,6 +22,7 @@ from kit_postgres import shared_server
 
 from host_spec.events import SessionHeader
 from host_spec.host.demo import SCRIPT
+from host_spec.host.placement.capacity import default_max_members, machine
 from host_spec.host.store.postgres import PostgresStore
 from host_spec.testing import make_events
 
@@ -95,6 +96,26 @@ class TestTheStoreKnowsItLostATeam:
         assert "taken over by holder thief:1" in lost.message and "epoch 3" in lost.message
         assert lost.details["holder"] == THIEF and lost.details["epoch"] == 2
 
+    def test_a_holder_that_took_the_team_and_released_it_is_still_named(self) -> None:
+        url = shared_server().new_database()
+        store, thief = PostgresStore(url, lease_seconds=30, retry_seconds=5), PostgresStore(url, holder="thief:2")
+        try:
+            log = store.create(SessionHeader(id="session-1", created_at=1, cwd="/"))
+            log.append(make_events(1, 1), expected_seq=0)
+            log.sync()
+            with psycopg.connect(url, autocommit=True) as conn:  # the lease runs out (a Lead refused by its server)
+                conn.execute("UPDATE dsh_leases SET expires_at = now() - interval '1 second' WHERE key = 'session-1'")
+            taken, _ = thief.resume("session-1")
+            taken.close()  # it finished the Team and let it go before the old holder asks
+            log.close()
+            lost = store.takeover()
+        finally:
+            store.close()
+            thief.close()
+        assert lost is not None and lost.code == "SESSION_FENCED"
+        assert "taken over by holder thief:2 (lease epoch 2, since released; this process held epoch 1)" in lost.message
+        assert lost.details["holder"] == "thief:2" and lost.details["released"] is True
+
 
 class TestAWorkerTakeoverThatFails:
     def test_its_failure_is_one_line_and_the_worker_keeps_watching(self, tmp_path: Path) -> None:
@@ -120,6 +141,9 @@ class TestAWorkerTakeoverThatFails:
             worker.terminate()
             _, rest = worker.communicate(timeout=30)
         assert "watching the store" in lines[0] and "taking over team session-1" in lines[1], lines
+        here = machine()  # no --max-members: the room comes from this machine, and the first line says so
+        expected = default_max_members(here.cpus, here.memory)
+        assert lines[0].rstrip().endswith(f"; it holds up to {expected} members at once (from {here.describe()})"), lines
         assert lines[2].startswith("dsh worker: team session-1: CONFIG_INVALID: "), lines
         assert worker.returncode == 0, rest
         assert "Traceback" not in rest and "never retrieved" not in rest, rest

@@ -437,3 +437,75 @@ class TestCallsOfOneMemberSideBySide:
         calls = [e.value()["call_id"] for e in events if e.type == "tool/call"]
         assert len(calls) == len(set(calls)) == 4
         assert {kind for _, kind, _, _ in work_rows(workers.url)} == {"model", "tool"}  # it really ran on the worker
+
+
+#: A runner that holds the one slot of a ``--max-members 1`` worker (its command waits for ``release.txt``),
+#: and a helper the Lead spawns only once the runner's work is under way there.
+FULL_POOL_TEAM: dict[str, Any] = {
+    "lead": [
+        {"text": "A runner first.", "tool_calls": [{"name": "spawn_teammate", "arguments": {
+            "name": "runner", "description": "Holds the worker", "context": "fresh", "prompt": "Run the command."}}]},
+        {"when": "runner is running", "text": "Now a helper.", "tool_calls": [{"name": "spawn_teammate", "arguments": {
+            "name": "helper", "description": "Writes a file", "context": "fresh", "prompt": "Write the file."}}]},
+        {"when": "helper finished", "text": "The helper reported."},
+        {"when": "runner finished", "text": "Both reported; done."},
+    ],
+    "runner": [
+        {"text": "Telling.", "tool_calls": [{"name": "send_message", "arguments": {
+            "target": "lead", "message": "runner is running"}}]},
+        {"text": "Running it.", "tool_calls": [{"name": "bash", "arguments": {
+            "command": "echo started > ran.txt; while [ ! -f release.txt ]; do sleep 0.05; done"}}]},
+        {"text": "Reporting.", "tool_calls": [{"name": "send_message", "arguments": {
+            "target": "lead", "message": "runner finished"}}]},
+        {"text": "Done."},
+    ],
+    "helper": [
+        {"text": "Writing.", "tool_calls": [{"name": "write_file", "arguments": {
+            "path": "helper.txt", "content": "written\n"}}]},
+        {"text": "Reporting.", "tool_calls": [{"name": "send_message", "arguments": {
+            "target": "lead", "message": "helper finished"}}]},
+        {"text": "Done."},
+    ],
+}
+
+
+class TestAFullPool:
+    def test_a_member_no_worker_has_room_for_runs_in_the_leads_process_without_posting(
+            self, workers: Workers, tmp_path: Path) -> None:
+        workers.start("--max-members", "1")
+        script = tmp_path / "team.json"
+        script.write_text(json.dumps(FULL_POOL_TEAM))
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        workers.wait_present(1)
+        lead = start_lead(workers.url, tmp_path, script, workspace)
+        try:
+            deadline = time.monotonic() + 60
+            # The helper writes while the runner holds the one slot (from its first call on), and the
+            # runner's command waits on the worker until both have happened.
+            while not ((workspace / "helper.txt").exists() and (workspace / "ran.txt").exists()):
+                assert time.monotonic() < deadline and lead.poll() is None, lead.communicate()[1][-800:]
+                time.sleep(0.05)
+            (workspace / "release.txt").write_text("go\n")
+            _, err = lead.communicate(timeout=120)
+        finally:
+            if lead.poll() is None:
+                lead.kill()
+        assert lead.returncode == 0, err
+        store = PostgresStore(workers.url)
+        try:
+            members = {session: [e.value() for e in store.read(session)[1] if e.type == "tool/result"]
+                       for session in store.list_ids() if session != "session-1"}
+        finally:
+            store.close()
+        (helper,) = [m for m, results in members.items() if any(r["name"] == "write_file" for r in results)]
+        (runner,) = [m for m in members if m != helper]
+        rows = work_rows(workers.url)
+        # The route, from the desk: every call of the runner went to the worker; not one of the helper's
+        # calls was posted (so none waited for a withdrawal), and nothing was withdrawn.
+        assert {member for member, *_ in rows} == {runner}, rows
+        assert {state for _, _, state, _ in rows} == {"settled"}, rows
+        assert (workspace / "helper.txt").read_text() == "written\n"
+        assert "placement.workers_full" in err and "every live worker is full" in err, err
+        with psycopg.connect(workers.url) as conn:  # the worker said its room on its presence
+            assert conn.execute("SELECT capacity FROM dsh_leases WHERE key LIKE 'worker:%'").fetchone() == (1,)

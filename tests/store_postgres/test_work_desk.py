@@ -6,6 +6,7 @@ call has exactly one answer, and it is the rightful holder's.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
 from host_spec.host.store.postgres import PostgresStore
 
+from host_spec.host.store.postgres.schema import SCHEMA_VERSION
 from host_spec.host.store.postgres.work import UNKNOWN_OUTCOME, WorkDesk, member_key, worker_key
 from host_spec.testing import make_events
 
@@ -34,7 +36,18 @@ def _claim(store: PostgresStore, member: str) -> tuple[WorkDesk, int]:
 
 
 def _lead(store: PostgresStore) -> PostgresStore:
-    """``store`` as the Lead's process: it holds the Team (root ``root``), so it may post its members' calls."""
+    """``store`` as the Lead's process: it holds the Team (root ``root``), so it may post its members' calls.
+
+    A call is queued only while some worker can take it; these tests are about
+    what happens to a queued call, so a presence that says no room (every worker
+    of the older layout) is made under the Lead's own name: there is always room.
+    """
+    _holding(store).leases.acquire(worker_key("lead-room"), "lead-room")
+    return store
+
+
+def _holding(store: PostgresStore) -> PostgresStore:
+    """``store`` holding the Team (root ``root``) and nothing else: its calls are queued only where a worker has room."""
     store.leases.acquire("root", "root")
     return store
 
@@ -105,6 +118,46 @@ class TestPostingAndAnswering:
         assert WorkDesk(lead).live_workers() == 0
 
 
+class TestRoom:
+    def test_a_call_is_posted_only_when_a_live_worker_holds_its_member_or_has_room(self, open_store: Opener) -> None:
+        lead, worker = _holding(open_store()), open_store(lease_seconds=1.0)
+        poster, desk = WorkDesk(lead), WorkDesk(worker)
+        worker.leases.acquire(worker_key(worker.holder), worker.holder)
+        assert poster.post("old", "root", "m1", "model", b"{}")  # a presence that says nothing: room, as before
+        desk.present(0, 1)
+        assert poster.post("room", "root", "m1", "model", b"{}")
+        _claim(worker, "m1")
+        desk.present(1, 1)  # full
+        assert poster.post("held", "root", "m1", "tool", b"{}")  # its holder runs every call of m1, full or not
+        assert not poster.post("full", "root", "m2", "model", b"{}")  # nobody can take m2's call: not queued
+        assert not poster.post("full", "root", "m2", "model", b"{}")
+        with psycopg.connect(lead.url) as conn:
+            keys = [row[0] for row in conn.execute("SELECT key FROM dsh_work ORDER BY n")]
+            assert conn.execute("SELECT held, capacity FROM dsh_leases WHERE key = %s",
+                                (worker_key(worker.holder),)).fetchone() == (1, 1)
+        assert keys == ["old", "room", "held"]
+        desk.present(0, 1)  # m1 let go: room again
+        assert poster.post("again", "root", "m2", "model", b"{}")
+        worker.leases.release(worker_key(worker.holder))  # the worker stops: its room is no one's
+        assert not poster.post("gone", "root", "m3", "model", b"{}")
+        with pytest.raises(SessionFencedError):  # room or not, a Team not held is fenced first
+            WorkDesk(open_store()).post("other", "root", "m3", "model", b"{}")
+
+    def test_a_queued_call_no_worker_can_take_any_more_reads_unplaceable(self, open_store: Opener) -> None:
+        lead, worker = _holding(open_store()), open_store()
+        poster, desk = WorkDesk(lead), WorkDesk(worker)
+        worker.leases.acquire(worker_key(worker.holder), worker.holder)
+        desk.present(0, 1)
+        assert poster.post("k1", "root", "m1", "model", b"{}") and poster.post("k2", "root", "m2", "model", b"{}")
+        assert poster.outcome("k2").placeable  # type: ignore[union-attr]
+        _, epoch = _claim(worker, "m1")
+        desk.present(1, 1)  # the last slot went to m1: m2's call waits for nobody
+        assert not poster.outcome("k2").placeable  # type: ignore[union-attr]
+        assert poster.outcome("k1").placeable  # type: ignore[union-attr]  # m1's holder takes it
+        [taken] = desk.take({"m1": epoch})
+        assert taken.key == "k1" and poster.outcome("k1").placeable  # type: ignore[union-attr]  # not queued
+
+
 class TestFencing:
     def test_a_frozen_holders_answer_is_refused_and_its_calls_are_recovered(self, open_store: Opener) -> None:
         lead, stale, fresh = _lead(open_store()), open_store(lease_seconds=0.6), open_store()
@@ -156,7 +209,11 @@ class TestWithdrawal:
 
 
 def _team(store: PostgresStore) -> Any:
-    """A stored Team: root ``root`` and its member ``m1``, written by ``store`` (which holds the Team)."""
+    """A stored Team: root ``root`` and its member ``m1``, written by ``store`` (which holds the Team).
+
+    As in :func:`_lead`, a presence without a room said keeps a worker's room open.
+    """
+    store.leases.acquire(worker_key("lead-room"), "lead-room")
     root = store.create(SessionHeader(id="root", created_at=1))
     root.append(make_events(1, 1), expected_seq=0)
     root.sync()
@@ -185,6 +242,7 @@ class TestTeamEpoch:
 
     def test_a_takeover_closes_the_old_holders_rows_and_fences_its_members_leases(self, open_store: Opener) -> None:
         old, worker, new = open_store(lease_seconds=0.6), open_store(), open_store()
+        worker.leases.acquire(worker_key(worker.holder), worker.holder)  # a worker alive throughout
         _team(old)
         poster = WorkDesk(old)
         for key, kind in (("queued", "model"), ("running", "tool"), ("answered", "model")):
@@ -254,6 +312,7 @@ class TestLayout:
         assert first.exists("nothing") is False  # creates the current layout
         with psycopg.connect(first.url) as conn:
             conn.execute("DROP TABLE dsh_work")
+            conn.execute("ALTER TABLE dsh_leases DROP COLUMN held, DROP COLUMN capacity, DROP COLUMN last_holder")
             conn.execute("DELETE FROM dsh_schema")
             conn.execute("INSERT INTO dsh_schema (version) VALUES (1)")
         upgraded = _lead(PostgresStore(first.url))
@@ -263,7 +322,9 @@ class TestLayout:
         finally:
             upgraded.close()
         with psycopg.connect(first.url) as conn:
-            assert conn.execute("SELECT max(version) FROM dsh_schema").fetchone() == (3,)
+            assert conn.execute("SELECT max(version) FROM dsh_schema").fetchone() == (SCHEMA_VERSION,)
+            assert conn.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = 'dsh_leases' "
+                                "AND column_name IN ('held', 'capacity', 'last_holder')").fetchone() == (3,)
 
 
 class TestRunHere:
@@ -286,3 +347,54 @@ class TestRunHere:
         (member,) = [s for s in store.list_ids() if s != "session-1"]
         texts = [e.value() for e in store.read(member)[1] if e.type == "assistant/message"]
         assert any(block.get("text") == "member done" for message in texts for block in message["content"])
+
+    async def test_a_call_no_live_worker_has_room_for_runs_here_without_being_posted(
+            self, open_store: Opener, tmp_path: Any) -> None:
+        url = open_store().url
+        full = open_store()  # a live worker whose presence says it is full
+        full.leases.acquire(worker_key(full.holder), full.holder)
+        WorkDesk(full).present(2, 2)
+        script = {"lead": [{"tool_calls": [{"name": "spawn_teammate", "arguments": {
+            "name": "m", "description": "d", "context": "fresh", "prompt": "p"}}]}, {"text": "spawned"}],
+                  "m": [{"tool_calls": [{"name": "write_file", "arguments": {"path": "m.txt", "content": "here\n"}}]},
+                        {"text": "member done"}]}
+        host = await Host.open(url, "agent-teams", ScriptedModel.from_mapping(script))
+        try:
+            await host.run("go", cwd=str(tmp_path))
+            ran_here = dict(host.placement.ran_here)
+        finally:
+            await host.close()
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT count(*) FROM dsh_work").fetchone() == (0,)  # never posted, never withdrawn
+        assert ran_here == {"model": 2, "tool": 1}  # the member's two model calls and its write, all here
+        assert (tmp_path / "m.txt").read_text() == "here\n"
+
+    async def test_a_queued_call_whose_last_slot_went_elsewhere_is_taken_back_without_the_grace(
+            self, open_store: Opener, tmp_path: Any) -> None:
+        url = open_store().url
+        worker = open_store()  # a worker with one free slot, which a member of another Team takes meanwhile
+        worker.leases.acquire(worker_key(worker.holder), worker.holder)
+        WorkDesk(worker).present(0, 1)
+        script = {"lead": [{"tool_calls": [{"name": "spawn_teammate", "arguments": {
+            "name": "m", "description": "d", "context": "fresh", "prompt": "p"}}]}, {"text": "spawned"}],
+                  "m": [{"text": "member done"}]}
+        host = await Host.open(url, "agent-teams", ScriptedModel.from_mapping(script))
+        host.placement.grace_seconds = 3600.0  # the grace never ends here: only the room can send the call back
+        try:
+            running = asyncio.ensure_future(host.run("go", cwd=str(tmp_path)))
+            while not await asyncio.to_thread(_queued, url):
+                assert not running.done()
+                await asyncio.sleep(0.02)
+            WorkDesk(worker).present(1, 1)  # the slot is gone
+            await asyncio.wait_for(running, 60)
+            ran_here = dict(host.placement.ran_here)
+        finally:
+            await host.close()
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT kind, state FROM dsh_work").fetchall() == [("model", "withdrawn")]
+        assert ran_here == {"model": 1, "tool": 0}
+
+
+def _queued(url: str) -> bool:
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT count(*) FROM dsh_work WHERE state = 'queued'").fetchone() == (1,)

@@ -7,7 +7,8 @@
 A worker does two jobs. It runs *members*: while it is alive, the Lead processes
 on the store hand their members' model calls and workspace tool calls to workers
 (:mod:`host_spec.host.placement`); this worker holds up to ``--max-members``
-members' leases at once and runs their calls here, the file, search and shell
+members' leases at once (default: from its CPUs and memory,
+:mod:`host_spec.host.placement.capacity`; its first line says how many) and runs their calls here, the file, search and shell
 tools acting on ``--workspace`` (default: the checkout each member's session
 records, for workers on the Lead's machine). The profile's MCP servers run here
 too, started against that checkout (a server table's own ``cwd`` wins), so a
@@ -42,7 +43,7 @@ import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -63,7 +64,10 @@ from host_spec.host.sandbox.service import Sandbox
 from host_spec.host.runs import agent_name
 from host_spec.host.store.selection import STORE_ENV, chosen_store, open_backend
 
-__all__ = ["add_parser", "run"]
+if TYPE_CHECKING:
+    from host_spec.host.placement.capacity import Machine
+
+__all__ = ["add_parser", "room_line", "run"]
 
 
 def add_parser(commands: Any) -> None:
@@ -75,8 +79,9 @@ def add_parser(commands: Any) -> None:
                         help=f"the shared store, e.g. postgresql://user@host/db (default: ${STORE_ENV})")
     worker.add_argument("--max-teams", type=int, default=4, metavar="N",
                         help="orphaned Teams this worker takes over at once (default: 4)")
-    worker.add_argument("--max-members", type=int, default=4, metavar="N",
-                        help="members whose calls this worker runs at once (default: 4)")
+    worker.add_argument("--max-members", type=int, default=None, metavar="N",
+                        help="members whose calls this worker runs at once (default: from this machine, "
+                             "min(4 x CPUs, memory / 256 MiB), at least 1)")
     worker.add_argument("--workspace", default=None, metavar="DIR",
                         help="this worker's checkout for members' file and shell tools "
                              "(default: the one each member's session records)")
@@ -172,6 +177,12 @@ def _forget(running: dict[str, asyncio.Task[None]], root: str) -> Any:
     return done
 
 
+def room_line(max_members: int, machine: Machine | None) -> str:
+    """How many members the worker holds, and where that number came from (``machine``: the default's inputs)."""
+    what = f"it holds up to {max_members} member" + ("" if max_members == 1 else "s") + " at once"
+    return f"{what} (--max-members)" if machine is None else f"{what} (from {machine.describe()})"
+
+
 def _one_line(exc: BaseException) -> str:
     """``CODE: message`` of a failure, on one line (a bug keeps its type's name instead of a code)."""
     what = f"{exc.code}: {exc.message}" if isinstance(exc, DshError) else f"{type(exc).__name__}: {exc}"
@@ -187,12 +198,15 @@ async def run(args: argparse.Namespace) -> int:
         SandboxUnavailable: ``SANDBOX_UNAVAILABLE``, the profile's policy needs a sandbox this machine cannot make.
     """
     require("psycopg", extra="postgres", feature="dsh worker")
+    from host_spec.host.placement.capacity import default_max_members, machine
     from host_spec.host.placement.runner import MemberRunner, audits_plugin  # the postgres extra: only here
 
     url = chosen_store(args.store)
     if url is None:
         raise CliError(f"dsh worker needs a shared store: --store postgresql://... or ${STORE_ENV}", code="CLI_USAGE")
-    if args.max_teams < 1 or args.max_members < 1 or args.poll <= 0 or args.linger < 0:
+    here = machine()
+    max_members = default_max_members(here.cpus, here.memory) if args.max_members is None else args.max_members
+    if args.max_teams < 1 or max_members < 1 or args.poll <= 0 or args.linger < 0:
         raise CliError("--max-teams and --max-members must be at least 1, --poll above 0 and --linger not negative",
                        code="CLI_USAGE")
     workspace = Path(args.workspace).resolve() if args.workspace is not None else None
@@ -218,9 +232,9 @@ async def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, lambda: sys.exit(2) if stop.is_set() else stop.set())
     running: dict[str, asyncio.Task[None]] = {}
-    print(f"dsh worker: {store.holder} is connected to {redact_url(url)} and is watching the store",
-          file=sys.stderr, flush=True)
-    members = MemberRunner(store, max_members=args.max_members, workspace=workspace,
+    print(f"dsh worker: {store.holder} is connected to {redact_url(url)} and is watching the store; "
+          f"{room_line(max_members, None if args.max_members is not None else here)}", file=sys.stderr, flush=True)
+    members = MemberRunner(store, max_members=max_members, workspace=workspace,
                            open_host=_member_host_opener(store, args, audits_plugin, url), linger_seconds=args.linger,
                            say=lambda text: print(f"dsh worker: {text}", file=sys.stderr, flush=True))
     serving = asyncio.create_task(members.run(stop))

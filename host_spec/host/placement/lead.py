@@ -13,9 +13,16 @@ Where a call runs:
 
 * the Lead itself, and every agent when no worker holds a live presence lease,
   runs here, as it always did;
-* otherwise the call is posted; a worker holding the member's lease takes it;
-* a call nobody took within ``grace_seconds`` (every worker full, or gone) is
-  withdrawn and run here, so one process still runs the whole Team;
+* otherwise the call is posted if a worker can take it -- a live worker holds the
+  member, or has room for one more (its presence says how many members it holds
+  and may hold) -- and a worker holding the member's lease takes it;
+* a call no live worker can take (every worker full) is not posted: it runs here at
+  once, and the process says so once (``placement.workers_full``) and counts it
+  (:attr:`Placement.ran_here`);
+* a posted call that no worker can take any more (the last slot went to another
+  member meanwhile) is withdrawn at the next look and run here, and one nobody took
+  within ``grace_seconds`` (a worker that froze) likewise, so one process still
+  runs the whole Team;
 * a call taken by a holder whose lease expired (the worker died) is recovered by
   the next claim of the member's lease -- a worker's, or this process's own when
   no worker claims it: a model call is asked again, a tool call is answered
@@ -90,6 +97,9 @@ class Placement:
         self.grace_seconds = grace_seconds
         self._workers = (-WORKERS_TTL, 0)  # (when counted, how many)
         self._settles = 0
+        #: Calls run here because no live worker had room, by kind (``model`` | ``tool``).
+        self.ran_here: dict[str, int] = {"model": 0, "tool": 0}
+        self._told_full = False
         self._waiting: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -182,7 +192,9 @@ class Placement:
     async def _run(self, agent: Any, kind: str, request: bytes) -> bytes | None:
         """Post one call and wait for its answer; ``None``: withdrawn unanswered, run it here."""
         member, key = agent.id, f"{agent.id}:{uuid.uuid4().hex}"
-        await asyncio.to_thread(self.desk.post, key, self._root(agent), member, kind, request)
+        if not await asyncio.to_thread(self.desk.post, key, self._root(agent), member, kind, request):
+            self._run_here(member, kind, "workers_full")
+            return None
         self._ensure_listening()
         woken = asyncio.Event()
         entry = (asyncio.get_running_loop(), woken)
@@ -202,9 +214,10 @@ class Placement:
                     await asyncio.to_thread(self.desk.settle, key)
                     self._settled(agent)
                     return outcome.result
-                if outcome.state == "queued" and time.monotonic() - posted >= self.grace_seconds:
+                waited = time.monotonic() - posted >= self.grace_seconds
+                if outcome.state == "queued" and (waited or not outcome.placeable):
                     if await asyncio.to_thread(self.desk.withdraw, key, taken_too=False):
-                        log.info("placement.run_here", member=member, kind=kind)
+                        self._run_here(member, kind, "not_taken" if outcome.placeable else "workers_full")
                         return None
                 if outcome.state == "taken" and not outcome.holder_live:
                     await asyncio.to_thread(self._recover, member)
@@ -223,6 +236,22 @@ class Placement:
                     waiters.remove(entry)
                 if not waiters:
                     self._waiting.pop(member, None)
+
+    def _run_here(self, member: str, kind: str, why: str) -> None:
+        """Count and tell a call that runs in this process instead of on a worker.
+
+        ``workers_full``: every live worker was full (the operator's cue to add
+        workers or raise ``--max-members``), told once per process as a warning
+        and then at info level per call; ``not_taken``: posted, but no worker took
+        it within the grace.
+        """
+        if why == "workers_full":
+            self.ran_here[kind] += 1
+            if not self._told_full:
+                self._told_full = True
+                log.warning("placement.workers_full", member=member, kind=kind,
+                            detail="every live worker is full: members' calls run in this process until one has room")
+        log.info("placement.run_here", member=member, kind=kind, reason=why)
 
     def _fenced(self, agent: Any, key: str) -> SessionFencedError:
         root = self._root(agent)

@@ -1,7 +1,10 @@
 """The worker's side of placement: hold members' leases and run their posted calls.
 
 A worker announces itself with a presence lease (``worker:<holder>``), so Lead
-processes start posting their members' work (:mod:`.lead`). It then claims the
+processes start posting their members' work (:mod:`.lead`); the lease also says
+how many members it holds and may hold, rewritten whenever that changes (after
+members are let go, and after claims and before their calls are taken), so a
+Lead runs a call itself at once when no worker has room. It then claims the
 lease of each *wanted* member -- one with posted calls and no live holder -- up
 to ``max_members`` at a time, recovers what a dead previous holder left taken
 (:meth:`~host_spec.host.store.postgres.work.WorkDesk.recover`), takes the
@@ -112,11 +115,13 @@ class MemberRunner:
         self._hosts: dict[tuple[str, int], Any] = {}  # by Team root and Team epoch
         self._wake = asyncio.Event()
         self._stop_listening = threading.Event()
+        self._published: int | None = None  # the member count the presence lease says (None: not said yet)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Serve until ``stop`` is set, then let the running calls finish and release every lease."""
         presence = worker_key(self.store.holder)
         await asyncio.to_thread(self.store.leases.acquire, presence, presence)
+        await self._publish()  # its room, before any Lead counts on it
         loop = asyncio.get_running_loop()
         listener = threading.Thread(target=self._listen, args=(loop,), name="dsh-worker-desk", daemon=True)
         listener.start()
@@ -172,6 +177,7 @@ class MemberRunner:
         needed = {(held.root, held.team_epoch) for held in self.held.values()}
         for team in [team for team in self._hosts if team not in needed]:
             await self._hosts.pop(team).close()  # no member of that Team (under that epoch) is held here any more
+        await self._publish()  # members let go: Leads may post to this worker again
         room = self.max_members - len(self.held)
         if room > 0:
             # Several workers wake on the same post: each tries the wanted members in an
@@ -184,7 +190,15 @@ class MemberRunner:
                 if claimed < room and await self._claim(member):
                     claimed += 1
             if claimed:
+                await self._publish()  # before taking: a Lead whose call cannot come here runs it at once
                 await self._take()
+
+    async def _publish(self) -> None:
+        """Say on the presence lease how many members this worker holds and may hold, when that changed."""
+        held = len(self.held)
+        if held != self._published:
+            await asyncio.to_thread(self.desk.present, held, self.max_members)
+            self._published = held
 
     async def _claim(self, member: str) -> bool:
         if member in self.held:

@@ -34,9 +34,10 @@ __all__ = ["Leases"]
 log = structlog.get_logger(__name__)
 
 _CLAIM = """
-INSERT INTO dsh_leases AS l (key, holder, epoch, expires_at)
-VALUES (%(key)s, %(holder)s, 1, now() + make_interval(secs => %(ttl)s))
-ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, epoch = l.epoch + 1, expires_at = excluded.expires_at
+INSERT INTO dsh_leases AS l (key, holder, epoch, expires_at, last_holder)
+VALUES (%(key)s, %(holder)s, 1, now() + make_interval(secs => %(ttl)s), %(holder)s)
+ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, epoch = l.epoch + 1, expires_at = excluded.expires_at,
+    last_holder = excluded.holder
 WHERE l.holder IS NULL OR l.expires_at < now()
 RETURNING l.epoch
 """
@@ -46,6 +47,7 @@ WHERE key = %(key)s AND holder = %(holder)s AND epoch = %(epoch)s
 """
 _RELEASE = "UPDATE dsh_leases SET holder = NULL, expires_at = NULL WHERE key = %(key)s AND holder = %(holder)s AND epoch = %(epoch)s"
 _WHO = "SELECT holder, epoch, greatest(0, extract(epoch FROM expires_at - now())) FROM dsh_leases WHERE key = %s"
+_LAST = "SELECT coalesce(holder, last_holder), epoch, holder IS NOT NULL FROM dsh_leases WHERE key = %s"
 
 
 class Leases:
@@ -128,6 +130,18 @@ class Leases:
         """Who holds ``key`` now and under which epoch (``(None, 0)``: never claimed)."""
         row = self.link.run(lambda conn, _: conn.execute(_WHO, (key,)).fetchone())
         return (row[0], int(row[1])) if row is not None else (None, 0)
+
+    def last_claim(self, key: str) -> tuple[str | None, int, bool]:
+        """Who claimed ``key`` last, under which epoch, and whether it still holds it.
+
+        A lease row keeps its last claimant after a release (``last_holder``,
+        layout 4), so a process that lost its Team can name the holder that took
+        it over even once that holder has finished and let it go.
+        """
+        row = self.link.run(lambda conn, _: conn.execute(_LAST, (key,)).fetchone())
+        if row is None:
+            return None, 0, False
+        return row[0], int(row[1]), bool(row[2])
 
     def renew(self) -> None:
         """Renew every held lease now (the heartbeat does this every third of the lease time)."""

@@ -15,7 +15,10 @@ starting together do not race on ``CREATE``):
   posted under (``team_epoch``), added to an older database's table on first use.
 * ``dsh_leases``: who may write a session tree now (``holder``), until when
   (``expires_at``, the server's clock, so machines need not agree on time) and
-  the fencing ``epoch`` every claim raises.
+  the fencing ``epoch`` every claim raises. Layout 4 adds ``last_holder`` (who
+  claimed it last, kept after a release, so a process that lost its Team can
+  name who took it) and ``held`` and ``capacity``, set only on a worker's
+  presence lease: how many members it holds and may hold (:mod:`.work`, its room).
 
 A batch is stored by :data:`APPEND`, one statement in one round trip and one
 transaction: it takes the writer's lease row ``FOR SHARE`` (appends of one
@@ -45,7 +48,7 @@ CHANNEL: Final = "dsh_log"
 #: Advisory lock key held while the schema is created.
 SCHEMA_LOCK: Final = 0x64736801
 #: The layout this module writes; a database with a newer one is refused.
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 #: One batch, with ``{head}`` (:data:`MOVE_TAIL` or :data:`ADD_SESSION`) and ``{bodies}`` (rows ``t(body, n)``, ``n`` from 1).
 APPEND: Final = """
@@ -98,6 +101,7 @@ CREATE TABLE IF NOT EXISTS dsh_leases (
     epoch bigint NOT NULL,
     expires_at timestamptz
 );
+ALTER TABLE dsh_leases ADD COLUMN IF NOT EXISTS last_holder text;
 CREATE OR REPLACE FUNCTION dsh_append(
     p_session text, p_lease text, p_holder text, p_epoch bigint, p_expected bigint,
     p_bodies bytea[], p_header bytea, p_created bigint, p_parent text,

@@ -128,8 +128,9 @@ class PostgresStore:
         """How this handle lost a session tree it held to another holder, or ``None`` if it lost none.
 
         A renewal that found the lease taken, or a release that found it no longer
-        ours, marks the tree lost; the error names who holds it now. A process that
-        lost its Team must not end as if it had finished it.
+        ours, marks the tree lost; the error names who holds it now, or who took it
+        last when that holder has finished and released it. A process that lost its
+        Team must not end as if it had finished it.
         """
         lost = sorted(key for key in self.leases.lost if not key.startswith((member_key(""), worker_key(""))))
         if not lost:
@@ -137,15 +138,15 @@ class PostgresStore:
         key = lost[0]
         mine = self.leases.epochs.get(key, 0)
         try:
-            holder, current = self.leases.holder_of(key)
+            holder, current, holding = self.leases.last_claim(key)
         except (OSError, psycopg.Error):
-            holder, current = None, 0
-        who = f"holder {holder}" if holder is not None else "another holder (since released)"
-        now = f" epoch {current}" if current else ""
+            holder, current, holding = None, 0, True  # who took it is unknown, not released
+        who = "another holder" if holder is None else f"holder {holder}"
+        now = (f" epoch {current}" if current else "") + ("" if holding else ", since released")
         return SessionFencedError(
             f"team {key} was taken over by {who} (lease{now}; this process held epoch {mine}): this process "
             "stopped writing, and what it had not stored is the new holder's to redo",
-            session=key, epoch=mine, current=current, holder=holder)
+            session=key, epoch=mine, current=current, holder=holder, released=not holding)
 
     # ------------------------------------------------------------ reading
 

@@ -46,6 +46,19 @@ so a Team's desk history stays bounded.
 Every state change sends ``pg_notify`` on :data:`WORK_CHANNEL` with the member
 and the row's number, so neither side polls; a missed notification only delays
 (each waiter re-reads on a short timer and after every reconnect).
+
+Room: a worker's presence lease (``worker:<holder>``) also says how many members
+it holds and how many it may hold (``held`` and ``capacity`` on its lease row,
+layout 4; :meth:`WorkDesk.present`). A call is *placeable* when a live worker
+holds its member (a worker runs every call of a member it holds, full or not) or
+when some live worker has room to claim it. :meth:`WorkDesk.post` queues a call
+only if it is placeable, in the same statement, and otherwise queues nothing and
+answers ``False``: the poster runs the call itself at once instead of waiting for
+a worker that cannot come. A presence without ``capacity`` (a worker of an older
+layout) counts as having room, as every worker did before. Room is a hint read a
+moment before the worker acts on it: a call posted just as the last slot was
+taken is seen unplaceable by the poster's next look (:attr:`Outcome.placeable`)
+and withdrawn then, or after the grace at the latest.
 """
 
 from __future__ import annotations
@@ -85,6 +98,8 @@ CREATE TABLE IF NOT EXISTS dsh_work (
 CREATE INDEX IF NOT EXISTS dsh_work_open ON dsh_work (member, n) WHERE state IN ('queued', 'taken');
 ALTER TABLE dsh_work ADD COLUMN IF NOT EXISTS team_epoch bigint NOT NULL DEFAULT 0;
 CREATE INDEX IF NOT EXISTS dsh_work_root ON dsh_work (root, n);
+ALTER TABLE dsh_leases ADD COLUMN IF NOT EXISTS held integer;
+ALTER TABLE dsh_leases ADD COLUMN IF NOT EXISTS capacity integer;
 """
 
 
@@ -100,18 +115,32 @@ def worker_key(holder: str) -> str:
 
 #: The Team lease (``t``) still carries the row's (``w``) Team epoch: the row's poster still holds the Team.
 _TEAM_HELD = "EXISTS (SELECT FROM dsh_leases t WHERE t.key = w.root AND t.epoch = w.team_epoch AND t.holder IS NOT NULL)"
-_POST = """
-WITH w AS (
+#: A live worker holds member ``{member}`` (its member lease and its presence are both live).
+_HELD_BY_WORKER = """EXISTS (SELECT FROM dsh_leases m JOIN dsh_leases p ON p.key = 'worker:' || m.holder
+    WHERE m.key = 'member:' || {member} AND m.holder IS NOT NULL AND m.expires_at > now()
+      AND p.holder = m.holder AND p.expires_at > now())"""
+#: Some live worker has room for one more member (no ``capacity``: an older worker, counted as having room).
+_ROOM = """EXISTS (SELECT FROM dsh_leases p WHERE p.key LIKE 'worker:%%' AND p.holder IS NOT NULL
+    AND p.expires_at > now() AND (p.capacity IS NULL OR coalesce(p.held, 0) < p.capacity))"""
+#: A call of member ``{member}`` can be run by a worker now (see the module docstring).
+_PLACEABLE = f"({_HELD_BY_WORKER} OR {_ROOM})"
+_POST = f"""
+WITH room AS (
+    SELECT {_PLACEABLE.format(member="%(member)s")} AS open
+), w AS (
     INSERT INTO dsh_work (key, root, member, kind, request, team_epoch)
-    SELECT %(key)s, %(root)s, %(member)s, %(kind)s, %(request)s, t.epoch FROM dsh_leases t
-    WHERE t.key = %(root)s AND t.holder = %(holder)s AND t.epoch = %(team_epoch)s
+    SELECT %(key)s, %(root)s, %(member)s, %(kind)s, %(request)s, t.epoch FROM dsh_leases t, room
+    WHERE t.key = %(root)s AND t.holder = %(holder)s AND t.epoch = %(team_epoch)s AND room.open
     ON CONFLICT (key) DO NOTHING RETURNING n, member
 ) SELECT (SELECT count(*) FROM w), (SELECT count(*) FROM dsh_work WHERE key = %(key)s),
-         (SELECT count(*) FROM (SELECT pg_notify('dsh_work', json_build_object('s', member, 'seq', n)::text) FROM w) n)
+         (SELECT count(*) FROM (SELECT pg_notify('dsh_work', json_build_object('s', member, 'seq', n)::text) FROM w) n),
+         (SELECT count(*) FROM dsh_leases t WHERE t.key = %(root)s AND t.holder = %(holder)s
+                                              AND t.epoch = %(team_epoch)s)
 """
 _OUTCOME = f"""
 SELECT w.state, w.result, l.holder IS NOT NULL AND l.epoch = w.epoch AND l.holder = w.holder
-       AND l.expires_at > now(), {_TEAM_HELD}
+       AND l.expires_at > now(), {_TEAM_HELD},
+       CASE WHEN w.state = 'queued' THEN {_PLACEABLE.format(member="w.member")} ELSE true END
 FROM dsh_work w LEFT JOIN dsh_leases l ON l.key = 'member:' || w.member WHERE w.key = %s
 """
 _WITHDRAW = """
@@ -120,6 +149,7 @@ RETURNING pg_notify('dsh_work', json_build_object('s', member, 'seq', n)::text)
 """
 _SETTLE = "UPDATE dsh_work SET state = 'settled', request = ''::bytea, result = NULL WHERE key = %s AND state = 'done'"
 _LIVE_WORKERS = "SELECT count(*) FROM dsh_leases WHERE key LIKE 'worker:%' AND holder IS NOT NULL AND expires_at > now()"
+_PRESENT = "UPDATE dsh_leases SET held = %(held)s, capacity = %(capacity)s WHERE key = %(key)s AND holder = %(holder)s"
 _WANTED = f"""
 SELECT w.member, min(w.n) FROM dsh_work w LEFT JOIN dsh_leases l ON l.key = 'member:' || w.member
 WHERE w.state IN ('queued', 'taken') AND (l.holder IS NULL OR l.expires_at < now()) AND {_TEAM_HELD}
@@ -198,12 +228,14 @@ class Taken:
 @attrs.frozen
 class Outcome:
     """What the poster reads back: the row's ``state``, its ``result`` when done, whether its holder is live,
-    and whether the Team is still held under the epoch the row was posted under (``False``: taken over)."""
+    whether the Team is still held under the epoch the row was posted under (``False``: taken over), and,
+    for a queued row, whether a worker can still take it (``False``: every live worker is full)."""
 
     state: str
     result: bytes | None
     holder_live: bool
     team_held: bool = True
+    placeable: bool = True
 
 
 class WorkDesk:
@@ -223,8 +255,11 @@ class WorkDesk:
 
     # ------------------------------------------------------------ the poster (the Lead's process)
 
-    def post(self, key: str, root: str, member: str, kind: str, request: bytes) -> None:
+    def post(self, key: str, root: str, member: str, kind: str, request: bytes) -> bool:
         """Queue one call under the Team epoch this handle holds ``root`` at; a retried ``key`` queues it once.
+
+        Returns ``False`` when nothing was queued because no live worker holds
+        ``member`` or has room for it (the caller runs the call itself, at once).
 
         Raises:
             SessionFencedError: this handle does not hold the Team's lease (any more): another
@@ -237,8 +272,11 @@ class WorkDesk:
         params = {"key": key, "root": root, "member": member, "kind": kind, "request": request,
                   "holder": self.holder, "team_epoch": team_epoch}
         row = None if team_epoch is None else self.link.run(lambda conn, _: conn.execute(_POST, params).fetchone())
-        if row is None or not row[0] and not row[1]:
-            raise SessionFencedError(
+        if row is not None and (row[0] or row[1]):
+            return True
+        if row is not None and row[3]:
+            return False  # the Team is held: only room was missing
+        raise SessionFencedError(
                 f"member {member}: the Team {root} is no longer held by this process under lease epoch "
                 f"{team_epoch}; its call was not posted", session=member, root=root, epoch=team_epoch)
 
@@ -247,7 +285,8 @@ class WorkDesk:
         row = self.link.run(lambda conn, _: conn.execute(_OUTCOME, (key,)).fetchone())
         if row is None:
             return None
-        return Outcome(str(row[0]), None if row[1] is None else bytes(row[1]), bool(row[2]), bool(row[3]))
+        return Outcome(str(row[0]), None if row[1] is None else bytes(row[1]), bool(row[2]), bool(row[3]),
+                       bool(row[4]))
 
     def take_over(self, root: str, epoch: int) -> tuple[int, int]:
         """As the new holder of Team ``root`` (claimed at ``epoch``): close its older rows, fence its member leases.
@@ -284,6 +323,11 @@ class WorkDesk:
         return int(row[0]) if row else 0
 
     # ------------------------------------------------------------ the worker
+
+    def present(self, held: int, capacity: int) -> None:
+        """Say on this holder's presence lease how many members it holds and may hold (its room)."""
+        params = {"key": worker_key(self.holder), "holder": self.holder, "held": held, "capacity": capacity}
+        self.link.run(lambda conn, _: conn.execute(_PRESENT, params))
 
     def wanted(self, limit: int) -> list[str]:
         """Members with open work and no live holder, oldest work first (at most ``limit``)."""
