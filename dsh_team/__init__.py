@@ -74,9 +74,9 @@ from dsh_team.core import (
     replay,
 )
 from dsh_team.errors import TeamCode, TeamConfigError, TeamError, UnconfirmedError
-from dsh_team.log import WAIT_MAX_MS, WAIT_MIN_MS, TeamFolds, WaitResult, check_since
+from dsh_team.log import WAIT_MAX_MS, WAIT_MIN_MS, Membership, TeamFolds, WaitResult, check_since
 from dsh_team.mail import SendResult
-from dsh_team.roster import SIDE_RECORD_TYPES, InterruptResult, Membership, MemberView, side_record_failure
+from dsh_team.roster import SIDE_RECORD_TYPES, InterruptResult, MemberView, side_record_failure
 from dsh_team.service import TeamService
 from dsh_team.views import TeamView
 

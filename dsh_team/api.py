@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from dsh_team.cost.report import MemberCost
     from dsh_team.log.waits import WaitResult
     from dsh_team.mail.send import SendResult
-    from dsh_team.roster.membership import Membership
+    from dsh_team.log.membership import Membership
     from dsh_team.roster.roster import InterruptResult, MemberView
-    from dsh_team.views.projection import TeamView
+    from dsh_team.core.team_view import TeamView
 
 __all__ = ["TeamServiceAPI"]
 

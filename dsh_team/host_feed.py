@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from dsh_team.worktrees.merge import Merges
     from dsh_team.log.quiescence import QuiescenceWatch
     from dsh_team.log.waits import Activity
-    from dsh_team.roster.membership import Membership, MembershipResolver
+    from dsh_team.log.membership import Membership, MembershipResolver
     from dsh_team.roster.roster import MemberView
     from dsh_team.views.cursor import CursorDeltas
     from dsh_team.views.projection import Publisher

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from dsh_team.cost.report import MemberCost
     from dsh_team.log.journal import Journal
     from dsh_team.mail.send import SendResult
-    from dsh_team.roster.membership import Membership
+    from dsh_team.log.membership import Membership
     from dsh_team.roster.roster import InterruptResult, MemberView
 
 __all__ = ["MemberOperations"]

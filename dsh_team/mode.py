@@ -23,7 +23,7 @@ from dsh_team.core.state import TeamState, mode_enabled
 
 if TYPE_CHECKING:
     from host_spec.protocols import Agent
-    from dsh_team.roster.membership import MembershipResolver
+    from dsh_team.log.membership import MembershipResolver
 
 __all__ = ["ModeControl"]
 

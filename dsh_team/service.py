@@ -47,10 +47,11 @@ from dsh_team.log.journals import Journals
 from dsh_team.log.lead_fold import TeamFolds
 from dsh_team.mail.holdings import asleep_with_work
 from dsh_team.log.lifecycle import Lifecycle
-from dsh_team.roster.membership import Membership, MembershipResolver, TeammateResolver, roster_teammate
+from dsh_team.log.membership import Membership, MembershipResolver, TeammateResolver, roster_teammate
 from dsh_team.roster.roles import check_roles
 from dsh_team.mode import ModeControl
-from dsh_team.views.projection import Publisher, TeamView, ViewListener
+from dsh_team.core.team_view import TeamView
+from dsh_team.views.projection import Publisher, ViewListener
 from dsh_team.views.cursor import CursorDeltas
 from dsh_team.views.remote import RemoteTeam
 from dsh_team.core.state import TeamState, mode_enabled

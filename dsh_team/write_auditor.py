@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from host_spec.protocols import Agent
 
     from dsh_team.mode import ModeControl
-    from dsh_team.roster.membership import MembershipResolver
+    from dsh_team.log.membership import MembershipResolver
 
 __all__ = ["TeamWriteAuditor"]
 

@@ -6,7 +6,7 @@ folds a Lead log with the Team's own fold). So a distribution declares entry
 points in group :data:`CLI_ENTRY_POINT_GROUP` (``dsh.cli``)::
 
     [project.entry-points."dsh.cli"]
-    team = "dsh_team.views.cli:register"
+    team = "dsh_team.cli:register"
 
 Each entry point is a callable ``register(subparsers, env)``. ``subparsers`` is the
 ``argparse`` sub-parsers action of the ``dsh`` command: the callable adds its

@@ -10,7 +10,7 @@ the events after ``seq``. It holds the state of each fold the Team keeps with a
 * ``controls``: gate runs and plan approval; ``permissions``: asks and answers;
 * ``costs``: the cost ledger;
 * ``roles``, ``shutdowns``, ``worktrees``, ``merges``: each member's latest side
-  record of its kind (:mod:`dsh_team.roster.member_records`).
+  record of its kind (:mod:`dsh_team.log.member_records`).
 
 The log stays the truth: a checkpoint is used only when it is checked against
 the log it claims to cover (``schema`` is this build's :data:`SCHEMA`, ``seq``

@@ -60,8 +60,8 @@ if TYPE_CHECKING:
     from dsh_team.core.task_view import TaskView
     from dsh_team.log.journal import Journal
     from dsh_team.log.journals import Journals
-    from dsh_team.log.lifecycle import Lifecycle
-    from dsh_team.roster.membership import Membership
+    from dsh_team.log.lifecycle import Complete, Lifecycle, Notify
+    from dsh_team.log.membership import Membership
 
 __all__ = ["Gates", "check_steps", "failure_text"]
 
@@ -69,10 +69,6 @@ log = structlog.get_logger(__name__)
 
 RUN_PREFIX: Final = "check-"
 
-#: ``complete(lead agent, task id, revision)``: the ordinary, ungated completion.
-Complete = Callable[["Agent", str, int], Awaitable["TaskView"]]
-#: ``notify(lead agent, member name, text)``: Team mail to the owner of a recovered run.
-Notify = Callable[["Agent", str, str], Awaitable[Any]]
 
 
 def check_steps(config: TeamConfig, task: TeamTaskSnapshot) -> tuple[CheckStep, ...]:

@@ -39,7 +39,7 @@ from dsh_team.controls.records import (
     PlanRecord,
     decode_control,
 )
-from dsh_team.cost.records import of_types
+from dsh_team.core.event_filter import of_types
 
 if TYPE_CHECKING:
     from host_spec.events import Event

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from dsh_team.core.task_view import TaskView
     from dsh_team.log.journal import Journal
     from dsh_team.mail.send import SendResult
-    from dsh_team.roster.membership import Membership
+    from dsh_team.log.membership import Membership
     from dsh_team.worktrees.merge import Merges
 
 __all__ = ["ControlOperations"]

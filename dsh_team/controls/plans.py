@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from dsh_team.core.snapshots import TeamMemberSnapshot
     from dsh_team.core.state import TeamState
     from dsh_team.log.journal import Journal
-    from dsh_team.roster.membership import Membership
+    from dsh_team.log.membership import Membership
 
 __all__ = [
     "GATED_TOOLS", "PLAN_STEPS", "Plans", "active_teammate", "decide_plan", "decide_step", "not_approved", "notice",

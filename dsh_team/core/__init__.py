@@ -11,8 +11,11 @@ Modules: :mod:`.records` (the seven durable record types and their decoders), :m
 :mod:`.changes` (where each entity last changed), :mod:`.delta` (the
 delta of a cursor wait), :mod:`.dag` (the incremental dependency check), :mod:`.board` (task decisions),
 :mod:`.task_actions` (the rule of each update action), :mod:`.actor` (who is asking),
-:mod:`.task_view` (what a task looks like to readers), :mod:`.validation`
-(argument rules shared by decisions), :mod:`.quiescence` (when a Team is quiet, what it leaves undone).
+:mod:`.task_view` (what a task looks like to readers), :mod:`.team_view` (what the browser
+panel sees of a Team), :mod:`.targets` (a target name resolved against the roster),
+:mod:`.event_filter` (a log's events picked by type), :mod:`.write_audit` (the write-scope
+verdict), :mod:`.validation` (argument rules shared by decisions), :mod:`.quiescence`
+(when a Team is quiet, what it leaves undone).
 """
 
 from dsh_team.core.actor import Actor, Role

@@ -1,6 +1,6 @@
 """Who is asking: a member's role in its Team and the resolved caller of a board operation.
 
-Membership is resolved once per Team call (:mod:`dsh_team.roster.membership`) and
+Membership is resolved once per Team call (:mod:`dsh_team.log.membership`) and
 handed to the pure decisions as a value, so the board and its action rules never
 look a caller up themselves and a test can state any caller directly.
 """

@@ -21,7 +21,8 @@ import msgspec
 from host_spec.events import Event, EventType
 
 from dsh_team.core.state import TeamState
-from dsh_team.cost.records import Spend, added, of_types
+from dsh_team.core.event_filter import of_types
+from dsh_team.cost.records import Spend, added
 
 if TYPE_CHECKING:
     from host_spec.protocols import Session

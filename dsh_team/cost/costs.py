@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from dsh_team.log.journal import Journal
     from dsh_team.log.journals import Journals
     from dsh_team.mail.holdings import SessionMessages
-    from dsh_team.roster.membership import Membership, MembershipResolver
+    from dsh_team.log.membership import Membership, MembershipResolver
 
 __all__ = ["TeamCosts"]
 

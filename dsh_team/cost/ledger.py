@@ -24,6 +24,7 @@ import structlog
 
 from host_spec.events import Event
 
+from dsh_team.core.event_filter import of_types
 from dsh_team.cost.records import (
     COST_EVENT_TYPES,
     COST_VERSION,
@@ -34,7 +35,6 @@ from dsh_team.cost.records import (
     Spend,
     added,
     decode_cost,
-    of_types,
 )
 
 __all__ = ["NOTHING", "CostLedger", "LimitKey", "LiveLedgers", "limit_key", "fold_cost", "replay_costs"]

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from dsh_team.core.state import TeamState
     from dsh_team.log.journal import Journal
     from dsh_team.log.journals import Journals
-    from dsh_team.roster.membership import Membership
+    from dsh_team.log.membership import Membership
 
 __all__ = ["PendingCharge", "CostLimits"]
 

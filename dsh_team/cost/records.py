@@ -16,17 +16,11 @@ part in the roster, board and mailbox rules.
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Container, Iterator, Sequence
-from itertools import compress
-from typing import TYPE_CHECKING, Annotated, Final, Literal
+from typing import Annotated, Final, Literal
 
 import msgspec
 
 from dsh_team.config import MAX_SAFE_INTEGER
-
-if TYPE_CHECKING:
-    from host_spec.events import Event
 
 __all__ = [
     "COST_VERSION",
@@ -39,27 +33,12 @@ __all__ = [
     "LimitKind",
     "added",
     "decode_cost",
-    "of_types",
 ]
 
 COST_VERSION: Final = 1
 TEAM_COST: Final = "team/cost"
 TEAM_BUDGET: Final = "team/budget"
 COST_EVENT_TYPES: Final = frozenset({TEAM_COST, TEAM_BUDGET})
-
-#: An event's type, read in C by :func:`of_types`.
-_TYPE: Final = operator.attrgetter("type")
-
-
-def of_types(events: Sequence[Event], types: Container[str]) -> Iterator[Event]:
-    """The events of ``events`` whose type is in ``types``, in order, picked out in C.
-
-    The cost room scans a Lead's long log for a few kinds of event (its cost
-    records, the model calls not yet charged); testing the types in C costs no
-    Python step per other event.
-    """
-    return compress(events, map(types.__contains__, map(_TYPE, events)))
-
 
 _Count = Annotated[int, msgspec.Meta(ge=0, le=MAX_SAFE_INTEGER)]
 _Positive = Annotated[int, msgspec.Meta(ge=1, le=MAX_SAFE_INTEGER)]

@@ -5,13 +5,17 @@ Modules: :mod:`.journal` (one Lead session's serialized section and shared flush
 adopts), :mod:`.journals` (the journal of each live session), :mod:`.waits`
 (``wait_for_change`` waiters per Team), :mod:`.lifecycle` (admission, tracked work and
 bounded disposal), :mod:`.quiescence` (the quiescence watch: one ``team/quiescent``
-record when nothing can progress).
+record when nothing can progress), :mod:`.membership` (who may call, as Lead or teammate:
+an agent's place in a Team, resolved on every call), :mod:`.member_records` (each
+member's latest side record of a kind -- role, shutdown, worktree, merge -- folded
+incrementally beside the Team fold).
 """
 
 from dsh_team.log.journal import Append, Journal
 from dsh_team.log.journals import Journals
 from dsh_team.log.lead_fold import TeamFolds
 from dsh_team.log.lifecycle import Lifecycle
+from dsh_team.log.membership import Membership, MembershipResolver, TeammateResolver, roster_teammate
 from dsh_team.log.quiescence import QuiescenceWatch, quiet_result
 from dsh_team.log.waits import WAIT_MAX_MS, WAIT_MIN_MS, Activity, WaitResult, check_since
 
@@ -21,6 +25,10 @@ __all__ = [
     "Journals",
     "TeamFolds",
     "Lifecycle",
+    "Membership",
+    "MembershipResolver",
+    "TeammateResolver",
+    "roster_teammate",
     "QuiescenceWatch",
     "quiet_result",
     "WAIT_MAX_MS",

@@ -10,8 +10,8 @@ reports every failure except the cancellation it caused itself.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
@@ -20,7 +20,18 @@ from host_spec.records import AbortSignal
 
 from dsh_team.errors import TeamCode, TeamError
 
-__all__ = ["Lifecycle", "Operation", "disposed_error"]
+if TYPE_CHECKING:
+    from host_spec.protocols import Agent
+
+    from dsh_team.core.task_view import TaskView
+
+__all__ = ["Lifecycle", "Operation", "disposed_error", "Complete", "Notify"]
+
+#: What a room's recovery (a check run, a merge a crash cut) is handed by the service at a Lead's start:
+#: ``complete(lead agent, task id, revision)``, the ordinary ungated completion, and
+#: ``notify(lead agent, member name, text)``, Team mail to the member concerned.
+Complete = Callable[["Agent", str, int], Awaitable["TaskView"]]
+Notify = Callable[["Agent", str, str], Awaitable[Any]]
 
 log = structlog.get_logger(__name__)
 

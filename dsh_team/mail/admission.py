@@ -23,7 +23,7 @@ from dsh_team.core.records import VERSION, MessageQueuedRecord
 from dsh_team.core.snapshots import TeamMessageSnapshot
 from dsh_team.errors import TeamCode, TeamError
 from dsh_team.mail.framing import delivered_content
-from dsh_team.roster.roster import resolve_target
+from dsh_team.core.targets import resolve_target
 
 if TYPE_CHECKING:
     from host_spec.messages import ContentBlock

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from host_spec.protocols import Agent, Host, Session
     from dsh_team.log.journals import Journals
     from dsh_team.log.lifecycle import Lifecycle
-    from dsh_team.roster.membership import MembershipResolver
+    from dsh_team.log.membership import MembershipResolver
 
 __all__ = ["Dispatcher"]
 

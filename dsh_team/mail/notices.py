@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from dsh_team.log.journals import Journals
     from dsh_team.log.lifecycle import Lifecycle
     from dsh_team.mail.send import MessageSender
-    from dsh_team.roster.membership import MembershipResolver
+    from dsh_team.log.membership import MembershipResolver
 
 __all__ = ["MODEL_CODE_PREFIX", "failure_of", "notice_text", "FailureNotices"]
 

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from dsh_team.log.journals import Journals
     from dsh_team.log.lifecycle import Lifecycle
     from dsh_team.mail.dispatch import Dispatcher
-    from dsh_team.roster.membership import MembershipResolver
+    from dsh_team.log.membership import MembershipResolver
 
 __all__ = ["ReadReceipts", "scan_receipts"]
 

@@ -26,7 +26,7 @@ import immutables
 import msgspec
 import structlog
 
-from dsh_team.cost.records import of_types
+from dsh_team.core.event_filter import of_types
 from dsh_team.permissions.records import (
     ASK_ID_PREFIX,
     PERMISSION_EVENT_TYPES,

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from dsh_team.log.lifecycle import Lifecycle
     from dsh_team.mail.send import MessageSender
     from dsh_team.permissions.ledger import Ask, LivePermissions, PermissionsState
-    from dsh_team.roster.membership import MembershipResolver
+    from dsh_team.log.membership import MembershipResolver
 
 __all__ = ["PermissionRoutes", "request_text", "DEADLINE_REASON"]
 

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from dsh_team.config import TeamConfig
     from dsh_team.log.journals import Journals
     from dsh_team.log.lifecycle import Lifecycle
-    from dsh_team.roster.membership import MembershipResolver
+    from dsh_team.log.membership import MembershipResolver
     from dsh_team.worktrees.records import WorktreeRecord
     from dsh_team.worktrees.room import MemberWorktrees
 

@@ -37,7 +37,7 @@ from host_spec.errors import DshError
 
 from dsh_team.core.snapshots import NonEmpty, SafeCount
 from dsh_team.errors import TeamCode, TeamConfigError, TeamError
-from dsh_team.roster.member_records import MemberRecords, RecordKind
+from dsh_team.log.member_records import MemberRecords, RecordKind
 
 if TYPE_CHECKING:
     from host_spec.protocols import Continuations, Session

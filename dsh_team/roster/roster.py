@@ -12,7 +12,7 @@ leave a stale "running" behind:
   gone for good: it takes no mail and is never woken again.
 
 Membership itself (who may call, as Lead or teammate) is resolved by
-:mod:`dsh_team.roster.membership` from the same folded roster.
+:mod:`dsh_team.log.membership` from the same folded roster.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import structlog
 from dsh_team.errors import TeamCode, TeamError
 from dsh_team.core.snapshots import TeamMemberSnapshot
 from dsh_team.core.state import TeamState
+from dsh_team.core.targets import resolve_target
 from dsh_team.core.task_view import LEAD_NAME
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from dsh_team.log.journal import Journal
     from dsh_team.log.journals import Journals
     from dsh_team.log.lifecycle import Lifecycle
-    from dsh_team.roster.membership import Membership, MembershipResolver
+    from dsh_team.log.membership import Membership, MembershipResolver
 
 __all__ = [
     "NAME_MAX",
@@ -43,7 +44,6 @@ __all__ = [
     "MemberView",
     "InterruptResult",
     "validate_name",
-    "resolve_target",
     "RosterService",
 ]
 
@@ -106,24 +106,6 @@ def validate_name(name: Any) -> str:
             TeamCode.INVALID_MEMBER_NAME,
         )
     return name
-
-
-def resolve_target(state: TeamState, name: Any) -> tuple[str, str]:
-    """``(member id, name)`` of a trimmed target name: ``lead`` or an *active* teammate.
-
-    Raises:
-        TeamError: ``TEAM_INVALID_ARGUMENT`` (not a string), ``TEAM_MEMBER_NOT_FOUND``
-            (unknown, provisioning or failed).
-    """
-    if not isinstance(name, str):
-        raise TeamError("target must be a member name", TeamCode.INVALID_ARGUMENT)
-    wanted = name.strip()
-    if wanted == LEAD_NAME:
-        return state.team_id, LEAD_NAME
-    member = state.members.by_name(wanted)
-    if member is None or member.phase != "active":
-        raise TeamError(f'active teammate "{wanted}" not found', TeamCode.MEMBER_NOT_FOUND, target=wanted)
-    return member.id, wanted
 
 
 class RosterService:

@@ -37,8 +37,8 @@ import structlog
 from dsh_team.core.snapshots import NonEmpty, SafeCount
 from dsh_team.errors import TeamCode, TeamError, render_reason
 from dsh_team.log.journal import Append
-from dsh_team.roster.member_records import MemberRecords, RecordKind, fold_latest
-from dsh_team.roster.roster import resolve_target
+from dsh_team.log.member_records import MemberRecords, RecordKind, fold_latest
+from dsh_team.core.targets import resolve_target
 
 if TYPE_CHECKING:
     from host_spec.events import Event
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from dsh_team.log.journals import Journals
     from dsh_team.log.lifecycle import Lifecycle
     from dsh_team.mail.send import MessageSender, SendResult
-    from dsh_team.roster.membership import MembershipResolver
+    from dsh_team.log.membership import MembershipResolver
 
 __all__ = [
     "TEAM_SHUTDOWN", "SHUTDOWN_VERSION", "SHUTDOWN_RECORDS", "ShutdownRecord", "ShutdownBook", "Shutdowns",

@@ -5,7 +5,7 @@ record they cannot read is logged and skipped there, because a fold that read it
 could only guess. Skipping is the reader's last line of defence, not a rule: a
 role that silently vanishes changes which tools a resumed member may call, and a
 lost ``released`` edge would wake a member that was shut down. So the books'
-own decoder and version (:class:`~dsh_team.roster.member_records.RecordKind`)
+own decoder and version (:class:`~dsh_team.log.member_records.RecordKind`)
 judge such a record before it may enter a log, and the invariant refuses what
 the books would skip.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from dsh_team.roster.member_records import RecordKind
+from dsh_team.log.member_records import RecordKind
 from dsh_team.roster.roles import ROLE_RECORDS
 from dsh_team.roster.shutdown import SHUTDOWN_RECORDS
 from dsh_team.worktrees.records import MERGE_RECORDS, WORKTREE_RECORDS

@@ -3,15 +3,9 @@
 ::
 
     dsh team show [--data-dir D] [SESSION_ID] [--json] [--at SEQ]
-    dsh team serve [--data-dir D] [SESSION_ID] [--host H] [--port P]   # the browser panel (dsh-team[web])
-    dsh team serve --store URL [SESSION_ID]     # the same, followed live while another process runs the Team
-    dsh team plan approve|reject NAME [--feedback TEXT]   # a plan decision while no run is live (views/plan_cli.py)
-    dsh team send [--data-dir D] [--team SESSION_ID] MEMBER TEXT       # the user's message (delivered on resume)
-    dsh team transcript [--data-dir D] [--team SESSION_ID] MEMBER      # one member's conversation
-    dsh team diff [--data-dir D] [--team SESSION_ID] MEMBER            # a worktree member's work (views/worktrees_cli.py)
 
-Registered with the host's command line through entry-point group ``dsh.cli``
-(:mod:`host_spec.cli`): the host never imports this package, and this module
+One subcommand of ``dsh team`` (:mod:`dsh_team.cli` registers them all). The host
+never imports this package, and this module
 never imports the host -- it reads logs through the ``env`` the host passes in
 and folds them with :func:`dsh_team.core.fold.replay`, the fold every other reader of
 a Team uses. Nothing is locked or written, so it is safe next to a running team
@@ -36,28 +30,25 @@ import sys
 from collections.abc import Mapping
 from typing import Any, Final
 
-from host_spec.cli import HANDLER_KEY, CliEnv, FollowingReader, SessionReader
+from host_spec.cli import HANDLER_KEY, CliEnv, SessionReader
 from host_spec.errors import DshError, SessionError
 
 from dsh_team.core.fold import replay
 from dsh_team.cost.report import build_report
-from dsh_team.roster.member_records import fold_latest
+from dsh_team.log.member_records import fold_latest
 from dsh_team.roster.roles import ROLE_RECORDS
 from dsh_team.roster.shutdown import gone_members
-from dsh_team.views.member_commands import register_member_commands
 from dsh_team.views.show import build_show, render_json
 from dsh_team.views.controls import build_controls
 from dsh_team.views.lead_folds import lead_folds
 from dsh_team.views.permissions import build_permissions
-from dsh_team.views.plan_cli import register_plan
-from dsh_team.views.permit_cli import register_permit
 from dsh_team.views.writes import collect_writes
 from dsh_team.views.show_text import render_text
 from dsh_team.views.usage import member_usage, uncharged_spend
-from dsh_team.views.worktrees_cli import register_worktree_commands
 from dsh_team.worktrees.report import build_worktrees
 
-__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_FAILED", "ShowError", "register", "show_command", "serve_command", "lead_of"]
+__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_FAILED", "ShowError", "register_show", "show_command", "lead_of",
+           "sandbox_line"]
 
 #: The Team was shown.
 EXIT_OK: Final = 0
@@ -88,12 +79,8 @@ def _position(text: str) -> int:
     return value
 
 
-def register(subparsers: Any, env: CliEnv) -> None:
-    """Add ``team show`` to the ``dsh`` parser (the ``dsh.cli`` entry point)."""
-    team = subparsers.add_parser("team", help="inspect Agent Teams stored in a data directory",
-                                 description="Inspect Agent Teams stored in a data directory; talk to a member; "
-                                             "decide on a plan between runs (team plan).")
-    commands = team.add_subparsers(dest="team_command", required=True, metavar="COMMAND")
+def register_show(commands: Any, env: CliEnv) -> None:
+    """Add ``team show`` to the ``dsh team`` parser (:func:`dsh_team.cli.register`)."""
     show = commands.add_parser(
         "show", help="roster, task board and pending mail of a Team",
         description="Show a Team's roster, task board and pending mail, folded from its Lead log.",
@@ -106,21 +93,6 @@ def register(subparsers: Any, env: CliEnv) -> None:
     show.add_argument("session_id", nargs="?", default=None,
                       help="Lead (or teammate) session id (default: the most recent root session)")
     show.set_defaults(**{HANDLER_KEY: lambda args: show_command(args, env)})
-    serve = commands.add_parser(
-        "serve", help="open a stored Team in the browser (read-only)",
-        description="Serve the Team panel of a stored run, folded from its Lead log (read-only; needs dsh-team[web]). "
-                    "With --store the panel follows the shared store live while another process runs the Team.",
-    )
-    env.add_data_dir(serve)
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1, this machine only)")
-    serve.add_argument("--port", type=int, default=0, help="port to bind (default: 0, any free port)")
-    serve.add_argument("session_id", nargs="?", default=None,
-                       help="Lead (or teammate) session id (default: the most recent root session)")
-    serve.set_defaults(**{HANDLER_KEY: lambda args: serve_command(args, env)})
-    register_plan(commands, env)
-    register_member_commands(commands, env, lead_of)
-    register_worktree_commands(commands, env, lead_of)
-    register_permit(commands, env, lead_of)
 
 
 def lead_of(reader: SessionReader, session_id: str) -> str:
@@ -138,29 +110,6 @@ def lead_of(reader: SessionReader, session_id: str) -> str:
         return session_id  # no readable parent: the session can only lead its own Team
     state = replay(stored.events, parent)
     return parent if session_id in state.members.members else session_id
-
-
-async def serve_command(args: argparse.Namespace, env: CliEnv) -> int:
-    """Serve the Team panel of the Lead log ``team show`` would show, until interrupted.
-
-    From a shared store (``--store``) the panel follows the store live, for a Team
-    another process may be running; from a data directory it shows the logs as read.
-
-    Raises:
-        ExtraNotInstalledError: ``EXTRA_NOT_INSTALLED`` without the ``web`` extra.
-        DshError: nothing can be read (the host reports it and exits 2).
-    """
-    from dsh_team.web import require_web
-
-    require_web("dsh team serve")
-    from dsh_team.web.serve import serve_followed, serve_stored  # the web extra is needed only here
-
-    reader = env.open_store(args.data_dir)
-    team_id = lead_of(reader, args.session_id or reader.latest_root())
-    stored = reader.read(team_id, salvage=True)
-    if isinstance(reader, FollowingReader):  # a shared store: another process may be running the Team
-        return await serve_followed(stored, reader, host=args.host, port=args.port)
-    return await serve_stored(stored, reader, host=args.host, port=args.port, worktrees=env.worktrees())
 
 
 def show_command(args: argparse.Namespace, env: CliEnv) -> int:

@@ -1,8 +1,7 @@
-"""The browser view of a Team and its publication to subscribers.
+"""The publication of a Team's browser view to subscribers.
 
-The view holds the durable roster (Lead pseudo-row first), the non-deleted task
-views, the Team mode and, for a corrupt stream, ``failure`` next to the last valid
-roster and board. It is memoised on the identity of the state's collections, so a
+The view itself (:mod:`dsh_team.core.team_view`) is a pure function of the
+state; here it is memoised on the identity of the state's collections, so a
 mailbox-only event republishes nothing, and a failed state (frozen by the fold)
 is published once and never again.
 """
@@ -10,50 +9,18 @@ is published once and never again.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
-import msgspec
 import structlog
 
 from host_spec.records import Handle
 
-from dsh_team.core.snapshots import MemberPhase
 from dsh_team.core.state import TeamState
-from dsh_team.core.task_view import LEAD_NAME, TaskView, list_views
+from dsh_team.core.team_view import TeamView, build_view
 
-__all__ = ["BrowserMember", "TeamView", "ViewListener", "build_view", "Publisher"]
+__all__ = ["ViewListener", "Publisher"]
 
 log = structlog.get_logger(__name__)
-
-
-class BrowserMember(msgspec.Struct, frozen=True, omit_defaults=True):
-    """One roster row of the browser view (live status is overlaid by the UI)."""
-
-    id: str
-    name: str
-    role: Literal["lead", "teammate"]
-    phase: MemberPhase
-    error: str | None = None
-
-
-class TeamView(msgspec.Struct, frozen=True, omit_defaults=True):
-    """What a browser sees of one Team."""
-
-    enabled: bool
-    members: tuple[BrowserMember, ...]
-    tasks: tuple[TaskView, ...]
-    failure: str | None = None
-
-
-def build_view(state: TeamState, enabled: bool) -> TeamView:
-    """The view of ``state`` (pure; see :class:`Publisher` for memoisation)."""
-    failure = state.failure.message if state.failure is not None else None
-    rows = [BrowserMember(id=state.team_id, name=LEAD_NAME, role="lead", phase="active")]
-    rows.extend(
-        BrowserMember(id=member.id, name=member.name, role="teammate", phase=member.phase, error=member.error)
-        for member in state.members.listed()
-    )
-    return TeamView(enabled=enabled, members=tuple(rows), tasks=tuple(list_views(state)), failure=failure)
 
 
 #: ``(team_id, view)``: called for every newly published view.

@@ -39,7 +39,7 @@ from dsh_team.core.records import TEAM_MESSAGE_DELIVERED, TEAM_MESSAGE_QUEUED, T
 from dsh_team.cost.ledger import CostLedger, fold_cost
 from dsh_team.controls.ledger import ControlsState, fold_controls
 from dsh_team.cost.report import build_report
-from dsh_team.roster.member_records import fold_latest
+from dsh_team.log.member_records import fold_latest
 from dsh_team.roster.shutdown import GONE, SHUTDOWN_RECORDS, TEAM_SHUTDOWN, ShutdownRecord
 from dsh_team.views.controls import build_controls
 from dsh_team.views.permissions import build_permissions

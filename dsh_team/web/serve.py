@@ -5,7 +5,7 @@
     dsh team serve [--data-dir D] [SESSION_ID] [--host 127.0.0.1] [--port 0]
     dsh team serve --store postgresql://... [SESSION_ID] [--host 127.0.0.1] [--port 0]
 
-The command (:mod:`dsh_team.views.cli`) picks and reads the Lead log exactly as
+The command (:mod:`dsh_team.web.serve_cli`) picks and reads the Lead log exactly as
 ``dsh team show`` does (the same session choice, the same salvage of a damaged
 log); this module serves it. The page can move through the run's history with the
 time slider but cannot change anything. The URL printed on stderr carries a fresh

@@ -48,19 +48,18 @@ from host_spec.worktrees import MergePlan, WorktreeError
 
 from dsh_team.errors import TeamCode, TeamError
 from dsh_team.log.journal import Append
-from dsh_team.roster.member_records import MemberRecords
+from dsh_team.log.member_records import MemberRecords
 from dsh_team.worktrees.records import MERGE_RECORDS, TEAM_MERGE, WORKTREE_VERSION, MergePhase, MergeRecord
 from dsh_team.worktrees.room import spot_of
 
 if TYPE_CHECKING:
     from host_spec.protocols import Agent, Session
 
-    from dsh_team.controls.gates import Complete, Notify
     from dsh_team.core.snapshots import TeamTaskSnapshot
     from dsh_team.core.state import TeamState
     from dsh_team.core.task_view import TaskView
     from dsh_team.log.journal import Journal
-    from dsh_team.log.lifecycle import Lifecycle
+    from dsh_team.log.lifecycle import Complete, Lifecycle, Notify
     from dsh_team.worktrees.records import WorktreeRecord
     from dsh_team.worktrees.room import MemberWorktrees
 

@@ -1,7 +1,7 @@
 """The worktree side records: ``team/worktree`` (a member's checkout) and ``team/merge`` (one merge of its branch).
 
 Both are records of the Lead log that the Team fold does not read, folded beside
-it per member like a role (:class:`~dsh_team.roster.member_records.MemberRecords`):
+it per member like a role (:class:`~dsh_team.log.member_records.MemberRecords`):
 what the rooms need is each member's latest one. They are vetted before they may
 enter a log by the same decoder (:mod:`dsh_team.roster.vetting`).
 
@@ -24,7 +24,7 @@ from typing import Final, Literal
 import msgspec
 
 from dsh_team.core.snapshots import NonEmpty, SafeCount
-from dsh_team.roster.member_records import RecordKind
+from dsh_team.log.member_records import RecordKind
 
 __all__ = [
     "TEAM_WORKTREE", "TEAM_MERGE", "WORKTREE_VERSION", "WorktreeRecord", "MergeRecord", "MergePhase",

@@ -34,7 +34,7 @@ import structlog
 from host_spec.worktrees import Worktrees, WorktreeError, WorktreeSpot
 
 from dsh_team.errors import TeamCode, TeamError
-from dsh_team.roster.member_records import MemberRecords
+from dsh_team.log.member_records import MemberRecords
 from dsh_team.worktrees.records import TEAM_WORKTREE, WORKTREE_RECORDS, WORKTREE_VERSION, WorktreeRecord
 
 if TYPE_CHECKING:

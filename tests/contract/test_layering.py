@@ -130,6 +130,50 @@ def test_no_import_cycle() -> None:
     assert cycles(graph()) == []
 
 
+#: Packages whose rooms (a sub-package, or a module directly in the package) form floors.
+HOUSES = ("host_spec", "host_spec.host", "dsh_team", "dsh_team_tools", "dsh_team_invariant")
+
+
+def room_of(module: str, house: str) -> str | None:
+    """The room of ``house`` that holds ``module``: its first name below the house (``None``: outside it).
+
+    A folder is one room with everything in it; a module directly in the house is
+    a room of its own (``dsh_team.errors`` sits low, ``dsh_team.service`` high), and
+    the house's ``__init__`` belongs to no room (it may re-export any of them).
+    """
+    if not module.startswith(house + "."):
+        return None
+    return f"{house}.{module[len(house) + 1:].split('.', 1)[0]}"
+
+
+def room_graph(edges: dict[str, frozenset[str]], house: str) -> dict[str, frozenset[str]]:
+    """Room -> the other rooms of ``house`` its modules import."""
+    rooms: dict[str, set[str]] = {}
+    for module, targets in edges.items():
+        room = room_of(module, house)
+        if room is None:
+            continue
+        found = rooms.setdefault(room, set())
+        for target in targets:
+            other = room_of(target, house)
+            if other is not None and other != room:
+                found.add(other)
+    return {room: frozenset(targets) for room, targets in rooms.items()}
+
+
+@pytest.mark.parametrize("house", HOUSES)
+def test_rooms_stand_on_floors(house: str) -> None:
+    """No two rooms of a house import each other, directly or through others: the imports run one way
+    between folders, not only between files (a cycle of folders is a layer that runs back up)."""
+    edges = graph()
+    rooms = room_graph(edges, house)
+    back = {" <-> ".join(group): sorted(f"{m} -> {t}" for m in edges for t in edges[m]
+                                        if room_of(m, house) in group and room_of(t, house) in group
+                                        and room_of(t, house) != room_of(m, house))
+            for group in map(tuple, cycles(rooms))}
+    assert back == {}
+
+
 @pytest.mark.parametrize("package", PLUGINS)
 def test_plugins_import_the_contract_not_the_reference_host(package: str) -> None:
     """Plugin packages depend on ``host_spec``'s contract modules, never on ``host_spec.host``."""
@@ -250,6 +294,18 @@ class TestCycleFinder:
             "f": frozenset({"a"}),
         }
         assert sorted(cycles(edges)) == [["a", "b"], ["c", "d", "e"]]
+
+    def test_rooms_join_their_modules_and_keep_only_edges_between_rooms(self) -> None:
+        edges = {
+            "p.a.x": frozenset({"p.a.y", "p.b.z"}),  # inside room a, then a -> b
+            "p.a.y": frozenset(),
+            "p.b.z": frozenset({"p.errors", "q.w"}),  # b -> the module room errors; q is another house
+            "p.errors": frozenset(),
+            "p": frozenset({"p.a.x"}),  # the house's __init__ is no room
+        }
+        assert room_graph(edges, "p") == {"p.a": frozenset({"p.b"}), "p.b": frozenset({"p.errors"}),
+                                          "p.errors": frozenset()}
+        assert cycles(room_graph({**edges, "p.errors": frozenset({"p.a.y"})}, "p")) == [["p.a", "p.b", "p.errors"]]
 
     def test_a_dag_has_none(self) -> None:
         assert cycles({"a": frozenset({"b", "c"}), "b": frozenset({"c"}), "c": frozenset()}) == []

@@ -28,7 +28,7 @@ from dsh_team.cost.records import BudgetRecord, ChargeRecord, Spend
 from dsh_team.log.journals import Journals
 from dsh_team.permissions.ledger import LivePermissions, replay_permissions
 from dsh_team.permissions.records import AnsweredRecord, RequestedRecord
-from dsh_team.roster.member_records import fold_latest
+from dsh_team.log.member_records import fold_latest
 from dsh_team.roster.roles import ROLE_RECORDS, RoleBook, RoleRecord, RoleSpec
 from dsh_team.roster.shutdown import SHUTDOWN_RECORDS, ShutdownBook, ShutdownRecord
 from dsh_team.worktrees.merge import MergeBook

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from dsh_team.views import cli as team_cli
+from dsh_team import cli as team_cli
 from dsh_team.views.show import ShowFailure, TeamShow, build_show, offline_status
 from dsh_team.views.show_text import render_text
 from dsh_team.core.state import initial_state
@@ -455,7 +455,7 @@ class TestRendering:
 
 class TestExtensionPoint:
     def test_installed_entry_point_registers_team(self) -> None:
-        """The ``dsh.cli`` entry point ``team`` resolves to :func:`dsh_team.views.cli.register`."""
+        """The ``dsh.cli`` entry point ``team`` resolves to :func:`dsh_team.cli.register`."""
         found = dict(cli_ext.discover_extensions())
         assert found["team"] is team_cli.register
 
@@ -464,7 +464,7 @@ class TestExtensionPoint:
     ) -> None:
         """An extension that fails to import or register, or clashes by name, is reported; the others still work."""
         bad = EntryPoint(name="bad", value="no_such_module_xyz:register", group="dsh.cli")
-        good = EntryPoint(name="team", value="dsh_team.views.cli:register", group="dsh.cli")
+        good = EntryPoint(name="team", value="dsh_team.cli:register", group="dsh.cli")
         clash = EntryPoint(name="team", value="elsewhere:register", group="dsh.cli")
         monkeypatch.setattr(cli_ext, "entry_points", lambda group: [good, bad, good, clash])
 
@@ -474,7 +474,7 @@ class TestExtensionPoint:
         extensions = [*cli_ext.discover_extensions(), ("exploding", exploding)]
         err = capsys.readouterr().err
         assert 'dsh: warning: CLI extension "bad" failed to import: ModuleNotFoundError' in err
-        assert 'CLI extension "team" is declared twice (dsh_team.views.cli:register, elsewhere:register)' in err
+        assert 'CLI extension "team" is declared twice (dsh_team.cli:register, elsewhere:register)' in err
         assert [name for name, _ in extensions] == ["team", "exploding"]  # "bad" skipped, "team" once
         code = main(["team", "show", "--data-dir", str(data), "--at", "1"], extensions=extensions)
         captured = capsys.readouterr()

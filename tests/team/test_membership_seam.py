@@ -11,7 +11,7 @@ import msgspec
 
 from dsh_team.core.snapshots import TeamMemberSnapshot
 from dsh_team.core.state import Roster, TeamState, initial_state
-from dsh_team.roster.membership import MembershipResolver, roster_teammate
+from dsh_team.log.membership import MembershipResolver, roster_teammate
 from host_spec.events import EventType, SubagentDescriptor
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel

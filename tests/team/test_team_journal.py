@@ -175,7 +175,7 @@ class TestActivity:
 class TestDescriptorScan:
     def test_scans_incrementally_and_forgets_only_its_own_session(self) -> None:
         """A later descriptor is found; forgetting a stale session object keeps the live entry."""
-        from dsh_team.roster.membership import DescriptorScan
+        from dsh_team.log.membership import DescriptorScan
 
         scan = DescriptorScan()
         live, stale = session("child"), session("child")

@@ -9,7 +9,8 @@ import msgspec
 import pytest
 
 from dsh_team.errors import TeamCode, TeamError
-from dsh_team.views.projection import BrowserMember, Publisher, TeamView, build_view
+from dsh_team.core.team_view import BrowserMember, TeamView, build_view
+from dsh_team.views.projection import Publisher
 from dsh_team.views.remote import RemoteTeam
 
 from team_builders import Log

@@ -20,7 +20,8 @@ from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
 from host_spec.messages import user_message
 from host_spec.records import AbortSignal, CancelCause
-from host_spec.host.workspace.shell import Capture, clean_environment
+from host_spec.host.sandbox.service import host_environment
+from host_spec.host.workspace.shell import Capture
 
 
 def shell_of(host):
@@ -104,7 +105,7 @@ async def test_environment_has_no_model_api_keys(tmp_path, ws, monkeypatch, sand
     assert "sk-should-not-leak" not in output and "also-secret" not in output and "tok\n" not in output
     assert ("HARMLESS_SETTING=visible" in output) == (sandbox is not None)
     assert "PATH=" in output
-    assert clean_environment({"MY_SECRET": "1", "PATH": "/bin"}) == {"PATH": "/bin"}
+    assert host_environment({"MY_SECRET": "1", "PATH": "/bin"}) == {"PATH": "/bin"}
 
 
 async def test_timeout_kills_the_whole_group(tmp_path, ws) -> None:

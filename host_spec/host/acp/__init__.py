@@ -8,6 +8,6 @@ events to ``session/update``, in order), :mod:`.updates` (the event mapping),
 prompt), :mod:`.servers` (the editor's MCP servers join the profile's),
 :mod:`.permission` (the ``session/request_permission`` seam).
 
-Every module imports the SDK (``acp``); only ``host_spec.host.cli.acp`` is imported
+Every module imports the SDK (``acp``); only ``host_spec.host.acp.command`` is imported
 at CLI start, and it imports this package inside the command.
 """

@@ -46,7 +46,7 @@ import structlog
 from host_spec.cli import HANDLER_KEY
 from host_spec.errors import DshError, coded_leaves
 
-from host_spec.host.cli import acp, chat, demo, plugins_list, run_commands, session_log, traces, worker
+from host_spec.host.cli import chat, demo, plugins_list, run_commands, session_log, traces, worker
 from host_spec.host.cli.output import reader_gone
 from host_spec.host.cli.extensions import CliEnvironment, Extension, discover_extensions, register_extensions
 from host_spec.host.cli.usage import check_data_dir, default_data_dir
@@ -84,7 +84,6 @@ def build_parser(
     traces.add_parser(commands, env, trace_contributors)
     chat.add_parser(commands, env)
     worker.add_parser(commands)
-    acp.add_parser(commands, env)
     demo.add_parser(commands)
     register_extensions(commands, env, discover_extensions() if extensions is None else extensions)
     return parser
@@ -145,7 +144,6 @@ _HANDLERS = {
     "trace": traces.run,
     "chat": chat.run,
     "worker": worker.run,
-    "acp": acp.run,
     "demo": demo.run,
 }
 

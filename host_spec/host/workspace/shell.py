@@ -28,7 +28,6 @@ import asyncio
 import os
 import signal
 import subprocess
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -36,7 +35,7 @@ from msgspec import UnsetType
 
 from host_spec.workspace import CommandOutcome, WorkspaceCode, WorkspaceError
 
-from host_spec.host.sandbox.service import Sandbox, host_environment
+from host_spec.host.sandbox.service import Sandbox
 from host_spec.host.workspace.config import WorkspaceConfig
 from host_spec.host.workspace.files import workspace_of
 from host_spec.host.workspace.schemas import BashArgs, BashResult
@@ -44,16 +43,11 @@ from host_spec.host.workspace.schemas import BashArgs, BashResult
 if TYPE_CHECKING:
     from host_spec.records import AbortSignal, ToolCall
 
-__all__ = ["ShellTool", "Capture", "clean_environment", "kill_group"]
+__all__ = ["ShellTool", "Capture", "kill_group"]
 
 #: How long the reader may wait for the pipe to close after the group was killed.
 _DRAIN_GRACE_S: Final = 2.0
 _CHUNK: Final = 65536
-
-
-def clean_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` without variables whose name marks a credential or a model provider (the ``full`` policy's)."""
-    return host_environment(environ)
 
 
 def kill_group(pgid: int) -> None:

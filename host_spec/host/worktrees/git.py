@@ -30,7 +30,7 @@ import structlog
 
 from host_spec.worktrees import MergePlan, WorktreeCode, WorktreeError, WorktreeSpot, WorktreeState
 
-from host_spec.host.workspace.shell import clean_environment
+from host_spec.host.sandbox.service import host_environment
 
 __all__ = ["GitWorktrees", "FOLDER"]
 
@@ -70,7 +70,7 @@ class GitWorktrees:
 
     def __init__(self, git: str = "git", environ: Mapping[str, str] | None = None) -> None:
         self.git = git
-        env = clean_environment(os.environ if environ is None else environ)
+        env = host_environment(os.environ if environ is None else environ)
         env.update(GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
         for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):  # a parent's git context must not leak in
             env.pop(name, None)

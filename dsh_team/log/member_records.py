@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 import msgspec
 import structlog
 
-from dsh_team.cost.records import of_types
+from dsh_team.core.event_filter import of_types
 
 if TYPE_CHECKING:
     from host_spec.events import Event

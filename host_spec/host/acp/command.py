@@ -13,7 +13,10 @@ the run's recorded profile and model are used unless given.
 
 This module imports no SDK: the command imports it when it runs, so ``dsh``
 starts without the extra, and ``dsh acp`` without it fails with
-``EXTRA_NOT_INSTALLED`` (exit 2) naming the install command.
+``EXTRA_NOT_INSTALLED`` (exit 2) naming the install command. It reaches the
+``dsh`` parser as a CLI extension (entry point ``dsh.cli`` ``acp``), like any
+plugin's command: the ACP room builds on the CLI's run set-up (run settings,
+store readers), so the CLI must not import it back.
 """
 
 from __future__ import annotations
@@ -22,15 +25,14 @@ import argparse
 from importlib import metadata
 from typing import Any
 
+from host_spec.cli import HANDLER_KEY, CliEnv
 from host_spec.extras import require
 
-from host_spec.host.cli.extensions import CliEnvironment
-
-__all__ = ["add_parser", "run"]
+__all__ = ["register", "run"]
 
 
-def add_parser(commands: Any, env: CliEnvironment) -> None:
-    """Register ``dsh acp``."""
+def register(commands: Any, env: CliEnv) -> None:
+    """Register ``dsh acp`` (the ``dsh.cli`` entry point)."""
     sub = commands.add_parser("acp", help="serve the Lead to an editor (Agent Client Protocol over stdio)",
                               description="An Agent Client Protocol agent on stdin/stdout: each editor session "
                                           "is a Team run (docs/editors.md).")
@@ -40,6 +42,7 @@ def add_parser(commands: Any, env: CliEnvironment) -> None:
                      help="model spec: llm:MODEL, openai:MODEL, scripted:FILE (needed for session/new; "
                           "default on session/load: the session's)")
     env.add_data_dir(sub)
+    sub.set_defaults(**{HANDLER_KEY: run})
 
 
 async def run(args: argparse.Namespace) -> int:
