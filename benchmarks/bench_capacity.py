@@ -39,8 +39,8 @@ if __package__ in (None, ""):
 
 TEAMS = tuple(int(n) for n in os.environ.get("DSH_BENCH_TEAMS", "1,8,32").split(","))
 MEMBERS = 3  # teammates per Team
-COMMANDS = 2  # workspace commands per teammate
-COMMAND = "sleep 0.25"
+COMMANDS = 3  # workspace commands per teammate
+COMMAND = "sleep 1"
 WORKERS = 2
 TIMEOUT_S = 600
 T8_GOAL, T8C_GOAL = 5.0, 1.2
