@@ -10,13 +10,18 @@ a new layout number, and older hosts keep working on it.
 A checkpoint is a cache: it is not fenced by the writer's lease (a stale holder
 can only store one that fits a prefix of the log, which a reader still checks),
 and it uses a connection of its own, so a write never holds the connection the
-log's appends use.
+log's appends use. That connection is opened for each save or load and closed
+after it: checkpoints are rare (a start, every few thousand events, a clean
+stop), and a Lead that kept it would hold one more server connection for its
+whole life (connections are what limits the number of Teams on one server,
+``docs/capacity.md``).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
 
 import psycopg
 
@@ -24,6 +29,8 @@ from host_spec.host.store.postgres.link import Link
 from host_spec.host.store.postgres.schema import SCHEMA_LOCK
 
 __all__ = ["PostgresCheckpoints"]
+
+T = TypeVar("T")
 
 _NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _TABLE: Final = """CREATE TABLE IF NOT EXISTS dsh_checkpoints (
@@ -63,24 +70,23 @@ class PostgresCheckpoints:
     def __init__(self, url: str, *, retry_seconds: float) -> None:
         self._url = url
         self._retry_seconds = retry_seconds
-        self._link: Link | None = None
 
-    def _connected(self) -> Link:
-        if self._link is None:
-            self._link = Link(self._url, retry_seconds=self._retry_seconds, setup=_create_table)
-        return self._link
+    def _once(self, operation: Callable[[psycopg.Connection[Any], int], T]) -> T:
+        """Run ``operation`` on a connection of its own, closed after it (calls on other threads get theirs)."""
+        link = Link(self._url, retry_seconds=self._retry_seconds, setup=_create_table)
+        try:
+            return link.run(operation)
+        finally:
+            link.close()
 
     def save(self, session_id: str, name: str, seq: int, payload: bytes) -> None:
         _checked(name, seq)
-        self._connected().run(lambda conn, _: conn.execute(_SAVE, (session_id, name, seq, bytes(payload))))
+        self._once(lambda conn, _: conn.execute(_SAVE, (session_id, name, seq, bytes(payload))))
 
     def load(self, session_id: str, name: str) -> tuple[int, bytes] | None:
         _checked(name, 0)
-        row = self._connected().run(lambda conn, _: conn.execute(_LOAD, (session_id, name)).fetchone())
+        row = self._once(lambda conn, _: conn.execute(_LOAD, (session_id, name)).fetchone())
         return None if row is None else (int(row[0]), bytes(row[1]))
 
     def close(self) -> None:
-        """Close its connection (idempotent; a later call opens a new one)."""
-        link, self._link = self._link, None
-        if link is not None:
-            link.close()
+        """Nothing to close: no connection outlives a call (kept for the store's own ``close``)."""
