@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from host_spec.errors import ConfigError, DshError
 
-__all__ = ["TeamCode", "TeamError", "TeamConfigError", "UnconfirmedError", "render_reason"]
+__all__ = ["TeamCode", "TeamError", "TeamConfigError", "UnconfirmedError", "MemberCommandError", "render_reason"]
 
 
 class TeamCode:
@@ -132,6 +132,13 @@ class TeamConfigError(TeamError, ConfigError):
     def __init__(self, message: str, *, path: str) -> None:
         DshError.__init__(self, message, code=TeamCode.INVALID_CONFIG, path=path)
         self.path = path
+
+
+class MemberCommandError(DshError):
+    """A ``dsh team`` command on a stored run that cannot be carried out (the code says why:
+    ``TEAM_RUN_LIVE``, ``TEAM_MEMBER_NOT_FOUND``, ...); the host prints it and exits 2."""
+
+    code = "TEAM_COMMAND_ERROR"
 
 
 def render_reason(value: Any) -> str:

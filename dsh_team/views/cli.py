@@ -9,7 +9,7 @@ never imports this package, and this module
 never imports the host -- it reads logs through the ``env`` the host passes in
 and folds them with :func:`dsh_team.core.fold.replay`, the fold every other reader of
 a Team uses. Nothing is locked or written, so it is safe next to a running team
-(``team send`` is the one writer, to a stopped run: :mod:`dsh_team.views.member_commands`).
+(the writers of a stopped run are :mod:`dsh_team.commands`).
 
 * ``SESSION_ID`` defaults to the most recently created root session. A
   teammate's id shows the Team it belongs to (its parent's roster lists it).

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from dsh_team.core.fold import replay
-from dsh_team.views.member_commands import transcript_lines
+from dsh_team.views.transcript import transcript_lines
 from host_spec.host.cli.main import main
 from host_spec.host.store.jsonl import JsonlStore
 

@@ -36,7 +36,7 @@ from dsh_team.core.snapshots import TeamMessageSnapshot
 from dsh_team.core.task_view import LEAD_NAME
 from dsh_team.errors import TeamCode, TeamError
 from dsh_team.mail.framing import MESSAGE_ID_PREFIX
-from dsh_team.views.member_commands import run_live
+from dsh_team.commands.send import run_live
 
 __all__ = ["register_plan", "plan_command"]
 

@@ -25,7 +25,7 @@ from host_spec.errors import SessionLockedError
 from dsh_team.permissions.decide import AnswerCommand, decide_permission
 from dsh_team.permissions.ledger import replay_permissions
 from dsh_team.permissions.records import PERMISSION_ANSWERED, AnsweredRecord
-from dsh_team.views.member_commands import MemberCommandError
+from dsh_team.errors import MemberCommandError
 
 __all__ = ["register_permit", "permit_command"]
 
