@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from dsh_team.worktrees.records import WorktreeRecord
     from dsh_team.worktrees.room import MemberWorktrees
 
-__all__ = ["CONTEXTS", "Provisioner"]
+__all__ = ["CONTEXTS", "Provisioner", "decide_spawn"]
 
 log = structlog.get_logger(__name__)
 
@@ -88,6 +88,23 @@ def _role_of(role: tuple[str, RoleSpec] | None) -> dict[str, Any]:
 def _cwd_of(worktree: WorktreeRecord | None) -> dict[str, Any]:
     """``{"cwd": path}`` for a member with its own worktree (a shared-mode spawn never passes the keyword)."""
     return {"cwd": worktree.path} if worktree is not None else {}
+
+
+def decide_spawn(state: TeamState, team_id: str, snapshot: TeamMemberSnapshot, limit: int) -> MemberRecord:
+    """Admit a new teammate (pure): its ``provisioning`` record, or why the Team refuses it.
+
+    The argument checks (name rules, description, context, prompt) ran before the
+    child id was reserved; this is what only the folded Team can answer.
+
+    Raises:
+        TeamError: ``TEAM_MEMBER_NAME_TAKEN`` (a member of that name exists, whatever its
+            phase), ``TEAM_MEMBER_LIMIT`` (``limit`` teammates already).
+    """
+    if snapshot.name in state.members.names:
+        raise TeamError(f'teammate name "{snapshot.name}" is already taken', TeamCode.MEMBER_NAME_TAKEN)
+    if len(state.members.members) >= limit:
+        raise TeamError(f"the Team already has its limit of {limit} teammates", TeamCode.MEMBER_LIMIT)
+    return MemberRecord(version=VERSION, team_id=team_id, member=snapshot)
 
 
 class Provisioner:
@@ -192,17 +209,14 @@ class Provisioner:
         limit = self.config.max_members
 
         def admit(state: TeamState) -> Append:
-            if snapshot.name in state.members.names:
-                raise TeamError(f'teammate name "{snapshot.name}" is already taken', TeamCode.MEMBER_NAME_TAKEN)
-            if len(state.members.members) >= limit:
-                raise TeamError(f"the Team already has its limit of {limit} teammates", TeamCode.MEMBER_LIMIT)
+            record = decide_spawn(state, root.id, snapshot, limit)
             if request.role is not None:  # before the member exists: its first step already has its allowlist
                 name, spec = request.role
                 journal.session.append(TEAM_ROLE, RoleRecord(
                     version=ROLE_VERSION, team_id=root.id, member_id=snapshot.id, role=name, spec=spec))
             if request.worktree is not None:  # recorded before it exists: a crash leaves no unknown worktree
                 self.worktrees.append(journal.session, request.worktree)
-            return self._record(root, snapshot)
+            return Append(TEAM_MEMBER, record)
 
         # Failures are handled *after* the except clauses: an error raised while
         # recording them must not carry the creation error as its implicit context

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TEAM_SHUTDOWN", "SHUTDOWN_VERSION", "SHUTDOWN_RECORDS", "ShutdownRecord", "ShutdownBook", "Shutdowns",
-    "gone_members",
+    "decide_shutdown", "decide_answer", "gone_members",
 ]
 
 TEAM_SHUTDOWN: Final = "team/shutdown"
@@ -82,6 +82,53 @@ SHUTDOWN_RECORDS: Final = RecordKind(TEAM_SHUTDOWN, ShutdownRecord, SHUTDOWN_VER
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def decide_shutdown(
+    state: TeamState, shutdowns: Mapping[str, ShutdownRecord], target: Any, *, deadline: int, reason: str,
+) -> tuple[ShutdownRecord, str]:
+    """The Lead's shutdown request to ``target`` (pure): the ``requested`` record and the target's name.
+
+    Args:
+        state: The folded Team.
+        shutdowns: Each member's latest shutdown record (the shutdown book).
+        target: The name the Lead gave.
+        deadline: When an unanswered request ends (epoch ms).
+        reason: The Lead's text.
+
+    Raises:
+        TeamError: ``TEAM_INVALID_ARGUMENT`` / ``TEAM_MEMBER_NOT_FOUND`` (not an active
+            member, or gone already), ``TEAM_INVALID_TARGET`` (the Lead),
+            ``TEAM_SHUTDOWN_PENDING`` (a request is open or approved).
+    """
+    target_id, name = resolve_target(state, target)
+    if target_id == state.team_id:
+        raise TeamError("the Lead cannot shut itself down", TeamCode.INVALID_TARGET)
+    current = shutdowns.get(target_id)
+    if current is not None and current.phase in GONE:
+        raise TeamError(f'teammate "{name}" has shut down', TeamCode.MEMBER_NOT_FOUND, target=name)
+    if current is not None and current.phase in ("requested", "approved"):
+        raise TeamError(f'teammate "{name}" already has a shutdown {current.phase}', TeamCode.SHUTDOWN_PENDING)
+    record = ShutdownRecord(version=SHUTDOWN_VERSION, team_id=state.team_id, member_id=target_id,
+                            phase="requested", deadline=deadline, reason=reason)
+    return record, name
+
+
+def decide_answer(
+    shutdowns: Mapping[str, ShutdownRecord], team_id: str, member_id: str, *, approve: bool, reason: str,
+) -> ShutdownRecord:
+    """A teammate's answer to its open shutdown request (pure): the ``approved`` or ``declined`` record.
+
+    ``member_id`` is the answering member (the Team id for the Lead, which is never asked).
+
+    Raises:
+        TeamError: ``TEAM_NO_SHUTDOWN_REQUEST`` (none open for it).
+    """
+    current = shutdowns.get(member_id)
+    if member_id == team_id or current is None or current.phase != "requested":
+        raise TeamError("there is no open shutdown request for you", TeamCode.NO_SHUTDOWN_REQUEST)
+    return ShutdownRecord(version=SHUTDOWN_VERSION, team_id=team_id, member_id=member_id,
+                          phase="approved" if approve else "declined", reason=reason)
 
 
 class ShutdownBook(MemberRecords[ShutdownRecord]):
@@ -146,17 +193,11 @@ class Shutdowns:
         asked: list[tuple[str, str, int]] = []
 
         def decide(state: TeamState) -> Append:
-            target_id, name = resolve_target(state, target)
-            if target_id == journal.team_id:
-                raise TeamError("the Lead cannot shut itself down", TeamCode.INVALID_TARGET)
-            current = self.book.latest(journal.session).get(target_id)
-            if current is not None and current.phase in GONE:
-                raise TeamError(f'teammate "{name}" has shut down', TeamCode.MEMBER_NOT_FOUND, target=name)
-            if current is not None and current.phase in ("requested", "approved"):
-                raise TeamError(f'teammate "{name}" already has a shutdown {current.phase}', TeamCode.SHUTDOWN_PENDING)
             deadline = _now_ms() + self.timeout_ms
-            asked.append((target_id, name, deadline))
-            return self._append(journal, target_id, "requested", deadline=deadline, reason=text)
+            record, name = decide_shutdown(state, self.book.latest(journal.session), target, deadline=deadline,
+                                           reason=text)
+            asked.append((record.member_id, name, deadline))
+            return Append(TEAM_SHUTDOWN, record)
 
         await journal.transact(decide, what=f"the shutdown request to {target}")
         target_id, name, deadline = asked[0]
@@ -182,10 +223,8 @@ class Shutdowns:
         member_id = membership.member_id
 
         def decide(state: TeamState) -> Append:
-            current = self.book.latest(journal.session).get(member_id)
-            if membership.is_lead or current is None or current.phase != "requested":
-                raise TeamError("there is no open shutdown request for you", TeamCode.NO_SHUTDOWN_REQUEST)
-            return self._append(journal, member_id, "approved" if approve else "declined", reason=text)
+            return Append(TEAM_SHUTDOWN, decide_answer(self.book.latest(journal.session), journal.team_id, member_id,
+                                                       approve=approve, reason=text))
 
         await journal.transact(decide, what=f"{membership.name}'s shutdown answer")
         self._disarm(journal.team_id, member_id)
