@@ -18,6 +18,7 @@ from host_spec.events import SessionHeader
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
 from host_spec.host.store.postgres import PostgresStore
+from host_spec.host.store.postgres.schema import SCHEMA_VERSION
 
 from host_spec.host.store.postgres.work import UNKNOWN_OUTCOME, WorkDesk, member_key, worker_key
 from host_spec.testing import make_events
@@ -263,7 +264,7 @@ class TestLayout:
         finally:
             upgraded.close()
         with psycopg.connect(first.url) as conn:
-            assert conn.execute("SELECT max(version) FROM dsh_schema").fetchone() == (3,)
+            assert conn.execute("SELECT max(version) FROM dsh_schema").fetchone() == (SCHEMA_VERSION,)
 
 
 class TestRunHere:

@@ -16,6 +16,10 @@ starting together do not race on ``CREATE``):
 * ``dsh_leases``: who may write a session tree now (``holder``), until when
   (``expires_at``, the server's clock, so machines need not agree on time) and
   the fencing ``epoch`` every claim raises.
+* ``dsh_checkpoints`` (layout 4, :mod:`.checkpoints`): each session's newest
+  checkpoint of each name, a cache of a plugin's folds. It is created with the
+  other tables, under the schema lock, so reading a checkpoint never waits on a
+  lock of its own (a holder frozen mid-creation would stall every resume).
 
 A batch is stored by :data:`APPEND`, one statement in one round trip and one
 transaction: it takes the writer's lease row ``FOR SHARE`` (appends of one
@@ -45,7 +49,7 @@ CHANNEL: Final = "dsh_log"
 #: Advisory lock key held while the schema is created.
 SCHEMA_LOCK: Final = 0x64736801
 #: The layout this module writes; a database with a newer one is refused.
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 #: One batch, with ``{head}`` (:data:`MOVE_TAIL` or :data:`ADD_SESSION`) and ``{bodies}`` (rows ``t(body, n)``, ``n`` from 1).
 APPEND: Final = """
@@ -91,6 +95,13 @@ CREATE TABLE IF NOT EXISTS dsh_events (
 CREATE TABLE IF NOT EXISTS dsh_runs (
     session text COLLATE "C" PRIMARY KEY,
     settings bytea NOT NULL
+);
+CREATE TABLE IF NOT EXISTS dsh_checkpoints (
+    session text COLLATE "C" NOT NULL,
+    name text COLLATE "C" NOT NULL,
+    seq bigint NOT NULL,
+    payload bytea NOT NULL,
+    PRIMARY KEY (session, name)
 );
 CREATE TABLE IF NOT EXISTS dsh_leases (
     key text COLLATE "C" PRIMARY KEY,
