@@ -10,7 +10,15 @@ import msgspec
 import pytest
 
 from host_spec.events import SessionHeader
-from host_spec.testing import FaultyLog, FaultyStorage, MemoryStorage, StorageBackendContract, disk_full, make_events
+from host_spec.testing import (
+    CheckpointsContract,
+    FaultyLog,
+    FaultyStorage,
+    MemoryStorage,
+    StorageBackendContract,
+    disk_full,
+    make_events,
+)
 
 
 def opened(storage: FaultyStorage | None = None) -> tuple[FaultyStorage, FaultyLog]:
@@ -163,3 +171,22 @@ def test_the_conformance_suite_catches_a_broken_backend(mutant: type[FaultyStora
     medium = MemoryStorage()
     with pytest.raises(AssertionError):
         test(StorageBackendContract(), lambda: mutant(medium.reopen()))
+
+
+class _AnyName:
+    """A checkpoint store that takes any name (it would put ``../x`` into a file name)."""
+
+    def __init__(self) -> None:
+        self.saved: dict[tuple[str, str], tuple[int, bytes]] = {}
+
+    def save(self, session_id: str, name: str, seq: int, payload: bytes) -> None:
+        self.saved[(session_id, name)] = (seq, payload)
+
+    def load(self, session_id: str, name: str) -> tuple[int, bytes] | None:
+        return self.saved.get((session_id, name))
+
+
+def test_the_checkpoint_suite_catches_a_store_that_takes_any_name() -> None:
+    store = _AnyName()
+    with pytest.raises(AssertionError):
+        CheckpointsContract().test_a_bad_name_or_seq_is_refused_and_stores_nothing(lambda: store)

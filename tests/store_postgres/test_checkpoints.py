@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import psycopg
+import pytest
 from kit_postgres import shared_server
 
 from dsh_team.api import TeamServiceAPI
@@ -63,3 +65,25 @@ async def test_a_team_on_postgres_resumes_from_its_checkpoint() -> None:
         assert [task.subject for task in state.tasks.listed()] == ["task 0", "task 1"]
     finally:
         await host.close()
+
+
+def test_a_missing_table_or_a_held_lock_is_an_os_error_never_a_stall() -> None:
+    """A checkpoint call that cannot be answered gives up (the reader then folds the whole log)."""
+    url = shared_server().new_database()
+    store = PostgresStore(url, lease_seconds=30, retry_seconds=5)
+    try:
+        assert not store.exists("lead")  # the store's own connection made the tables
+        store.checkpoints.save("lead", NAME, 1, b"x")
+        with psycopg.connect(url, autocommit=True) as holder:
+            holder.execute("BEGIN")
+            holder.execute("LOCK TABLE dsh_checkpoints IN ACCESS EXCLUSIVE MODE")  # a holder frozen mid-write
+            with pytest.raises(OSError):
+                store.checkpoints.load("lead", NAME)
+            holder.execute("ROLLBACK")
+        assert store.checkpoints.load("lead", NAME) == (1, b"x")
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DROP TABLE dsh_checkpoints")
+        with pytest.raises(OSError, match="cannot be used"):
+            store.checkpoints.load("lead", NAME)
+    finally:
+        store.close()

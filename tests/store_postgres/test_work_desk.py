@@ -19,7 +19,6 @@ from host_spec.events import SessionHeader
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
 from host_spec.host.store.postgres import PostgresStore
-
 from host_spec.host.store.postgres.schema import SCHEMA_VERSION
 from host_spec.host.store.postgres.work import UNKNOWN_OUTCOME, WorkDesk, member_key, worker_key
 from host_spec.testing import make_events
@@ -325,6 +324,7 @@ class TestLayout:
             assert conn.execute("SELECT max(version) FROM dsh_schema").fetchone() == (SCHEMA_VERSION,)
             assert conn.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = 'dsh_leases' "
                                 "AND column_name IN ('held', 'capacity', 'last_holder')").fetchone() == (3,)
+            assert conn.execute("SELECT to_regclass('dsh_checkpoints') IS NOT NULL").fetchone() == (True,)
 
 
 class TestRunHere:

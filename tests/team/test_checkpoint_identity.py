@@ -40,7 +40,7 @@ from host_spec.host.store.session import Session
 from host_spec.testing import MemoryCheckpoints
 
 from team_builders import TEAM, event, raw_event, task
-from test_controls_fold import _RECORD as CONTROL_RECORD
+from test_controls_fold import RECORD as CONTROL_RECORD
 from test_controls_fold import KINDS as CONTROL_KINDS
 from test_team_fold_properties import MAIL, MEMBERS, OTHER, TASKS
 

@@ -126,7 +126,7 @@ def naive(records: list[Any]) -> tuple[bool, list[str], dict[str, str]]:
     return True, [r for r, is_open in runs.items() if is_open], plans
 
 
-_RECORD = st.one_of(
+RECORD = st.one_of(
     st.builds(lambda r, t: started(f"r{r}", f"task-{t}"), st.integers(0, 3), st.integers(0, 2)),
     st.builds(lambda r: finished(f"r{r}"), st.integers(0, 3)),
     st.builds(lambda a, m: plan(a, f"m{m}"), st.sampled_from(["required", "submitted", "approved", "rejected"]),
@@ -135,7 +135,7 @@ _RECORD = st.one_of(
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(_RECORD, max_size=12))
+@given(st.lists(RECORD, max_size=12))
 def test_the_fold_agrees_with_the_naive_model(records: list[Any]) -> None:
     valid, open_runs, plans = naive(records)
     state = fold(*records)

@@ -19,6 +19,10 @@ starting together do not race on ``CREATE``):
   claimed it last, kept after a release, so a process that lost its Team can
   name who took it) and ``held`` and ``capacity``, set only on a worker's
   presence lease: how many members it holds and may hold (:mod:`.work`, its room).
+* ``dsh_checkpoints`` (layout 4, :mod:`.checkpoints`): each session's newest
+  checkpoint of each name, a cache of a plugin's folds. It is created with the
+  other tables, under the schema lock, so reading a checkpoint never waits on a
+  lock of its own (a holder frozen mid-creation would stall every resume).
 
 A batch is stored by :data:`APPEND`, one statement in one round trip and one
 transaction: it takes the writer's lease row ``FOR SHARE`` (appends of one
@@ -94,6 +98,13 @@ CREATE TABLE IF NOT EXISTS dsh_events (
 CREATE TABLE IF NOT EXISTS dsh_runs (
     session text COLLATE "C" PRIMARY KEY,
     settings bytea NOT NULL
+);
+CREATE TABLE IF NOT EXISTS dsh_checkpoints (
+    session text COLLATE "C" NOT NULL,
+    name text COLLATE "C" NOT NULL,
+    seq bigint NOT NULL,
+    payload bytea NOT NULL,
+    PRIMARY KEY (session, name)
 );
 CREATE TABLE IF NOT EXISTS dsh_leases (
     key text COLLATE "C" PRIMARY KEY,

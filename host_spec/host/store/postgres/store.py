@@ -109,7 +109,7 @@ class PostgresStore:
         heartbeat = Link(url, retry_seconds=min(retry_seconds, lease_seconds / 3))
         self.leases = Leases(self.link, heartbeat, self.holder, lease_seconds)
         #: Checkpoints beside the logs (``host_spec.storage.CheckpointingBackend``), on a connection of their own.
-        self.checkpoints = PostgresCheckpoints(url, retry_seconds=retry_seconds)
+        self.checkpoints = PostgresCheckpoints(url, ready=self.check, retry_seconds=retry_seconds)
         self._roots: dict[str, str] = {}  # open session id -> lease key
 
     def __repr__(self) -> str:
