@@ -10,11 +10,12 @@ workspace and the work desk's table.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-from test_members_on_workers import Workers, _env, work_rows, workers  # noqa: F401 (the fixture)
+from test_members_on_workers import LEASE, Workers, work_rows, workers  # noqa: F401 (the fixture)
 
 from host_spec.host.store.postgres import PostgresStore
 
@@ -42,6 +43,13 @@ TEAM = {
 }  # fmt: skip
 
 
+def lead_env() -> dict[str, str]:
+    """The Lead's environment: no data dir or store of the caller's, the workers' lease time."""
+    env = {key: value for key, value in os.environ.items() if key not in ("DSH_DATA_DIR", "DSH_STORE")}
+    env["DSH_LEASE_SECONDS"] = LEASE
+    return env
+
+
 def test_a_reviewers_commands_on_a_worker_are_read_only(workers: Workers, tmp_path: Path) -> None:
     profile = tmp_path / "profile.toml"
     profile.write_text(PROFILE)
@@ -52,7 +60,7 @@ def test_a_reviewers_commands_on_a_worker_are_read_only(workers: Workers, tmp_pa
     ws.mkdir()
     lead = subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "run", "--store", workers.url,
                            "--profile", str(profile), "--model", f"scripted:{tmp_path / 'team.json'}",
-                           "--workspace", str(ws), "go"], cwd=tmp_path, env=_env(), capture_output=True, text=True,
+                           "--workspace", str(ws), "go"], cwd=tmp_path, env=lead_env(), capture_output=True, text=True,
                           timeout=120)  # fmt: skip
     assert lead.returncode == 0, lead.stderr[-2000:]
     assert (ws / "bob.txt").read_text() == "b\n" and not (ws / "rita.txt").exists()
