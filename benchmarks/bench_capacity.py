@@ -37,6 +37,8 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.bench_workers import wait_for_workers  # noqa: E402
+
 TEAMS = tuple(int(n) for n in os.environ.get("DSH_BENCH_TEAMS", "1,8,32").split(","))
 MEMBERS = 3  # teammates per Team
 COMMANDS = 3  # workspace commands per teammate
@@ -98,23 +100,6 @@ class Sampler:
         self.conn.close()
 
 
-def _wait_workers(url: str, count: int) -> None:
-    import psycopg
-
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with psycopg.connect(url) as conn:
-                row = conn.execute("SELECT count(*) FROM dsh_leases WHERE key LIKE 'worker:%' "
-                                   "AND holder IS NOT NULL AND expires_at > now()").fetchone()
-            if row and row[0] >= count:
-                return
-        except psycopg.errors.UndefinedTable:
-            pass  # no worker has created the tables yet
-        time.sleep(0.1)
-    raise RuntimeError(f"{count} workers did not come up")
-
-
 def run_teams(url: str, work: Path, teams: int) -> dict[str, Any]:
     """Start ``teams`` Leads at once with two workers; their wall time, exits, desk counts and peak connections."""
     import psycopg
@@ -127,7 +112,7 @@ def run_teams(url: str, work: Path, teams: int) -> dict[str, Any]:
                                 stderr=subprocess.DEVNULL) for _ in range(WORKERS)]  # fmt: skip
     failures: list[str] = []
     try:
-        _wait_workers(url, WORKERS)
+        wait_for_workers(url, WORKERS)
         with Sampler(url) as sampler:
             started = time.perf_counter()
             leads = []

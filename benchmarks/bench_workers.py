@@ -50,6 +50,24 @@ def _dsh(*args: str) -> list[str]:
     return [sys.executable, "-m", "host_spec.host.cli.main", *args]
 
 
+def wait_for_workers(url: str, count: int) -> None:
+    """Return once ``count`` workers hold their presence lease on the store at ``url`` (``RuntimeError`` after 60 s)."""
+    import psycopg
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with psycopg.connect(url) as conn:
+                row = conn.execute("SELECT count(*) FROM dsh_leases WHERE key LIKE 'worker:%' "
+                                   "AND holder IS NOT NULL AND expires_at > now()").fetchone()
+            if row and row[0] >= count:
+                return
+        except psycopg.errors.UndefinedTable:
+            pass  # no worker has created the tables yet
+        time.sleep(0.1)
+    raise RuntimeError(f"{count} workers did not come up")
+
+
 def _run_team(url: str, work: Path, members: int, commands: int, workers: int, per_worker: int) -> tuple[float, list[float]]:
     """Run one Team to quiescence; the members' work window (s) and every call's pickup latency (ms)."""
     import psycopg
@@ -65,19 +83,7 @@ def _run_team(url: str, work: Path, members: int, commands: int, workers: int, p
     procs = [subprocess.Popen(_dsh("worker", "--store", url, "--max-members", str(per_worker)), env=env, cwd=work,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(workers)]
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with psycopg.connect(url) as conn:
-                    row = conn.execute("SELECT count(*) FROM dsh_leases WHERE key LIKE 'worker:%' "
-                                       "AND holder IS NOT NULL AND expires_at > now()").fetchone()
-                if row and row[0] >= workers:
-                    break
-            except psycopg.errors.UndefinedTable:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the workers did not come up")
-            time.sleep(0.1)
+        wait_for_workers(url, workers)
         subprocess.run(_dsh("run", "--store", url, "--profile", str(profile), "--model", f"scripted:{script}",
                             "--workspace", str(workspace), "go"), env=env, cwd=work, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
