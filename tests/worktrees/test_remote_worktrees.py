@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from host_spec.host.worktrees.git import PUSHED, GitWorktrees
+from host_spec.host.worktrees.git import KEPT, PUSHED, GitWorktrees
 from host_spec.worktrees import RemoteWorktrees, WorktreeCode, WorktreeError, WorktreeSpot
 
 from wt_kit import git, make_repo
@@ -94,7 +94,8 @@ def test_receive_without_a_push_or_without_the_leads_worktree(tmp_path: Path) ->
     Path(spot.path, "work.txt").write_text("w\n")
     head = GIT.commit_all(spot, "w", author="m")
     GIT.push(spot, remote=str(lead))
-    GIT.remove(str(lead), lead_spot, force=True)  # no worktree and no branch on the Lead's side any more
+    git(lead, "worktree", "remove", "--force", lead_spot.path)  # no worktree and no branch on the Lead's side
+    git(lead, "branch", "-D", lead_spot.branch)
     assert GIT.receive(str(lead), lead_spot) == head
     assert git(lead, "rev-parse", lead_spot.branch) == head
 
@@ -153,21 +154,34 @@ def test_a_second_worker_starts_from_the_head_the_first_one_pushed(tmp_path: Pat
     assert Path(other.path, "work.txt").read_text() == "first worker\n"
 
 
-def test_a_local_branch_behind_the_lead_moves_and_one_ahead_is_kept(tmp_path: Path) -> None:
+def test_a_local_branch_behind_the_lead_moves_one_ahead_stays_and_one_apart_is_kept_aside(tmp_path: Path) -> None:
     lead, lead_spot, worker, spot = two_machines(tmp_path)
     old = git(worker, "rev-parse", "HEAD")
     git(worker, "branch", spot.branch, old)  # behind: the Lead's branch moves on below
     Path(lead_spot.path, "n.txt").write_text("n\n")
     moved = GIT.commit_all(lead_spot, "n", author="m")
+    assert moved is not None
     assert GIT.create_from(str(worker), spot, remote=str(lead)) == moved
+    Path(spot.path, "more.txt").write_text("more\n")
+    ahead = GIT.commit_all(spot, "more", author="m")
+    git(worker, "worktree", "remove", "--force", spot.path)
+    assert GIT.create_from(str(worker), spot, remote=str(lead)) == ahead  # ahead of the Lead's: its work stays
     GIT.remove(str(worker), spot, force=True)
-    git(worker, "branch", spot.branch, moved)
-    Path(worker, "ahead.txt").write_text("a\n")
+    Path(worker, "apart.txt").write_text("a\n")
     git(worker, "add", "-A")
-    git(worker, "commit", "-q", "-m", "ahead on main")
-    ahead = git(worker, "rev-parse", "HEAD")
-    git(worker, "branch", "-f", spot.branch, ahead)  # apart from the Lead's: its commits are kept
-    assert GIT.create_from(str(worker), spot, remote=str(lead)) == ahead
+    git(worker, "commit", "-q", "-m", "apart, on main")
+    apart = git(worker, "rev-parse", "HEAD")
+    git(worker, "branch", spot.branch, apart)  # a branch of that name from an earlier run
+    assert GIT.create_from(str(worker), spot, remote=str(lead)) == moved
+    assert git(worker, "rev-parse", f"{KEPT}{spot.branch}") == apart
+
+
+def test_removing_the_leads_worktree_drops_what_was_pushed_for_it(tmp_path: Path) -> None:
+    lead, lead_spot, worker, spot = two_machines(tmp_path)
+    GIT.create_from(str(worker), spot, remote=str(lead))
+    GIT.push(spot, remote=str(lead))
+    assert GIT.remove(str(lead), lead_spot)
+    assert git(lead, "for-each-ref", PUSHED) == ""
 
 
 def test_diverged_pushes_and_branches_are_refused(tmp_path: Path) -> None:

@@ -51,7 +51,7 @@ from host_spec.host.workspace.paths import Workspace
 from host_spec.host.store.postgres.notify import Listener
 from host_spec.host.store.postgres.work import WORK_CHANNEL, WorkDesk, member_key
 from host_spec.host.placement.wire import (
-    Asker, ModelWork, ToolDef, ToolWork, decode_model_answer, decode_tool_answer, encode,
+    Asker, ModelWork, ToolAnswer, ToolDef, ToolWork, decode_model_answer, decode_tool_answer, encode,
 )
 
 __all__ = ["Placement", "PlacedModel", "PLACED_TOOLS"]
@@ -160,6 +160,19 @@ class Placement:
         for type_, data in decoded.appends:
             agent.session.append(type_, data)
         return msgspec.convert(decoded.result, ToolResultMessage)
+
+    async def run_step(self, agent: Any, name: str, arguments: str) -> ToolAnswer | None:
+        """A host step in ``agent``'s checkout (not a model's tool call) run by its worker; ``None``: run it here.
+
+        Posted and recovered like a tool call: a worker that dies while running it
+        answers ``TOOL_OUTCOME_UNKNOWN`` (``lost``), never a second run.
+        """
+        if not await self.placed(agent):
+            return None
+        work = ToolWork(asker=self._asker(agent), seq=agent.session.durable_seq, call_id=f"step-{uuid.uuid4().hex}",
+                        name=name, arguments=arguments, turn=0, step=0)
+        answer = await self._run(agent, "tool", encode(work))
+        return None if answer is None else decode_tool_answer(answer)
 
     def _audits(self, agent: Any, name: str, arguments: bytes) -> dict[str, Any] | None:
         """The Team's write-scope verdict for the path a write names, judged here where the board is."""

@@ -45,7 +45,7 @@ from host_spec.worktrees import MergePlan, WorktreeCode, WorktreeError, Worktree
 from host_spec.host.redaction import redact_url
 from host_spec.host.workspace.shell import clean_environment
 
-__all__ = ["GitWorktrees", "FOLDER", "PUSHED", "FETCHED"]
+__all__ = ["GitWorktrees", "FOLDER", "PUSHED", "FETCHED", "KEPT"]
 
 log = structlog.get_logger(__name__)
 
@@ -56,6 +56,8 @@ _LEAD: Final = "dsh"
 PUSHED: Final = "refs/dsh-pushed/"
 #: Where a worker's checkout keeps what it fetched from the Lead's repository (``<FETCHED>heads/<branch>``, ...).
 FETCHED: Final = "refs/dsh-lead/"
+#: Where a worker's checkout keeps a branch of the member's name that was apart from the Lead's.
+KEPT: Final = "refs/dsh-kept/"
 _ZERO: Final = "0" * 40
 
 
@@ -194,6 +196,8 @@ class GitWorktrees:
         self._run(root, "worktree", "prune")
         if self._commit_of(root, f"refs/heads/{spot.branch}") is not None:
             self._ok(root, "branch", "-D", "--quiet", spot.branch)
+        if self._commit_of(root, f"{PUSHED}{spot.branch}") is not None:  # what a worker pushed for it goes too
+            self._ok(root, "update-ref", "-d", f"{PUSHED}{spot.branch}")
         log.info("worktree.removed", path=spot.path, branch=spot.branch, forced=force)
         return True
 
@@ -322,10 +326,13 @@ class GitWorktrees:
         if pushed in fetched and self._is_ancestor(root, base, fetched[pushed]):
             base = fetched[pushed]  # an earlier worker's push the Lead has not taken yet
         local = self._commit_of(root, branch)
-        if local is not None and local != base and self._is_ancestor(root, local, base):
-            self._ok(root, "update-ref", branch, base, local)  # behind the Lead's: fast-forward
-        elif local is not None and local != base:  # ahead or apart: the commits here are the member's work
-            log.warning("worktree.local_branch_kept", branch=spot.branch, local=local, lead=base)
+        if local is not None and local != base and not self._is_ancestor(root, base, local):
+            # Behind the Lead's (fast-forward), or apart from it (a branch of that name left by an
+            # earlier run): the Lead's branch is the member's; what was here is kept under KEPT.
+            if not self._is_ancestor(root, local, base):
+                self._ok(root, "update-ref", f"{KEPT}{spot.branch}", local)
+                log.warning("worktree.local_branch_replaced", branch=spot.branch, kept=local, lead=base)
+            self._ok(root, "update-ref", branch, base, local)
         self._run(root, "worktree", "prune")
         _make_parent(spot)
         if local is None:

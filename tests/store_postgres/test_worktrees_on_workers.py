@@ -1,0 +1,173 @@
+"""Worktree mode across machines: members on ``dsh worker`` processes, each with its own clone of the Lead's repository.
+
+Real parts throughout: a PostgreSQL server, a Lead process (``dsh run --store``)
+in its git repository, and worker processes (``dsh worker --store --workspace
+CLONE --lead-repo LEAD``) whose checkouts are separate ``git clone``\\ s of it.
+Two members edit the same line of the same file: one merges, the other meets
+``TEAM_MERGE_CONFLICT``, resolves git's markers in its worktree *on its worker*
+and completes again. Git (the Lead's repository and the clones) and the work desk
+(who ran each call) are the oracles.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from kit_postgres import shared_server
+
+from host_spec.host.store.postgres import PostgresStore
+
+from test_members_on_workers import Workers, _env, work_rows
+
+pytestmark = pytest.mark.timeout_s(240)
+
+
+def git(repo: Path | str, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"git {' '.join(args)}: {done.stderr}"
+    return done.stdout.strip()
+
+
+def member(name: str, task: str) -> list[dict[str, Any]]:
+    return [
+        {"text": "claim and edit", "tool_calls": [
+            {"name": "team_task_update", "arguments": {"task_id": task, "expected_revision": 1, "action": "claim"}},
+            {"name": "read_file", "arguments": {"path": "shared.txt"}},
+            {"name": "write_file", "arguments": {"path": "shared.txt", "content": f"{name}\n"}},
+            {"name": "write_file", "arguments": {"path": f"{name}.txt", "content": f"by {name}\n"}},
+            {"name": "team_task_update", "arguments": {"task_id": task, "expected_revision": 2,
+                                                       "action": "complete"}}]},
+        {"when": "main conflicts in", "text": "resolve the markers and complete again", "tool_calls": [
+            {"name": "read_file", "arguments": {"path": "shared.txt"}},
+            {"name": "write_file", "arguments": {"path": "shared.txt", "content": f"{name}\n"}},
+            {"name": "team_task_update", "arguments": {"task_id": task, "expected_revision": 2,
+                                                       "action": "complete"}}]},
+        {"text": "done"},
+    ]  # fmt: skip
+
+
+SCRIPT = {
+    "lead": [
+        {"text": "plan", "tool_calls": [
+            {"name": "team_task_create", "arguments": {"subject": "alice edits", "description": "d"}},
+            {"name": "team_task_create", "arguments": {"subject": "bob edits", "description": "d"}},
+            {"name": "spawn_teammate", "arguments": {"name": "alice", "description": "a", "prompt": "task-1"}},
+            {"name": "spawn_teammate", "arguments": {"name": "bob", "description": "b", "prompt": "task-2"}}]},
+        {"text": "waiting"},
+    ],
+    "alice": member("alice", "task-1"),
+    "bob": member("bob", "task-2"),
+}  # fmt: skip
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Workers]:
+    pool = Workers(shared_server().new_database(), tmp_path)
+    yield pool
+    pool.stop()
+
+
+def lead_repository(tmp_path: Path) -> Path:
+    lead = tmp_path / "lead"
+    lead.mkdir()
+    git(lead, "init", "-q", "-b", "main")
+    git(lead, "config", "user.name", "Test User")
+    git(lead, "config", "user.email", "test@example.invalid")
+    (lead / "shared.txt").write_text("base\n")
+    git(lead, "add", "-A")
+    git(lead, "commit", "-q", "-m", "initial")
+    return lead
+
+
+def run_lead(workers: Workers, tmp_path: Path, lead: Path) -> subprocess.CompletedProcess[str]:
+    profile = tmp_path / "teams-worktree.toml"
+    profile.write_text('extends = "agent-teams"\n\n[plugins.dsh-team]\nworkspace_mode = "worktree"\n')
+    script = tmp_path / "team.json"
+    script.write_text(json.dumps(SCRIPT))
+    return subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "run", "--store", workers.url,
+                           "--profile", str(profile), "--model", f"scripted:{script}", "--workspace", str(lead),
+                           "go"], cwd=tmp_path, env=_env(), text=True, capture_output=True, timeout=200)  # fmt: skip
+
+
+def member_ids(url: str) -> dict[str, str]:
+    """Member name -> session id, from the store (a member's recorded workspace is its worktree, named after it)."""
+    store = PostgresStore(url)
+    try:
+        return {Path(str(store.header(sid).cwd)).name: sid for sid in store.list_ids() if sid != "session-1"}
+    finally:
+        store.close()
+
+
+def worker_holders(url: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT holder FROM dsh_leases WHERE key LIKE 'worker:%' AND holder IS NOT NULL").fetchall()
+    return {str(holder) for (holder,) in rows}
+
+
+def tool_results(url: str, session_id: str) -> list[dict[str, Any]]:
+    store = PostgresStore(url)
+    try:
+        return [e.value() for e in store.read(session_id)[1] if e.type == "tool/result"]
+    finally:
+        store.close()
+
+
+def test_members_on_two_workers_merge_and_resolve_a_conflict_through_the_leads_repository(
+    workers: Workers, tmp_path: Path
+) -> None:
+    lead = lead_repository(tmp_path)
+    base = git(lead, "rev-parse", "main")
+    clones = [tmp_path / "clone-a", tmp_path / "clone-b"]
+    for clone in clones:
+        git(tmp_path, "clone", "-q", str(lead), str(clone))
+        workers.start("--workspace", str(clone), "--lead-repo", str(lead), "--max-members", "1")
+    workers.wait_present(2)
+
+    done = run_lead(workers, tmp_path, lead)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    # Every file and shell call of both members ran on a worker, none in the Lead's process.
+    ids = member_ids(workers.url)
+    assert set(ids) == {"alice", "bob"}
+    rows = [row for row in work_rows(workers.url) if row[0] in ids.values() and row[1] == "tool"]
+    assert all(state == "settled" and holder in worker_holders(workers.url) for _, _, state, holder in rows), rows
+    # Per member: 3 file calls, then the completion's steps (pending, commit); the loser's conflict adds the
+    # merge step, its resolution 2 file calls, and its second completion pending and commit again.
+    counts = sorted(sum(1 for row in rows if row[0] == sid) for sid in ids.values())
+    assert counts == [5, 10], rows
+    # One member per worker (--max-members 1): the two clones each ran one of them.
+    assert len({holder for _, _, _, holder in rows}) == 2
+    # The Lead's main holds both members' work, the loser's resolution, and a clean checkout.
+    assert (lead / "alice.txt").read_text() == "by alice\n" and (lead / "bob.txt").read_text() == "by bob\n"
+    authors = git(lead, "log", "--format=%an", f"{base}..main").splitlines()
+    assert {"alice (dsh)", "bob (dsh)"} <= set(authors)
+    merge = git(lead, "log", "--merges", "--format=%an|%s", f"{base}..main").splitlines()
+    assert len(merge) == 1 and "the Lead's branch merged in" in merge[0]
+    loser = merge[0].split(" (dsh)|")[0]
+    assert (lead / "shared.txt").read_text() == f"{loser}\n"
+    assert git(lead, "status", "--porcelain") == ""
+    conflict = [r for r in tool_results(workers.url, ids[loser]) if "TEAM_MERGE_CONFLICT" in json.dumps(r)]
+    assert len(conflict) == 1 and "shared.txt" in json.dumps(conflict[0])
+    # Each member worked in its own worktree of a worker's clone, on its branch; the loser's merge of main
+    # (the markers it edited away) happened there, and its head is what main points at now.
+    heads: dict[str, str] = {}
+    for clone in clones:
+        for name in ("alice", "bob"):
+            path = clone / ".git" / "dsh-worktrees" / "session-1" / name
+            if path.is_dir():
+                assert (path / f"{name}.txt").read_text() == f"by {name}\n"
+                assert git(path, "rev-parse", "--abbrev-ref", "HEAD") == f"dsh/session-1/{name}"
+                heads[name] = git(path, "rev-parse", "HEAD")
+        assert not (clone / "alice.txt").exists() and not (clone / "bob.txt").exists()  # never the clone's own files
+    assert set(heads) == {"alice", "bob"}
+    assert heads[loser] == git(lead, "rev-parse", "main")
+    # A clean end on the Lead's side: its worktrees, branches and pushed heads are gone.
+    assert git(lead, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert git(lead, "branch", "--list", "dsh/*") == "" and git(lead, "for-each-ref", "refs/dsh-pushed/") == ""
