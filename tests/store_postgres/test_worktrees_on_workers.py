@@ -171,3 +171,111 @@ def test_members_on_two_workers_merge_and_resolve_a_conflict_through_the_leads_r
     # A clean end on the Lead's side: its worktrees, branches and pushed heads are gone.
     assert git(lead, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert git(lead, "branch", "--list", "dsh/*") == "" and git(lead, "for-each-ref", "refs/dsh-pushed/") == ""
+
+
+def one_member_script(tmp_path: Path) -> Path:
+    """A Lead with one task for ``dana``, who writes a file and completes; told its worker died, it completes again."""
+    script = tmp_path / "one.json"
+    script.write_text(json.dumps({
+        "lead": [
+            {"text": "plan", "tool_calls": [
+                {"name": "team_task_create", "arguments": {"subject": "dana's task", "description": "d"}},
+                {"name": "spawn_teammate", "arguments": {"name": "dana", "description": "d", "prompt": "task-1"}}]},
+            {"text": "waiting"},
+        ],
+        "dana": [
+            {"text": "work", "tool_calls": [
+                {"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 1,
+                                                           "action": "claim"}},
+                {"name": "write_file", "arguments": {"path": "dana.txt", "content": "by dana\n"}},
+                {"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 2,
+                                                           "action": "complete"}}]},
+            {"when": "stopped before it answered", "text": "again", "tool_calls": [
+                {"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 2,
+                                                           "action": "complete"}}]},
+            {"text": "done"},
+        ],
+    }))  # fmt: skip
+    return script
+
+
+def run_one(workers: Workers, tmp_path: Path, lead: Path) -> subprocess.CompletedProcess[str]:
+    profile = tmp_path / "teams-worktree.toml"
+    profile.write_text('extends = "agent-teams"\n\n[plugins.dsh-team]\nworkspace_mode = "worktree"\n')
+    return subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "run", "--store", workers.url,
+                           "--profile", str(profile), "--model", f"scripted:{one_member_script(tmp_path)}",
+                           "--workspace", str(lead), "go"], cwd=tmp_path, env=_env(), text=True,
+                          capture_output=True, timeout=200)  # fmt: skip
+
+
+#: A hook of the Lead's repository: SIGKILL the ``dsh worker`` whose push just landed (once), before it answers.
+KILL_THE_PUSHER = f"""#!{sys.executable}
+import os, signal, sys
+marker = os.path.join(os.environ.get("GIT_DIR", "."), "killed-a-worker")
+if os.path.exists(marker):
+    sys.exit(0)
+pid = os.getppid()
+while pid > 1:
+    with open(f"/proc/{{pid}}/cmdline", "rb") as f:
+        argv = f.read().split(b"\\0")
+    if b"host_spec.host.cli.main" in argv and b"worker" in argv:
+        open(marker, "w").close()
+        os.kill(pid, signal.SIGKILL)
+        break
+    with open(f"/proc/{{pid}}/stat") as f:
+        pid = int(f.read().rsplit(")", 1)[1].split()[1])
+"""
+
+
+def test_a_worker_killed_right_after_its_push_is_replaced_and_the_merge_happens_once(
+    workers: Workers, tmp_path: Path
+) -> None:
+    lead = lead_repository(tmp_path)
+    base = git(lead, "rev-parse", "main")
+    hook = lead / ".git" / "hooks" / "post-receive"
+    hook.write_text(KILL_THE_PUSHER)
+    hook.chmod(0o755)
+    clones = [tmp_path / "clone-a", tmp_path / "clone-b"]
+    for clone in clones:
+        git(tmp_path, "clone", "-q", str(lead), str(clone))
+        workers.start("--workspace", str(clone), "--lead-repo", str(lead), "--max-members", "1")
+    workers.wait_present(2)
+
+    done = run_one(workers, tmp_path, lead)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    # One worker died mid-step (its push had landed); the other took the member over from the pushed head.
+    assert sorted(proc.poll() or 0 for proc in workers.procs) == [-9, 0]
+    (dana,) = member_ids(workers.url).values()
+    texts = [json.dumps(r) for r in tool_results(workers.url, dana)]
+    blocked = [t for t in texts if "TEAM_MERGE_BLOCKED" in t]
+    assert len(blocked) == 1 and "stopped before it answered the commit step" in blocked[0]
+    # The member's commit is on main exactly once, its file in the Lead's clean checkout.
+    assert git(lead, "log", "--format=%an", f"{base}..main").splitlines() == ["dana (dsh)"]
+    assert (lead / "dana.txt").read_text() == "by dana\n" and git(lead, "status", "--porcelain") == ""
+    survivor = clones[[proc.poll() for proc in workers.procs].index(None)]
+    path = survivor / ".git" / "dsh-worktrees" / "session-1" / "dana"
+    assert git(path, "rev-parse", "HEAD") == git(lead, "rev-parse", "main")
+
+
+def test_a_worker_on_the_leads_machine_leaves_the_worktree_steps_to_the_lead(workers: Workers, tmp_path: Path) -> None:
+    lead = lead_repository(tmp_path)
+    workers.start()  # no --workspace: it acts in the paths the members' sessions record
+    workers.wait_present(1)
+
+    done = run_one(workers, tmp_path, lead)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    (dana,) = member_ids(workers.url).values()
+    rows = [row for row in work_rows(workers.url) if row[0] == dana and row[1] == "tool"]
+    assert len(rows) == 3  # its write, then the steps pending and commit, each answered "do it yourself"
+    assert (lead / "dana.txt").read_text() == "by dana\n"
+    assert git(lead, "log", "-1", "--format=%an", "main") == "dana (dsh)"
+    assert git(lead, "for-each-ref", "refs/dsh-pushed/") == ""  # nothing was pushed: one repository
+
+
+def test_a_lead_repo_that_reads_as_an_option_is_refused(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "worker", "--store",
+                             "postgresql:///x?host=/nowhere", "--lead-repo=--upload-pack=x"], cwd=tmp_path,
+                            env=_env(), text=True, capture_output=True, timeout=60)  # fmt: skip
+    assert result.returncode == 2 and "CLI_USAGE" in result.stderr and "--lead-repo" in result.stderr
