@@ -173,8 +173,8 @@ def test_members_on_two_workers_merge_and_resolve_a_conflict_through_the_leads_r
     assert git(lead, "branch", "--list", "dsh/*") == "" and git(lead, "for-each-ref", "refs/dsh-pushed/") == ""
 
 
-def one_member_script(tmp_path: Path) -> Path:
-    """A Lead with one task for ``dana``, who writes a file and completes; told its worker died, it completes again."""
+def one_member_script(tmp_path: Path, when: str = "stopped before it answered") -> Path:
+    """A Lead with one task for ``dana``, who writes a file and completes; told ``when``, it completes again."""
     script = tmp_path / "one.json"
     script.write_text(json.dumps({
         "lead": [
@@ -190,7 +190,7 @@ def one_member_script(tmp_path: Path) -> Path:
                 {"name": "write_file", "arguments": {"path": "dana.txt", "content": "by dana\n"}},
                 {"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 2,
                                                            "action": "complete"}}]},
-            {"when": "stopped before it answered", "text": "again", "tool_calls": [
+            {"when": when, "text": "again", "tool_calls": [
                 {"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 2,
                                                            "action": "complete"}}]},
             {"text": "done"},
