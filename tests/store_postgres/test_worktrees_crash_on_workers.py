@@ -45,7 +45,8 @@ def wait_for(workers: Workers, text: str, seconds: float = 150) -> None:
         if any(text in workers.stderr(i) for i in range(len(workers.procs))):
             return
         time.sleep(0.2)
-    raise AssertionError(f"no worker said {text!r}: " + " | ".join(workers.stderr(i) for i in range(len(workers.procs))))
+    said = " | ".join(workers.stderr(i) for i in range(len(workers.procs)))
+    raise AssertionError(f"no worker said {text!r}: {said}")
 
 
 @pytest.mark.parametrize("point", POINTS)
@@ -61,8 +62,8 @@ def test_a_lead_killed_while_merging_a_remote_members_work_merges_it_exactly_onc
     profile = tmp_path / "teams-worktree.toml"
     profile.write_text('extends = "agent-teams"\n\n[plugins.dsh-team]\nworkspace_mode = "worktree"\n')
 
-    killed = subprocess.run([sys.executable, str(DRIVER), workers.url, str(lead), str(one_member_script(tmp_path, "restart")),
-                             str(profile), point], cwd=tmp_path, env=_env(), capture_output=True, text=True,
+    script = one_member_script(tmp_path, "restart")
+    killed = subprocess.run([sys.executable, str(DRIVER), workers.url, str(lead), str(script), str(profile), point], cwd=tmp_path, env=_env(), capture_output=True, text=True,
                             timeout=150)  # fmt: skip
     assert killed.returncode == -9, killed.stderr[-3000:]
     pushed = git(lead, "for-each-ref", "--format=%(objectname)", "refs/dsh-pushed/")

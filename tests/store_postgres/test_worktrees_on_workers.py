@@ -279,3 +279,34 @@ def test_a_lead_repo_that_reads_as_an_option_is_refused(tmp_path: Path) -> None:
                              "postgresql:///x?host=/nowhere", "--lead-repo=--upload-pack=x"], cwd=tmp_path,
                             env=_env(), text=True, capture_output=True, timeout=60)  # fmt: skip
     assert result.returncode == 2 and "CLI_USAGE" in result.stderr and "--lead-repo" in result.stderr
+
+
+def test_a_remote_members_task_checks_run_on_its_worker_against_its_current_files(
+    workers: Workers, tmp_path: Path
+) -> None:
+    """The check needs dana's uncommitted file: it can only pass in dana's worktree on the worker."""
+    lead = lead_repository(tmp_path)
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(lead), str(clone))
+    workers.start("--workspace", str(clone), "--lead-repo", str(lead))
+    workers.wait_present(1)
+    profile = tmp_path / "checked.toml"
+    profile.write_text('extends = "agent-teams"\n\n[plugins.dsh-team]\nworkspace_mode = "worktree"\n\n'
+                       "[plugins.dsh-team.checks]\nmine = \"grep -q 'by dana' dana.txt && pwd > where.txt\"\n")
+    script = one_member_script(tmp_path)
+    team = json.loads(script.read_text())
+    team["lead"][0]["tool_calls"][0]["arguments"]["checks"] = ["mine"]
+    script.write_text(json.dumps(team))
+    done = subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "run", "--store", workers.url,
+                           "--profile", str(profile), "--model", f"scripted:{script}", "--workspace", str(lead),
+                           "go"], cwd=tmp_path, env=_env(), text=True, capture_output=True, timeout=200)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    (dana,) = member_ids(workers.url).values()
+    assert not [r for r in tool_results(workers.url, dana) if "TEAM_TASK_CHECK_FAILED" in json.dumps(r)]
+    rows = [row for row in work_rows(workers.url) if row[0] == dana and row[1] == "tool"]
+    assert len(rows) == 4  # its write, then the check, pending and commit steps, all on the worker
+    # The check ran in dana's worktree of the worker's clone (what it wrote there was committed with its work).
+    worktree = (clone / ".git" / "dsh-worktrees" / "session-1" / "dana").resolve()
+    assert (lead / "where.txt").read_text().strip() == str(worktree)
+    assert (lead / "dana.txt").read_text() == "by dana\n"

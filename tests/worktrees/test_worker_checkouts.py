@@ -11,9 +11,12 @@ from pathlib import Path
 
 import msgspec
 
+from host_spec.host.app import Host
+from host_spec.host.models.scripted import ScriptedModel
 from host_spec.host.placement.checkouts import WorkerCheckouts
 from host_spec.host.placement.wire import WorktreeOp
 from host_spec.host.worktrees.git import PUSHED, GitWorktrees
+from host_spec.lifetime import AbortSignal
 
 from wt_kit import git, make_repo
 
@@ -85,3 +88,28 @@ def test_failures_are_answers_with_their_code(tmp_path: Path) -> None:
     missing = step(checkouts, "pending", recorded.replace("/m", "/nobody"))
     assert missing["error"]["code"] == "WORKTREE_UNAVAILABLE"  # type: ignore[index]
     assert "--lead-repo" in missing["error"]["message"]  # type: ignore[index]
+
+
+async def test_a_check_runs_in_the_members_worktree_here_through_the_hosts_runner(tmp_path: Path) -> None:
+    _, recorded, clone, checkouts = setup(tmp_path)
+    host = await Host.open(None, "headless", ScriptedModel.from_mapping({}))
+    bare = await Host.open(None, None, ScriptedModel.from_mapping({}))  # no workspace plugin: no runner
+    try:
+        check = msgspec.json.encode(WorktreeOp(op="check", path=recorded, command="pwd; exit 3",
+                                               timeout_ms=20_000, author="m")).decode()
+        answer = await checkouts.answer(host, check, AbortSignal())
+        outcome = answer["outcome"]
+        assert outcome["exit_code"] == 3  # type: ignore[index]
+        worktree = clone.resolve() / ".git" / "dsh-worktrees" / "session-1" / "m"
+        assert outcome["output"].strip() == str(worktree)  # type: ignore[index]
+        assert await checkouts.answer(bare, check, AbortSignal()) == {"local": True}
+        pending = msgspec.json.encode(WorktreeOp(op="pending", path=recorded)).decode()
+        assert await checkouts.answer(host, pending, AbortSignal()) == {"pending": None}
+        assert (await checkouts.answer(host, "{not json", AbortSignal()))["error"]
+        wrong = WorkerCheckouts(str(tmp_path / "clone"), str(tmp_path / "no-such-repo"))
+        lost = recorded.replace("/m", "/other")
+        failed = await wrong.answer(host, check.replace(recorded, lost), AbortSignal())
+        assert failed["error"]["code"] == "WORKTREE_GIT_FAILED"  # type: ignore[index]
+    finally:
+        await bare.close()
+        await host.close()

@@ -2,7 +2,8 @@
 
 ::
 
-    dsh worker --store postgresql://user@db-host/dsh [--workspace DIR [--lead-repo URL]] [--max-members N] [--max-teams N]
+    dsh worker --store postgresql://user@db-host/dsh [--workspace DIR [--lead-repo URL]]
+               [--max-members N] [--max-teams N]
 
 A worker does two jobs. It runs *members*: while it is alive, the Lead processes
 on the store hand their members' model calls and workspace tool calls to workers

@@ -8,8 +8,9 @@ remote's name, ``origin`` by default) it runs the member in the same place of it
 own clone instead, made on the member's branch from the Lead's repository the
 first time the member's calls come here (:meth:`WorkerCheckouts.cwd_for`).
 
-The Lead asks for the git steps of a completion as :data:`~.wire.WORKTREE_OP`
-calls (:meth:`WorkerCheckouts.run`): which files still hold conflict markers;
+The Lead asks for the steps of a completion as :data:`~.wire.WORKTREE_OP`
+calls (:meth:`WorkerCheckouts.answer`): the task's checks, run in the member's
+worktree here (:mod:`.commands`); which files still hold conflict markers;
 commit and push the member's head to the Lead's repository (``refs/dsh-pushed/``),
 where the Lead's side takes it before it merges; and, on a conflict, merge the
 Lead's branch into this worktree, so the member resolves the markers here. Each
@@ -22,11 +23,14 @@ step itself.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import msgspec
 import structlog
 
+from host_spec.lifetime import AbortSignal
+from host_spec.workspace import CommandRunner, WorkspaceError
 from host_spec.worktrees import WorktreeError
 
 from host_spec.host.placement.wire import WorktreeOp
@@ -68,6 +72,30 @@ class WorkerCheckouts:
             return self.workspace  # a shared-mode member: the checkout itself
         self.git.create_from(self.workspace, spot, remote=self.lead_repo)
         return spot.path
+
+    async def answer(self, host: Any, arguments: str, signal: AbortSignal) -> dict[str, Any]:
+        """Answer one step: a ``check`` runs the command in the member's worktree here, the rest is :meth:`run`.
+
+        The check runs through ``host``'s :class:`~host_spec.workspace.CommandRunner`
+        (the ``bash`` tool's rules and the member's sandbox policy); ``signal`` (the
+        Lead withdrew the step) kills it.
+        """
+        try:
+            op = _op.decode(arguments)
+        except msgspec.DecodeError:
+            op = None
+        if op is None or op.op != "check":
+            return await asyncio.to_thread(self.run, arguments)
+        runner = host.find_service(CommandRunner)
+        if runner is None:
+            return {"local": True}
+        try:
+            cwd = await asyncio.to_thread(self.cwd_for, op.path) or op.path
+            outcome = await runner.run_command(cwd, op.command, timeout_ms=op.timeout_ms, signal=signal,
+                                               member=op.author or None)
+        except (WorktreeError, WorkspaceError) as exc:
+            return {"error": {"code": exc.code, "message": exc.message}}
+        return {"outcome": msgspec.to_builtins(outcome)}
 
     def run(self, arguments: str) -> dict[str, Any]:
         """Run one :class:`~.wire.WorktreeOp` (JSON) in the member's worktree here; its answer (blocks)."""

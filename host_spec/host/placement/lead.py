@@ -43,13 +43,14 @@ import structlog
 
 from host_spec.errors import DshError, ModelError, SessionFencedError, SessionLockedError
 from host_spec.messages import ToolResultMessage
-from host_spec.workspace import WriteAuditor
+from host_spec.workspace import CommandRunner, WriteAuditor
 
 from host_spec.host.agents.loop import race
 from host_spec.host.agents.tools import error_result, schema
 from host_spec.host.workspace.paths import Workspace
 from host_spec.host.store.postgres.notify import Listener
 from host_spec.host.store.postgres.work import WORK_CHANNEL, WorkDesk, member_key
+from host_spec.host.placement.commands import PlacedCommands
 from host_spec.host.placement.wire import (
     Asker, ModelWork, ToolAnswer, ToolDef, ToolWork, decode_model_answer, decode_tool_answer, encode,
 )
@@ -160,6 +161,10 @@ class Placement:
         for type_, data in decoded.appends:
             agent.session.append(type_, data)
         return msgspec.convert(decoded.result, ToolResultMessage)
+
+    def commands(self, local: CommandRunner) -> CommandRunner:
+        """``local`` with a placed member's checks run on its worker, in its worktree there (:mod:`.commands`)."""
+        return PlacedCommands(self, local)
 
     async def run_step(self, agent: Any, name: str, arguments: str) -> ToolAnswer | None:
         """A host step in ``agent``'s checkout (not a model's tool call) run by its worker; ``None``: run it here.

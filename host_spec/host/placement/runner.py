@@ -257,7 +257,8 @@ class MemberRunner:
         if held.session is None:
             header = await asyncio.to_thread(self.store.header, member)
             if self.workspace is not None:
-                header = msgspec.structs.replace(header, cwd=await asyncio.to_thread(self.checkouts.cwd_for, header.cwd))
+                here = await asyncio.to_thread(self.checkouts.cwd_for, header.cwd)  # a worktree member's own
+                header = msgspec.structs.replace(header, cwd=here)
             held.session = StandInSession(header)
         session = held.session
         if len(session.stored) < seq:
@@ -283,8 +284,8 @@ class MemberRunner:
             return ModelAnswer(failure=Failure(exc.code, exc.message))
 
     async def _tool(self, host: Any, held: _Held, member: str, work: ToolWork, signal: AbortSignal) -> ToolAnswer:
-        if work.name == WORKTREE_OP:  # a completion's git step, asked by the Lead (never offered to a model)
-            return ToolAnswer(result=await asyncio.to_thread(self.checkouts.run, work.arguments))
+        if work.name == WORKTREE_OP:  # a completion's step, asked by the Lead (never offered to a model)
+            return ToolAnswer(result=await self.checkouts.answer(host, work.arguments, signal))
         agent = await self._stand_in(host, held, member, work.asker, work.seq)
         collected = collecting()
         judging(work.audits)

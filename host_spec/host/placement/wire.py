@@ -26,7 +26,8 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["WORKTREE_OP", "WorktreeOp", "Asker", "ToolDef", "ModelWork", "ToolWork", "ModelAnswer", "ToolAnswer", "Failure",
+__all__ = ["WORKTREE_OP", "WorktreeOp",
+           "Asker", "ToolDef", "ModelWork", "ToolWork", "ModelAnswer", "ToolAnswer", "Failure",
            "encode", "decode_model_work", "decode_tool_work", "decode_model_answer", "decode_tool_answer"]
 
 
@@ -39,8 +40,10 @@ class WorktreeOp(msgspec.Struct, frozen=True, omit_defaults=True):
 
     Attributes:
         op: ``pending`` (paths still holding conflict markers), ``commit`` (commit
-            everything and push the head to the Lead's repository) or ``merge``
-            (merge the Lead's ``target`` branch into the worktree).
+            everything and push the head to the Lead's repository), ``merge``
+            (merge the Lead's ``target`` branch into the worktree) or ``check`` (run
+            a task's check ``command`` there, as the member ``author``, for at most
+            ``timeout_ms``).
         path: The member's worktree in the Lead's repository (its header's ``cwd``).
     """
 
@@ -49,6 +52,8 @@ class WorktreeOp(msgspec.Struct, frozen=True, omit_defaults=True):
     message: str = ""
     author: str = ""
     target: str = ""
+    command: str = ""
+    timeout_ms: int = 0
 
 
 class Asker(msgspec.Struct, frozen=True):

@@ -135,5 +135,5 @@ class _Provider:
 
 
 def placed_worktrees_plugin() -> object:
-    """The plugin a Lead's host on a shared store loads before the profile's (its ``workspace`` plugin then keeps it)."""
+    """The plugin a Lead's host on a shared store loads before the profile's (``workspace`` then keeps its service)."""
     return _Provider()

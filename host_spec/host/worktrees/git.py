@@ -291,8 +291,8 @@ class GitWorktrees:
     def _remote_ok(self, cwd: str, *args: str) -> str:
         result = self._run(cwd, *args, remote=True)
         if result.code != 0:
-            raise WorktreeError(redact_url(f"git {args[0]} from the Lead's repository failed: {result.err or result.out}"),
-                                code=WorktreeCode.GIT_FAILED)
+            text = f"git {args[0]} from the Lead's repository failed: {result.err or result.out}"
+            raise WorktreeError(redact_url(text), code=WorktreeCode.GIT_FAILED)
         return result.out
 
     def mirror(self, root: str, lead_path: str) -> WorktreeSpot | None:
