@@ -28,6 +28,10 @@ from test_members_on_workers import Workers, _env, work_rows
 
 pytestmark = pytest.mark.timeout_s(240)
 
+#: Lease seconds: short enough that a dead worker's member is taken back soon, long enough that a Lead
+#: process slowed down by a busy machine keeps its Team (the members-on-workers suite's 2 s is tight here).
+LEASE = "5"
+
 
 def git(repo: Path | str, *args: str) -> str:
     done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=False)
@@ -69,7 +73,7 @@ SCRIPT = {
 
 @pytest.fixture
 def workers(tmp_path: Path) -> Iterator[Workers]:
-    pool = Workers(shared_server().new_database(), tmp_path)
+    pool = Workers(shared_server().new_database(), tmp_path, lease=LEASE)
     yield pool
     pool.stop()
 
@@ -93,7 +97,7 @@ def run_lead(workers: Workers, tmp_path: Path, lead: Path) -> subprocess.Complet
     script.write_text(json.dumps(SCRIPT))
     return subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "run", "--store", workers.url,
                            "--profile", str(profile), "--model", f"scripted:{script}", "--workspace", str(lead),
-                           "go"], cwd=tmp_path, env=_env(), text=True, capture_output=True, timeout=200)  # fmt: skip
+                           "go"], cwd=tmp_path, env=_env(LEASE), text=True, capture_output=True, timeout=200)  # fmt: skip
 
 
 def member_ids(url: str) -> dict[str, str]:
@@ -204,7 +208,7 @@ def run_one(workers: Workers, tmp_path: Path, lead: Path) -> subprocess.Complete
     profile.write_text('extends = "agent-teams"\n\n[plugins.dsh-team]\nworkspace_mode = "worktree"\n')
     return subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "run", "--store", workers.url,
                            "--profile", str(profile), "--model", f"scripted:{one_member_script(tmp_path)}",
-                           "--workspace", str(lead), "go"], cwd=tmp_path, env=_env(), text=True,
+                           "--workspace", str(lead), "go"], cwd=tmp_path, env=_env(LEASE), text=True,
                           capture_output=True, timeout=200)  # fmt: skip
 
 
@@ -277,7 +281,7 @@ def test_a_worker_on_the_leads_machine_leaves_the_worktree_steps_to_the_lead(wor
 def test_a_lead_repo_that_reads_as_an_option_is_refused(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "worker", "--store",
                              "postgresql:///x?host=/nowhere", "--lead-repo=--upload-pack=x"], cwd=tmp_path,
-                            env=_env(), text=True, capture_output=True, timeout=60)  # fmt: skip
+                            env=_env(LEASE), text=True, capture_output=True, timeout=60)  # fmt: skip
     assert result.returncode == 2 and "CLI_USAGE" in result.stderr and "--lead-repo" in result.stderr
 
 
@@ -299,7 +303,7 @@ def test_a_remote_members_task_checks_run_on_its_worker_against_its_current_file
     script.write_text(json.dumps(team))
     done = subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "run", "--store", workers.url,
                            "--profile", str(profile), "--model", f"scripted:{script}", "--workspace", str(lead),
-                           "go"], cwd=tmp_path, env=_env(), text=True, capture_output=True, timeout=200)  # fmt: skip
+                           "go"], cwd=tmp_path, env=_env(LEASE), text=True, capture_output=True, timeout=200)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
 
     (dana,) = member_ids(workers.url).values()
