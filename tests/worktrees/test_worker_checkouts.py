@@ -13,7 +13,7 @@ import msgspec
 
 from host_spec.host.app import Host
 from host_spec.host.models.scripted import ScriptedModel
-from host_spec.host.placement.checkouts import WorkerCheckouts
+from host_spec.host.placement.checkouts import DEFAULT_LEAD_REPO, WorkerCheckouts
 from host_spec.host.placement.wire import WorktreeOp
 from host_spec.host.worktrees.git import PUSHED, GitWorktrees
 from host_spec.lifetime import AbortSignal
@@ -43,6 +43,11 @@ def test_a_worktree_member_works_in_its_own_worktree_of_the_clone(tmp_path: Path
     assert git(here, "rev-parse", "--abbrev-ref", "HEAD") == "dsh/session-1/m"
     assert checkouts.cwd_for(str(lead)) == str(clone)  # a shared-mode member: the clone itself
     assert checkouts.cwd_for(None) == str(clone)
+    second = GIT.place(str(lead), team="session-1", member="m2")
+    GIT.create(str(lead), second)
+    by_origin = WorkerCheckouts(str(clone), DEFAULT_LEAD_REPO)  # the clone's origin: the Lead's repository
+    there = by_origin.cwd_for(second.path)
+    assert there is not None and git(there, "rev-parse", "--abbrev-ref", "HEAD") == "dsh/session-1/m2"
 
 
 def test_without_a_workspace_everything_stays_where_it_is_recorded(tmp_path: Path) -> None:

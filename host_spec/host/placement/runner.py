@@ -45,7 +45,7 @@ from host_spec.host.models.adapter import ModelRequest
 from host_spec.host.store.postgres.link import Link
 from host_spec.host.store.postgres.notify import Listener
 from host_spec.host.store.postgres.work import WORK_CHANNEL, Taken, WorkDesk, member_key, worker_key
-from host_spec.host.placement.checkouts import WorkerCheckouts
+from host_spec.host.placement.checkouts import DEFAULT_LEAD_REPO, WorkerCheckouts
 from host_spec.host.placement.stand_in import Audits, StandIn, StandInSession, collecting, judging
 from host_spec.host.placement.wire import (
     WORKTREE_OP, Failure, ModelAnswer, ModelWork, ToolAnswer, ToolWork, decode_model_work, decode_tool_work, encode,
@@ -109,7 +109,8 @@ class MemberRunner:
         self.answers = WorkDesk(store)
         self.max_members = max_members
         self.workspace = workspace
-        self.checkouts = checkouts or WorkerCheckouts(None if workspace is None else str(workspace), "origin")
+        self.checkouts = checkouts or WorkerCheckouts(
+            None if workspace is None else str(workspace), DEFAULT_LEAD_REPO)
         self.linger_seconds = linger_seconds
         self._open_host = open_host
         self._say = say or (lambda text: None)
