@@ -104,7 +104,8 @@ def member_ids(url: str) -> dict[str, str]:
     """Member name -> session id, from the store (a member's recorded workspace is its worktree, named after it)."""
     store = PostgresStore(url)
     try:
-        return {Path(str(store.header(sid).cwd)).name: sid for sid in store.list_ids() if sid != "session-1"}
+        headers = [store.header(sid) for sid in store.list_ids()]
+        return {Path(str(h.cwd)).name: h.id for h in headers if h.parent_session is not None}
     finally:
         store.close()
 
@@ -262,13 +263,17 @@ def test_a_worker_killed_right_after_its_push_is_replaced_and_the_merge_happens_
     assert git(path, "rev-parse", "HEAD") == git(lead, "rev-parse", "main")
 
 
-def test_a_worker_on_the_leads_machine_leaves_the_worktree_steps_to_the_lead(workers: Workers, tmp_path: Path) -> None:
+async def test_a_worker_on_the_leads_machine_leaves_the_worktree_steps_to_the_lead(
+    workers: Workers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DSH_LEASE_SECONDS", LEASE)
     lead = lead_repository(tmp_path)
     workers.start()  # no --workspace: it acts in the paths the members' sessions record
     workers.wait_present(1)
+    profile = tmp_path / "teams-worktree.toml"
+    profile.write_text('extends = "agent-teams"\n\n[plugins.dsh-team]\nworkspace_mode = "worktree"\n')
 
-    done = run_one(workers, tmp_path, lead)
-    assert done.returncode == 0, done.stderr[-3000:]
+    await lead_in_process(workers.url, lead, profile, one_member_script(tmp_path))  # the Lead's side measured
 
     (dana,) = member_ids(workers.url).values()
     rows = [row for row in work_rows(workers.url) if row[0] == dana and row[1] == "tool"]
@@ -314,3 +319,64 @@ def test_a_remote_members_task_checks_run_on_its_worker_against_its_current_file
     worktree = (clone / ".git" / "dsh-worktrees" / "session-1" / "dana").resolve()
     assert (lead / "where.txt").read_text().strip() == str(worktree)
     assert (lead / "dana.txt").read_text() == "by dana\n"
+
+
+async def lead_in_process(url: str, lead: Path, profile: Path, script: Path) -> None:
+    """The Lead's run in this process (so its side of the steps is measured), its members on the workers."""
+    from host_spec.host.app import Host
+    from host_spec.host.cli.run_commands import claim_root
+    from host_spec.host.cli.run_settings import RunSettings, encode_settings
+
+    model = f"scripted:{script}"
+    host = await Host.open(url, str(profile), model)
+    try:
+        session = await claim_root(host, str(lead))
+        host.store.put_run(session.id, encode_settings(RunSettings(str(profile), model)))  # the workers read it
+        await host.run("go", session=session)
+    finally:
+        await host.close()
+
+
+async def test_in_process_lead_a_checked_task_and_a_worker_that_cannot_reach_the_lead(
+    workers: Workers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """First a worker whose --lead-repo is wrong: the member's calls fail there naming the flag, nothing is
+    merged; then, with a worker that reaches the Lead's repository, the checked task completes from its worktree."""
+    monkeypatch.setenv("DSH_LEASE_SECONDS", LEASE)
+    lead = lead_repository(tmp_path)
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(lead), str(clone))
+    profile = tmp_path / "checked.toml"
+    profile.write_text('extends = "agent-teams"\n\n[plugins.dsh-team]\nworkspace_mode = "worktree"\n\n'
+                       "[plugins.dsh-team.checks]\nmine = \"grep -q 'by dana' dana.txt\"\n")
+    script = one_member_script(tmp_path)
+    team = json.loads(script.read_text())
+    team["lead"][0]["tool_calls"][0]["arguments"]["checks"] = ["mine"]
+    script.write_text(json.dumps(team))
+
+    wrong = workers.start("--workspace", str(clone), "--lead-repo", str(tmp_path / "not-the-lead"))
+    workers.wait_present(1)
+    await lead_in_process(workers.url, lead, profile, script)
+    (dana,) = member_ids(workers.url).values()
+    store = PostgresStore(workers.url)
+    try:
+        logged = json.dumps([e.value() for e in store.read(dana)[1]])
+    finally:
+        store.close()
+    assert "cannot make dsh/session-1/dana's worktree from --lead-repo" in logged
+    assert git(lead, "log", "--format=%an", "main") == "Test User"  # nothing merged
+
+    wrong.terminate()
+    wrong.wait(30)
+    workers.start("--workspace", str(clone), "--lead-repo", str(lead))
+    workers.wait_present(1)
+    await lead_in_process(workers.url, lead, profile, script)  # a second Team (session-2) in the same repository
+    store = PostgresStore(workers.url)
+    try:
+        (again,) = [sid for sid in store.list_ids() if store.header(sid).parent_session == "session-2"]
+    finally:
+        store.close()
+    assert not [r for r in tool_results(workers.url, again) if "TEAM_TASK_CHECK_FAILED" in json.dumps(r)]
+    assert (lead / "dana.txt").read_text() == "by dana\n"
+    assert git(lead, "log", "-1", "--format=%an", "main") == "dana (dsh)"
+    assert (clone / ".git" / "dsh-worktrees" / "session-2" / "dana" / "dana.txt").exists()

@@ -34,6 +34,7 @@ from host_spec.workspace import CommandRunner, WorkspaceError
 from host_spec.worktrees import WorktreeError
 
 from host_spec.host.placement.wire import WorktreeOp
+from host_spec.host.redaction import redact_url
 from host_spec.host.worktrees.git import GitWorktrees
 
 __all__ = ["WorkerCheckouts", "DEFAULT_LEAD_REPO"]
@@ -70,7 +71,11 @@ class WorkerCheckouts:
         spot = self.git.mirror(self.workspace, recorded) if recorded is not None else None
         if spot is None:
             return self.workspace  # a shared-mode member: the checkout itself
-        self.git.create_from(self.workspace, spot, remote=self.lead_repo)
+        try:
+            self.git.create_from(self.workspace, spot, remote=self.lead_repo)
+        except WorktreeError as exc:
+            raise WorktreeError(f"this worker cannot make {spot.branch}'s worktree from --lead-repo "
+                                f"{redact_url(self.lead_repo)}: {exc.message}", code=exc.code) from None
         return spot.path
 
     async def answer(self, host: Any, arguments: str, signal: AbortSignal) -> dict[str, Any]:
