@@ -220,7 +220,10 @@ class Worktrees(Protocol):
 
 @runtime_checkable
 class RemoteWorktrees(Protocol):
-    """Members' worktrees in a clone of the Lead's repository on another machine (provided by the host).
+    """Members' worktrees in a clone of the Lead's repository on another machine.
+
+    The reference host's :class:`Worktrees` service implements it too (check with
+    ``isinstance``); its ``dsh worker`` and the Lead's side of placement use it.
 
     ``remote`` is how this clone reaches the Lead's repository: a URL, a path, or a
     remote's name (``origin``). Pushes never touch the Lead's ``refs/heads``: the
