@@ -23,8 +23,8 @@ from kit_postgres import shared_server
 from dsh_team.core.fold import replay
 from host_spec.host.store.postgres import PostgresStore
 
-from test_members_on_workers import Workers, _env
-from test_worktrees_on_workers import LEASE, git, lead_repository, one_member_script
+from test_members_on_workers import Workers
+from test_worktrees_on_workers import LEASE, env, git, lead_repository, one_member_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout_s(240)]
 
@@ -63,7 +63,7 @@ def test_a_lead_killed_while_merging_a_remote_members_work_merges_it_exactly_onc
     profile.write_text('extends = "agent-teams"\n\n[plugins.dsh-team]\nworkspace_mode = "worktree"\n')
 
     script = one_member_script(tmp_path, "restart")
-    killed = subprocess.run([sys.executable, str(DRIVER), workers.url, str(lead), str(script), str(profile), point], cwd=tmp_path, env=_env(LEASE), capture_output=True, text=True,
+    killed = subprocess.run([sys.executable, str(DRIVER), workers.url, str(lead), str(script), str(profile), point], cwd=tmp_path, env=env(LEASE), capture_output=True, text=True,
                             timeout=150)  # fmt: skip
     assert killed.returncode == -9, killed.stderr[-3000:]
     pushed = git(lead, "for-each-ref", "--format=%(objectname)", "refs/dsh-pushed/")

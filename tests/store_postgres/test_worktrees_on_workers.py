@@ -12,6 +12,7 @@ and completes again. Git (the Lead's repository and the clones) and the work des
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,13 +25,20 @@ from kit_postgres import shared_server
 
 from host_spec.host.store.postgres import PostgresStore
 
-from test_members_on_workers import Workers, _env, work_rows
+from test_members_on_workers import Workers, work_rows
 
 pytestmark = pytest.mark.timeout_s(240)
 
 #: Lease seconds: short enough that a dead worker's member is taken back soon, long enough that a Lead
 #: process slowed down by a busy machine keeps its Team (the members-on-workers suite's 2 s is tight here).
 LEASE = "5"
+
+
+def env(lease: str) -> dict[str, str]:
+    """This process's environment for a Lead or worker on the shared store, with ``lease`` seconds per lease."""
+    variables = {key: value for key, value in os.environ.items() if key not in ("DSH_DATA_DIR", "DSH_STORE")}
+    variables["DSH_LEASE_SECONDS"] = lease
+    return variables
 
 
 def git(repo: Path | str, *args: str) -> str:
@@ -97,7 +105,7 @@ def run_lead(workers: Workers, tmp_path: Path, lead: Path) -> subprocess.Complet
     script.write_text(json.dumps(SCRIPT))
     return subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "run", "--store", workers.url,
                            "--profile", str(profile), "--model", f"scripted:{script}", "--workspace", str(lead),
-                           "go"], cwd=tmp_path, env=_env(LEASE), text=True, capture_output=True, timeout=200)  # fmt: skip
+                           "go"], cwd=tmp_path, env=env(LEASE), text=True, capture_output=True, timeout=200)  # fmt: skip
 
 
 def member_ids(url: str) -> dict[str, str]:
@@ -209,7 +217,7 @@ def run_one(workers: Workers, tmp_path: Path, lead: Path) -> subprocess.Complete
     profile.write_text('extends = "agent-teams"\n\n[plugins.dsh-team]\nworkspace_mode = "worktree"\n')
     return subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "run", "--store", workers.url,
                            "--profile", str(profile), "--model", f"scripted:{one_member_script(tmp_path)}",
-                           "--workspace", str(lead), "go"], cwd=tmp_path, env=_env(LEASE), text=True,
+                           "--workspace", str(lead), "go"], cwd=tmp_path, env=env(LEASE), text=True,
                           capture_output=True, timeout=200)  # fmt: skip
 
 
@@ -286,7 +294,7 @@ async def test_a_worker_on_the_leads_machine_leaves_the_worktree_steps_to_the_le
 def test_a_lead_repo_that_reads_as_an_option_is_refused(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "worker", "--store",
                              "postgresql:///x?host=/nowhere", "--lead-repo=--upload-pack=x"], cwd=tmp_path,
-                            env=_env(LEASE), text=True, capture_output=True, timeout=60)  # fmt: skip
+                            env=env(LEASE), text=True, capture_output=True, timeout=60)  # fmt: skip
     assert result.returncode == 2 and "CLI_USAGE" in result.stderr and "--lead-repo" in result.stderr
 
 
@@ -308,7 +316,7 @@ def test_a_remote_members_task_checks_run_on_its_worker_against_its_current_file
     script.write_text(json.dumps(team))
     done = subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "run", "--store", workers.url,
                            "--profile", str(profile), "--model", f"scripted:{script}", "--workspace", str(lead),
-                           "go"], cwd=tmp_path, env=_env(LEASE), text=True, capture_output=True, timeout=200)  # fmt: skip
+                           "go"], cwd=tmp_path, env=env(LEASE), text=True, capture_output=True, timeout=200)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
 
     (dana,) = member_ids(workers.url).values()
