@@ -30,6 +30,13 @@ atomic compare-and-set) and a checkout sync (idempotent) is what lets the caller
 make it a durable step: it records the plan's target commit first, and after a
 crash :meth:`Worktrees.merge_applied` tells whether the ref already moved.
 
+Across machines (:class:`RemoteWorktrees`, docs/distributed.md): a ``dsh worker``
+runs a member's calls in a clone of the Lead's repository. It makes the member's
+worktree there from the member's branch in the Lead's repository, pushes the
+member's head back to it, and merges the Lead's branch into its worktree on a
+conflict; the Lead's side takes the pushed head onto the member's branch
+(:meth:`RemoteWorktrees.receive`) and merges as for a member on its own machine.
+
 The methods block (they run git); an asyncio caller runs them in a thread.
 """
 
@@ -41,7 +48,9 @@ import msgspec
 
 from host_spec.errors import DshError
 
-__all__ = ["WorktreeSpot", "MergePlan", "WorktreeState", "Worktrees", "WorktreeCode", "WorktreeError"]
+__all__ = [
+    "WorktreeSpot", "MergePlan", "WorktreeState", "Worktrees", "RemoteWorktrees", "WorktreeCode", "WorktreeError",
+]
 
 
 class WorktreeSpot(msgspec.Struct, frozen=True):
@@ -205,6 +214,69 @@ class Worktrees(Protocol):
 
         Raises:
             WorktreeError: ``WORKTREE_GIT_FAILED``.
+        """
+        ...
+
+
+@runtime_checkable
+class RemoteWorktrees(Protocol):
+    """Members' worktrees in a clone of the Lead's repository on another machine.
+
+    The reference host's :class:`Worktrees` service implements it too (check with
+    ``isinstance``); its ``dsh worker`` and the Lead's side of placement use it.
+
+    ``remote`` is how this clone reaches the Lead's repository: a URL, a path, or a
+    remote's name (``origin``). Pushes never touch the Lead's ``refs/heads``: the
+    member's head lands beside its branch, and the Lead's side takes it from there.
+    """
+
+    def mirror(self, root: str, lead_path: str) -> WorktreeSpot | None:
+        """Where the member whose worktree is ``lead_path`` in the Lead's repository works in ``root``.
+
+        ``None``: ``lead_path`` is no member's worktree (a member in ``shared`` mode).
+
+        Raises:
+            WorktreeError: ``WORKTREE_UNAVAILABLE`` (``root`` is no git repository with a commit).
+        """
+        ...
+
+    def create_from(self, root: str, spot: WorktreeSpot, *, remote: str) -> str:
+        """Create ``spot`` in ``root`` from the member's branch in the Lead's repository; returns its head.
+
+        The newest of the Lead's branch and a head pushed for it earlier is the start;
+        an existing worktree is kept as it is (it holds the member's work here).
+
+        Raises:
+            WorktreeError: ``WORKTREE_UNAVAILABLE`` (the Lead's repository has no such
+                branch), ``WORKTREE_GIT_FAILED`` (the fetch failed).
+        """
+        ...
+
+    def push(self, spot: WorktreeSpot, *, remote: str) -> str:
+        """Push ``spot``'s head (commit first: :meth:`Worktrees.commit_all`) to the Lead's repository; returns it.
+
+        Raises:
+            WorktreeError: ``WORKTREE_GIT_FAILED`` (refused: the pushed head moved apart).
+        """
+        ...
+
+    def merge_from(self, spot: WorktreeSpot, *, remote: str, target: str, author: str) -> tuple[str, ...]:
+        """:meth:`Worktrees.merge_lead` with the Lead's branch ``target`` fetched from the Lead's repository.
+
+        Raises:
+            WorktreeError: ``WORKTREE_GIT_FAILED``.
+        """
+        ...
+
+    def receive(self, root: str, spot: WorktreeSpot) -> str | None:
+        """In the Lead's repository: fast-forward ``spot``'s branch (and its worktree) to the head a worker pushed.
+
+        Returns the new head, ``None`` when nothing was pushed or the branch has it
+        already (idempotent).
+
+        Raises:
+            WorktreeError: ``WORKTREE_GIT_FAILED`` (the branch moved apart from the
+                pushed head, or the worktree's local changes stand in the way).
         """
         ...
 

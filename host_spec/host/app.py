@@ -180,6 +180,10 @@ class Host(HostRuns):
                     host.models.add(member_spec, resolve_spec(member_spec))
             for name, plugin in extra_plugins:
                 host.plugins.load(name, plugin=plugin)
+            if host.placement is not None:  # worktree steps of members on workers run there (placement.worktrees)
+                from host_spec.host.placement.worktrees import placed_worktrees_plugin
+
+                host.plugins.load("dsh-placement-worktrees", plugin=placed_worktrees_plugin())
             for entry in resolved.plugins if resolved is not None else ():
                 host.plugins.load(entry.name, entry.config)
         except BaseException:

@@ -2,7 +2,8 @@
 
 ::
 
-    dsh worker --store postgresql://user@db-host/dsh [--workspace DIR] [--max-members N] [--max-teams N]
+    dsh worker --store postgresql://user@db-host/dsh [--workspace DIR [--lead-repo URL]]
+               [--max-members N] [--max-teams N]
 
 A worker does two jobs. It runs *members*: while it is alive, the Lead processes
 on the store hand their members' model calls and workspace tool calls to workers
@@ -10,7 +11,11 @@ on the store hand their members' model calls and workspace tool calls to workers
 members' leases at once (default: from its CPUs and memory,
 :mod:`host_spec.host.placement.capacity`; its first line says how many) and runs their calls here, the file, search and shell
 tools acting on ``--workspace`` (default: the checkout each member's session
-records, for workers on the Lead's machine). The profile's MCP servers run here
+records, for workers on the Lead's machine). A member in ``worktree`` mode gets its
+own worktree of ``--workspace``, a clone of the Lead's repository, on its branch
+fetched from ``--lead-repo`` (a URL, a path, or a remote's name; default
+``origin``), and its completion's commit is pushed back there for the Lead to merge
+(:mod:`host_spec.host.placement.checkouts`). The profile's MCP servers run here
 too, started against that checkout (a server table's own ``cwd`` wins), so a
 member's ``mcp__SERVER__TOOL`` calls act on the same files as its other tools.
 
@@ -85,6 +90,9 @@ def add_parser(commands: Any) -> None:
     worker.add_argument("--workspace", default=None, metavar="DIR",
                         help="this worker's checkout for members' file and shell tools "
                              "(default: the one each member's session records)")
+    worker.add_argument("--lead-repo", default="origin", metavar="URL",
+                        help="how --workspace reaches the Lead's repository, for members in worktree mode: "
+                             "a URL, a path or a remote's name (default: origin)")
     worker.add_argument("--linger", type=float, default=5.0, metavar="SECONDS",
                         help="how long a member without calls stays with this worker (default: 5)")
     worker.add_argument("--poll", type=float, default=1.0, metavar="SECONDS",
@@ -199,6 +207,7 @@ async def run(args: argparse.Namespace) -> int:
     """
     require("psycopg", extra="postgres", feature="dsh worker")
     from host_spec.host.placement.capacity import default_max_members, machine
+    from host_spec.host.placement.checkouts import WorkerCheckouts
     from host_spec.host.placement.runner import MemberRunner, audits_plugin  # the postgres extra: only here
 
     url = chosen_store(args.store)
@@ -212,6 +221,8 @@ async def run(args: argparse.Namespace) -> int:
     workspace = Path(args.workspace).resolve() if args.workspace is not None else None
     if workspace is not None and not workspace.is_dir():
         raise CliError(f"--workspace {args.workspace} is not a directory", code="CLI_USAGE")
+    if not args.lead_repo or args.lead_repo.startswith("-"):
+        raise CliError(f"--lead-repo {args.lead_repo!r} names no repository", code="CLI_USAGE")
     # A worker that could not sandbox the calls it takes says so now, not at its first call
     # (a --profile it cannot read fails each call instead, as it always did: the defaults are checked).
     try:
@@ -236,7 +247,8 @@ async def run(args: argparse.Namespace) -> int:
           f"{room_line(max_members, None if args.max_members is not None else here)}", file=sys.stderr, flush=True)
     members = MemberRunner(store, max_members=max_members, workspace=workspace,
                            open_host=_member_host_opener(store, args, audits_plugin, url), linger_seconds=args.linger,
-                           say=lambda text: print(f"dsh worker: {text}", file=sys.stderr, flush=True))
+                           say=lambda text: print(f"dsh worker: {text}", file=sys.stderr, flush=True),
+                           checkouts=WorkerCheckouts(None if workspace is None else str(workspace), args.lead_repo))
     serving = asyncio.create_task(members.run(stop))
     try:
         while not stop.is_set() and not serving.done():

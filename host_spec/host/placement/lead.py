@@ -50,7 +50,7 @@ import structlog
 
 from host_spec.errors import DshError, ModelError, SessionFencedError, SessionLockedError
 from host_spec.messages import ToolResultMessage
-from host_spec.workspace import WriteAuditor
+from host_spec.workspace import CommandRunner, WriteAuditor
 
 from host_spec.host.agents.loop import race
 from host_spec.host.agents.tools import error_result
@@ -58,8 +58,9 @@ from host_spec.host.models.adapter import tool_schema
 from host_spec.host.workspace.paths import Workspace
 from host_spec.host.store.postgres.notify import Listener
 from host_spec.host.store.postgres.work import WORK_CHANNEL, WorkDesk, member_key
+from host_spec.host.placement.commands import PlacedCommands
 from host_spec.host.placement.wire import (
-    Asker, ModelWork, ToolDef, ToolWork, decode_model_answer, decode_tool_answer, encode,
+    Asker, ModelWork, ToolAnswer, ToolDef, ToolWork, decode_model_answer, decode_tool_answer, encode,
 )
 
 __all__ = ["Placement", "PlacedModel", "PLACED_TOOLS"]
@@ -171,6 +172,23 @@ class Placement:
         for type_, data in decoded.appends:
             agent.session.append(type_, data)
         return msgspec.convert(decoded.result, ToolResultMessage)
+
+    def commands(self, local: CommandRunner) -> CommandRunner:
+        """``local`` with a placed member's checks run on its worker, in its worktree there (:mod:`.commands`)."""
+        return PlacedCommands(self, local)
+
+    async def run_step(self, agent: Any, name: str, arguments: str) -> ToolAnswer | None:
+        """A host step in ``agent``'s checkout (not a model's tool call) run by its worker; ``None``: run it here.
+
+        Posted and recovered like a tool call: a worker that dies while running it
+        answers ``TOOL_OUTCOME_UNKNOWN`` (``lost``), never a second run.
+        """
+        if not await self.placed(agent):
+            return None
+        work = ToolWork(asker=self._asker(agent), seq=agent.session.durable_seq, call_id=f"step-{uuid.uuid4().hex}",
+                        name=name, arguments=arguments, turn=0, step=0)
+        answer = await self._run(agent, "tool", encode(work))
+        return None if answer is None else decode_tool_answer(answer)
 
     def _audits(self, agent: Any, name: str, arguments: bytes) -> dict[str, Any] | None:
         """The Team's write-scope verdict for the path a write names, judged here where the board is."""

@@ -11,8 +11,9 @@ to ``max_members`` at a time, recovers what a dead previous holder left taken
 member's calls in posting order and runs each one: a model call through the
 run's own model (the profile and model spec the Lead recorded in the store), a
 workspace tool call through the profile's workspace tools over this worker's
-checkout (``--workspace``, else the one the member's session records), an MCP
-tool call through the profile's MCP servers, which this worker runs against that
+checkout (``--workspace``, else the one the member's session records; a
+``worktree``-mode member gets its own worktree of that checkout, :mod:`.checkouts`),
+an MCP tool call through the profile's MCP servers, which this worker runs against that
 checkout. A member
 stays with its worker while it keeps getting work (its checkout is here) and is
 let go after ``linger_seconds`` without any.
@@ -47,9 +48,10 @@ from host_spec.host.models.adapter import ModelRequest
 from host_spec.host.store.postgres.link import Link
 from host_spec.host.store.postgres.notify import Listener
 from host_spec.host.store.postgres.work import WORK_CHANNEL, Taken, WorkDesk, member_key, worker_key
+from host_spec.host.placement.checkouts import DEFAULT_LEAD_REPO, WorkerCheckouts
 from host_spec.host.placement.stand_in import Audits, StandIn, StandInSession, collecting, judging
 from host_spec.host.placement.wire import (
-    Failure, ModelAnswer, ModelWork, ToolAnswer, ToolWork, decode_model_work, decode_tool_work, encode,
+    WORKTREE_OP, Failure, ModelAnswer, ModelWork, ToolAnswer, ToolWork, decode_model_work, decode_tool_work, encode,
 )
 
 __all__ = ["MemberRunner"]
@@ -98,16 +100,20 @@ class MemberRunner:
         open_host: ``await open_host(root)``: a host with the run's model and workspace tools.
         linger_seconds: How long a member without work stays held.
         say: Prints one progress line.
+        checkouts: Members' places in ``workspace`` (default: worktrees reached from ``origin``).
     """
 
     def __init__(self, store: Any, *, max_members: int, workspace: Path | None, open_host: Any,
-                 linger_seconds: float = LINGER_SECONDS, say: Any = None) -> None:
+                 linger_seconds: float = LINGER_SECONDS, say: Any = None,
+                 checkouts: WorkerCheckouts | None = None) -> None:
         self.store = store
         self._control = Link(store.url, retry_seconds=store.link.retry_seconds)
         self.desk = WorkDesk(store, self._control)  # taking and claiming; answers go over the store's link
         self.answers = WorkDesk(store)
         self.max_members = max_members
         self.workspace = workspace
+        self.checkouts = checkouts or WorkerCheckouts(
+            None if workspace is None else str(workspace), DEFAULT_LEAD_REPO)
         self.linger_seconds = linger_seconds
         self._open_host = open_host
         self._say = say or (lambda text: None)
@@ -266,7 +272,8 @@ class MemberRunner:
         if held.session is None:
             header = await asyncio.to_thread(self.store.header, member)
             if self.workspace is not None:
-                header = msgspec.structs.replace(header, cwd=str(self.workspace))
+                here = await asyncio.to_thread(self.checkouts.cwd_for, header.cwd)  # a worktree member's own
+                header = msgspec.structs.replace(header, cwd=here)
             held.session = StandInSession(header)
         session = held.session
         if len(session.stored) < seq:
@@ -292,6 +299,8 @@ class MemberRunner:
             return ModelAnswer(failure=Failure(exc.code, exc.message))
 
     async def _tool(self, host: Any, held: _Held, member: str, work: ToolWork, signal: AbortSignal) -> ToolAnswer:
+        if work.name == WORKTREE_OP:  # a completion's step, asked by the Lead (never offered to a model)
+            return ToolAnswer(result=await self.checkouts.answer(host, work.arguments, signal))
         agent = await self._stand_in(host, held, member, work.asker, work.seq)
         collected = collecting()
         judging(work.audits)

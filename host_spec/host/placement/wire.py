@@ -13,6 +13,11 @@ A request also names ``seq``: the member's log is durable up to there when the
 call is posted, so the worker reads the member's history from the store up to
 exactly that point (the scripted model's position, the read ledger of the
 stale-edit guard) and never sees a later event.
+
+A worktree-mode member's git steps on completion travel as a tool call too, named
+:data:`WORKTREE_OP` (no model is ever offered it): its arguments are a
+:class:`WorktreeOp`, its result the step's answer (:mod:`.checkouts`), so a worker
+that dies mid-step is recovered like any tool call (``TOOL_OUTCOME_UNKNOWN``).
 """
 
 from __future__ import annotations
@@ -21,8 +26,34 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["Asker", "ToolDef", "ModelWork", "ToolWork", "ModelAnswer", "ToolAnswer", "Failure",
+__all__ = ["WORKTREE_OP", "WorktreeOp",
+           "Asker", "ToolDef", "ModelWork", "ToolWork", "ModelAnswer", "ToolAnswer", "Failure",
            "encode", "decode_model_work", "decode_tool_work", "decode_model_answer", "decode_tool_answer"]
+
+
+#: The tool name of a worktree step the Lead asks of the worker that holds a member.
+WORKTREE_OP = "dsh/worktree"
+
+
+class WorktreeOp(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One git step in a member's worktree on a worker.
+
+    Attributes:
+        op: ``pending`` (paths still holding conflict markers), ``commit`` (commit
+            everything and push the head to the Lead's repository), ``merge``
+            (merge the Lead's ``target`` branch into the worktree) or ``check`` (run
+            a task's check ``command`` there, as the member ``author``, for at most
+            ``timeout_ms``).
+        path: The member's worktree in the Lead's repository (its header's ``cwd``).
+    """
+
+    op: str
+    path: str
+    message: str = ""
+    author: str = ""
+    target: str = ""
+    command: str = ""
+    timeout_ms: int = 0
 
 
 class Asker(msgspec.Struct, frozen=True):

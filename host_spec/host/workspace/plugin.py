@@ -116,6 +116,9 @@ def dsh_plugin_loaded(host: Host, ctx: PluginContext) -> None:
     for spec in tools.specs():
         ctx.own(host.tools.register(spec))
     ctx.register(tools)
-    ctx.provide(CommandRunner, tools.shell)  # checks a coordination plugin runs follow the bash rules
+    # Checks a coordination plugin runs follow the bash rules; on a shared store a member's
+    # run on its worker, in its worktree there (host_spec.host.placement.commands).
+    placement = getattr(host, "placement", None)
+    ctx.provide(CommandRunner, tools.shell if placement is None else placement.commands(tools.shell))
     if host.find_service(Worktrees) is None:  # a plugin loaded earlier may provide its own (a test's wrapper)
         ctx.provide(Worktrees, GitWorktrees())

@@ -16,6 +16,18 @@ the user's uncommitted changes in the paths the merge does not touch and refuses
 Commits made here carry a fixed identity (``<member> (dsh)``), so they work in a
 repository without ``user.name`` and say who made them. Git runs with a cleaned
 environment: no credential reaches it, and it never prompts.
+
+Across machines (:class:`~host_spec.worktrees.RemoteWorktrees`): a worker's
+checkout is a clone of the Lead's repository. It fetches the member's branch
+(and what an earlier worker pushed for it) into ``refs/dsh-lead/``, creates the
+worktree there, and pushes the member's head to ``refs/dsh-pushed/<branch>`` of
+the Lead's repository -- never to ``refs/heads/<branch>``, which the Lead's own
+worktree of the member has checked out (git refuses such a push). The Lead's side
+fast-forwards the member's branch to that ref (:meth:`GitWorktrees.receive`)
+before it commits and merges as for a member on its own machine. Fetch and push
+are the worker's own git talking to the Lead's repository, so they run with the
+process's environment (its ssh agent, its credential helper), still never
+prompting; their errors are redacted.
 """
 
 from __future__ import annotations
@@ -30,15 +42,23 @@ import structlog
 
 from host_spec.worktrees import MergePlan, WorktreeCode, WorktreeError, WorktreeSpot, WorktreeState
 
+from host_spec.host.redaction import redact_url
 from host_spec.host.sandbox.service import host_environment
 
-__all__ = ["GitWorktrees", "FOLDER"]
+__all__ = ["GitWorktrees", "FOLDER", "PUSHED", "FETCHED", "KEPT"]
 
 log = structlog.get_logger(__name__)
 
 #: The folder of the members' worktrees inside the repository's common git directory.
 FOLDER: Final = "dsh-worktrees"
 _LEAD: Final = "dsh"
+#: Where a member's head pushed from a worker lands in the Lead's repository (``<PUSHED><branch>``).
+PUSHED: Final = "refs/dsh-pushed/"
+#: Where a worker's checkout keeps what it fetched from the Lead's repository (``<FETCHED>heads/<branch>``, ...).
+FETCHED: Final = "refs/dsh-lead/"
+#: Where a worker's checkout keeps a branch of the member's name that was apart from the Lead's.
+KEPT: Final = "refs/dsh-kept/"
+_ZERO: Final = "0" * 40
 
 
 class _Git:
@@ -65,6 +85,20 @@ def _has_markers(path: Path) -> bool:
     return any(line.startswith((b"<<<<<<< ", b">>>>>>> ")) for line in lines)
 
 
+def _make_parent(spot: WorktreeSpot) -> None:
+    try:
+        os.makedirs(os.path.dirname(spot.path), exist_ok=True)
+    except OSError as exc:
+        raise WorktreeError(f"cannot make {os.path.dirname(spot.path)}: {exc}", code=WorktreeCode.GIT_FAILED) from None
+
+
+def _remote(remote: str) -> str:
+    """``remote`` (a URL, a path or a remote's name), refused when git would read it as an option."""
+    if not remote or remote.startswith("-"):
+        raise WorktreeError(f"{remote!r} names no repository", code=WorktreeCode.UNAVAILABLE)
+    return remote
+
+
 class GitWorktrees:
     """Worktrees and merges of any repository, through the ``git`` command (stateless)."""
 
@@ -72,16 +106,21 @@ class GitWorktrees:
         self.git = git
         env = host_environment(os.environ if environ is None else environ)
         env.update(GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", LC_ALL="C")
+        remote = dict(os.environ if environ is None else environ)  # fetch and push: the process's own credentials
+        remote.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C")
         for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):  # a parent's git context must not leak in
             env.pop(name, None)
+            remote.pop(name, None)
         self._env = env
+        self._remote_env = remote
 
     # ------------------------------------------------------------ running git
 
-    def _run(self, cwd: str, *args: str, env: Mapping[str, str] | None = None) -> _Git:
+    def _run(self, cwd: str, *args: str, env: Mapping[str, str] | None = None, remote: bool = False) -> _Git:
+        base = self._remote_env if remote else self._env
         try:
             done = subprocess.run(
-                [self.git, *args], cwd=cwd, capture_output=True, text=True, env={**self._env, **(env or {})},
+                [self.git, *args], cwd=cwd, capture_output=True, text=True, env={**base, **(env or {})},
                 stdin=subprocess.DEVNULL, check=False,
             )
         except (FileNotFoundError, NotADirectoryError, PermissionError) as exc:
@@ -140,10 +179,7 @@ class GitWorktrees:
         if os.path.isdir(spot.path) and self._registered(root, spot.path):
             return self._commit_of(spot.path, "HEAD") or head
         self._run(root, "worktree", "prune")  # a directory removed by hand leaves a stale registration
-        try:
-            os.makedirs(os.path.dirname(spot.path), exist_ok=True)
-        except OSError as exc:
-            raise WorktreeError(f"cannot make {os.path.dirname(spot.path)}: {exc}", code=WorktreeCode.GIT_FAILED) from None
+        _make_parent(spot)
         existing = self._commit_of(root, f"refs/heads/{spot.branch}")
         if existing is not None:
             self._ok(root, "worktree", "add", "--quiet", spot.path, spot.branch)
@@ -160,6 +196,8 @@ class GitWorktrees:
         self._run(root, "worktree", "prune")
         if self._commit_of(root, f"refs/heads/{spot.branch}") is not None:
             self._ok(root, "branch", "-D", "--quiet", spot.branch)
+        if self._commit_of(root, f"{PUSHED}{spot.branch}") is not None:  # what a worker pushed for it goes too
+            self._ok(root, "update-ref", "-d", f"{PUSHED}{spot.branch}")
         log.info("worktree.removed", path=spot.path, branch=spot.branch, forced=force)
         return True
 
@@ -210,6 +248,10 @@ class GitWorktrees:
         head = self._commit_of(root, "HEAD")
         if head is None:
             raise WorktreeError(f"no commit to merge in {root}", code=WorktreeCode.GIT_FAILED)
+        return self._merge_into(spot, head, target, author)
+
+    def _merge_into(self, spot: WorktreeSpot, head: str, target: str, author: str) -> tuple[str, ...]:
+        """Merge commit ``head`` (the tip of the Lead's ``target``) into ``spot``'s worktree; the conflicted paths."""
         message = f"Merge {target.removeprefix('refs/heads/')} into {spot.branch}"
         merged = self._run(spot.path, "merge", "--no-ff", "--no-verify", "-m", message, head, env=_identity(author))
         if merged.code == 0:
@@ -243,6 +285,93 @@ class GitWorktrees:
     def merge_applied(self, root: str, plan: MergePlan) -> bool:
         head = self._commit_of(root, plan.target)
         return head is not None and (head == plan.new or self._is_ancestor(root, plan.new, head))
+
+    # ------------------------------------------------------------ across machines
+
+    def _remote_ok(self, cwd: str, *args: str) -> str:
+        result = self._run(cwd, *args, remote=True)
+        if result.code != 0:
+            text = f"git {args[0]} from the Lead's repository failed: {result.err or result.out}"
+            raise WorktreeError(redact_url(text), code=WorktreeCode.GIT_FAILED)
+        return result.out
+
+    def mirror(self, root: str, lead_path: str) -> WorktreeSpot | None:
+        parts = Path(lead_path).parts
+        if len(parts) < 4 or parts[-3] != FOLDER:
+            return None
+        return self.place(root, team=parts[-2], member=parts[-1])
+
+    def _fetch(self, root: str, remote: str, *refs: str) -> dict[str, str]:
+        """Fetch those of ``refs`` the Lead's repository has into :data:`FETCHED`; ref -> commit fetched."""
+        listed = self._remote_ok(root, "ls-remote", _remote(remote), *refs)
+        there = {line.split("\t", 1)[1] for line in listed.splitlines() if "\t" in line}
+        wanted = [ref for ref in refs if ref in there]
+        if wanted:
+            self._remote_ok(root, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", remote,
+                            *(f"+{ref}:{FETCHED}{ref.removeprefix('refs/')}" for ref in wanted))
+        fetched = {ref: self._commit_of(root, f"{FETCHED}{ref.removeprefix('refs/')}") for ref in wanted}
+        return {ref: commit for ref, commit in fetched.items() if commit is not None}
+
+    def create_from(self, root: str, spot: WorktreeSpot, *, remote: str) -> str:
+        if os.path.isdir(spot.path) and self._registered(root, spot.path):
+            return self._commit_of(spot.path, "HEAD") or ""  # the member's work here is kept as it is
+        branch, pushed = f"refs/heads/{spot.branch}", f"{PUSHED}{spot.branch}"
+        fetched = self._fetch(root, remote, branch, pushed)
+        if branch not in fetched:
+            raise WorktreeError(
+                f"the Lead's repository {redact_url(remote)} has no branch {spot.branch}: the worker's --lead-repo "
+                "must name the repository the Lead runs in (and the member must work in worktree mode)",
+                code=WorktreeCode.UNAVAILABLE)
+        base = fetched[branch]
+        if pushed in fetched and self._is_ancestor(root, base, fetched[pushed]):
+            base = fetched[pushed]  # an earlier worker's push the Lead has not taken yet
+        local = self._commit_of(root, branch)
+        if local is not None and local != base and not self._is_ancestor(root, base, local):
+            # Behind the Lead's (fast-forward), or apart from it (a branch of that name left by an
+            # earlier run): the Lead's branch is the member's; what was here is kept under KEPT.
+            if not self._is_ancestor(root, local, base):
+                self._ok(root, "update-ref", f"{KEPT}{spot.branch}", local)
+                log.warning("worktree.local_branch_replaced", branch=spot.branch, kept=local, lead=base)
+            self._ok(root, "update-ref", branch, base, local)
+        self._run(root, "worktree", "prune")
+        _make_parent(spot)
+        if local is None:
+            self._ok(root, "worktree", "add", "--quiet", "-b", spot.branch, spot.path, base)
+        else:
+            self._ok(root, "worktree", "add", "--quiet", spot.path, spot.branch)
+        log.info("worktree.created_from_lead", path=spot.path, branch=spot.branch, base=base)
+        return self._commit_of(spot.path, "HEAD") or base
+
+    def push(self, spot: WorktreeSpot, *, remote: str) -> str:
+        head = self._commit_of(spot.path, "HEAD")
+        if head is None:
+            raise WorktreeError(f"no worktree with a commit at {spot.path}", code=WorktreeCode.GIT_FAILED)
+        self._remote_ok(spot.path, "push", "--quiet", "--no-verify", _remote(remote), f"{head}:{PUSHED}{spot.branch}")
+        log.info("worktree.pushed", branch=spot.branch, head=head)
+        return head
+
+    def merge_from(self, spot: WorktreeSpot, *, remote: str, target: str, author: str) -> tuple[str, ...]:
+        fetched = self._fetch(spot.path, remote, target)
+        if target not in fetched:
+            raise WorktreeError(f"the Lead's repository {redact_url(remote)} has no {target}",
+                                code=WorktreeCode.GIT_FAILED)
+        return self._merge_into(spot, fetched[target], target, author)
+
+    def receive(self, root: str, spot: WorktreeSpot) -> str | None:
+        pushed = self._commit_of(root, f"{PUSHED}{spot.branch}")
+        branch = self._commit_of(root, f"refs/heads/{spot.branch}")
+        if pushed is None or branch == pushed or (branch is not None and self._is_ancestor(root, pushed, branch)):
+            return None  # nothing pushed, or the branch has it already
+        if branch is not None and not self._is_ancestor(root, branch, pushed):
+            raise WorktreeError(
+                f"{spot.branch} moved both here and on a worker ({branch[:12]} and {pushed[:12]}): "
+                f"merge {PUSHED}{spot.branch} into it by hand", code=WorktreeCode.GIT_FAILED)
+        if branch is not None and os.path.isdir(spot.path) and self._registered(root, spot.path):
+            self._ok(spot.path, "merge", "--ff-only", "--quiet", pushed)  # the branch and its files move together
+        else:
+            self._ok(root, "update-ref", f"refs/heads/{spot.branch}", pushed, branch or _ZERO)
+        log.info("worktree.received", branch=spot.branch, head=pushed)
+        return pushed
 
     # ------------------------------------------------------------ reading
 
