@@ -97,7 +97,7 @@ class WorkerCheckouts:
         try:
             cwd = await asyncio.to_thread(self.cwd_for, op.path) or op.path
             outcome = await runner.run_command(cwd, op.command, timeout_ms=op.timeout_ms, signal=signal,
-                                               member=op.author or None)
+                                               member=op.author or None, role=op.role or None)
         except (WorktreeError, WorkspaceError) as exc:
             return {"error": {"code": exc.code, "message": exc.message}}
         return {"outcome": msgspec.to_builtins(outcome)}

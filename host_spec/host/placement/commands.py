@@ -61,10 +61,12 @@ class PlacedCommands:
     async def run_command(
         self, root: str, command: str, *, timeout_ms: int, signal: AbortSignal | None = None,
         member: str | None = None,
+        role: str | None = None,
     ) -> CommandOutcome:
         agent = self._member(root)
         if agent is not None:
-            op = WorktreeOp(op="check", path=root, command=command, timeout_ms=timeout_ms, author=member or agent.name)
+            op = WorktreeOp(op="check", path=root, command=command, timeout_ms=timeout_ms, author=member or agent.name,
+                            role=role or "")
             step = self.placement.run_step(agent, WORKTREE_OP, msgspec.json.encode(op).decode())
             finished, answer = await race(step, signal if signal is not None else AbortSignal())
             if not finished:
@@ -79,4 +81,5 @@ class PlacedCommands:
                     raise WorkspaceError(f"on {agent.name}'s worker: {failure.get('message')}")
                 if not result.get("local"):
                     return msgspec.convert(result.get("outcome"), CommandOutcome)
-        return await self.local.run_command(root, command, timeout_ms=timeout_ms, signal=signal, member=member)
+        return await self.local.run_command(root, command, timeout_ms=timeout_ms, signal=signal, member=member,
+                                            role=role)

@@ -42,8 +42,8 @@ class WorktreeOp(msgspec.Struct, frozen=True, omit_defaults=True):
         op: ``pending`` (paths still holding conflict markers), ``commit`` (commit
             everything and push the head to the Lead's repository), ``merge``
             (merge the Lead's ``target`` branch into the worktree) or ``check`` (run
-            a task's check ``command`` there, as the member ``author``, for at most
-            ``timeout_ms``).
+            a task's check ``command`` there, as the member ``author`` spawned with
+            ``role`` (its sandbox policy), for at most ``timeout_ms``).
         path: The member's worktree in the Lead's repository (its header's ``cwd``).
     """
 
@@ -51,6 +51,7 @@ class WorktreeOp(msgspec.Struct, frozen=True, omit_defaults=True):
     path: str
     message: str = ""
     author: str = ""
+    role: str = ""
     target: str = ""
     command: str = ""
     timeout_ms: int = 0
