@@ -194,3 +194,27 @@ def test_the_hosts_interpreter_under_tmp_is_shown_in_the_private_tmp(tmp_path: P
     shown = argv.index(str(venv))
     assert argv[shown - 1] == "--ro-bind-try" and argv[shown + 1] == str(venv) and shown > private
     assert str(venv) not in bwrap_argv("bwrap", policy, Layout(root=tmp_path), ["true"])
+
+
+def test_a_file_the_configuration_names_is_shown_read_only_wherever_it_is(tmp_path: Path) -> None:
+    """An MCP server's script in a checkout under /tmp (emptied for the command) is shown, and only it."""
+    root, data = tmp_path / "ws", tmp_path / "data"
+    root.mkdir()
+    data.mkdir()
+    script, sibling, secret = tmp_path / "server.py", tmp_path / "other.txt", data / "log.jsonl"
+    script.write_text("print('served')\n")
+    sibling.write_text("not named\n")
+    secret.write_text("the run's own data\n")
+    sandbox = Sandbox.for_run(load_settings({}), data)
+    policy = sandbox.policy_for(None)
+    command = f"cat {script}; cat {sibling} || echo hidden; cat {secret} || echo kept; echo x >> {script} || echo ro"
+    shown = [str(script), str(sibling.parent), str(secret), str(tmp_path / "missing.py")]  # a dir and a missing file: no
+    prepared = sandbox.prepare(policy, str(root), ["/bin/bash", "-c", command], shown=shown)
+    done = subprocess.run(prepared.argv, cwd=root, env=prepared.env, capture_output=True, text=True, timeout=60)
+    lines = done.stdout.splitlines()
+    assert lines[0] == "print('served')" and "hidden" in lines and "kept" in lines and "ro" in lines, done.stdout + done.stderr
+    assert "not named" not in done.stdout and "the run's own data" not in done.stdout
+    assert script.read_text() == "print('served')\n"
+    unshown = sandbox.prepare(policy, str(root), ["/bin/bash", "-c", f"cat {script} || echo gone"])
+    assert subprocess.run(unshown.argv, cwd=root, env=unshown.env, capture_output=True, text=True,
+                          timeout=60).stdout.strip() == "gone"

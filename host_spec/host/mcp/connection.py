@@ -119,8 +119,11 @@ class Connection:
             policy = attrs.evolve(policy, name=config.sandbox or policy.name,
                                   network=policy.network if config.network is None else config.network)
             cwd = config.cwd or os.getcwd()
+            # The files the server's own command line names (its script), wherever they are: a
+            # checkout under /tmp or the home would otherwise be out of the sandbox's sight.
+            named = [os.path.join(cwd, arg) for arg in (config.command, *config.args)]
             self._prepared = prepared = self.sandbox.prepare(policy, cwd, [config.command, *config.args],
-                                                             env=config.env)
+                                                             env=config.env, shown=named)
             return StdioServerParameters(command=prepared.argv[0], args=prepared.argv[1:], env=prepared.env, cwd=cwd)
         assert config.url is not None
         if config.transport == "sse":

@@ -55,6 +55,9 @@ class Layout:
             under ``~/.pyenv``, ``~/.cargo/bin`` on ``PATH``).
         temp_tools: The host's own Python installation under ``/tmp`` (a venv made there),
             shown read-only again inside the private ``/tmp``.
+        shown: Files the user's configuration names for this command (an MCP server's
+            script), shown read-only wherever they are, even in an emptied ``/tmp`` or
+            home; never over a hidden path.
     """
 
     root: Path
@@ -62,6 +65,7 @@ class Layout:
     hidden: tuple[Path, ...] = ()
     tools: tuple[Path, ...] = ()
     temp_tools: tuple[Path, ...] = ()
+    shown: tuple[Path, ...] = ()
 
 
 def _inside(path: Path, parent: Path) -> bool:
@@ -110,6 +114,8 @@ def bwrap_argv(bwrap: str, policy: Policy, layout: Layout, argv: Sequence[str]) 
     for home in homes:
         if _inside(home, root):  # a home inside the workspace: emptied after the workspace was bound
             out += _home(home, policy, layout.tools)
+    for path in layout.shown:  # the files the configuration names (a server's script), read-only
+        out += ["--ro-bind-try", str(path), str(path)]
     for hidden in layout.hidden:
         if hidden in holding:
             out += ["--remount-ro", str(hidden)]

@@ -162,7 +162,10 @@ class Sandbox:
         env["TMPDIR"] = "/tmp"
         return env
 
-    def prepare(self, policy: Policy, root: str, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Prepared:
+    def prepare(
+        self, policy: Policy, root: str, argv: Sequence[str], env: Mapping[str, str] | None = None,
+        shown: Sequence[str] = (),
+    ) -> Prepared:
         """``argv`` as started in ``root`` under ``policy``.
 
         Args:
@@ -170,6 +173,8 @@ class Sandbox:
             root: The working directory and (``workspace-write``) the writable root.
             argv: The command line.
             env: Extra variables the caller sets on purpose (an MCP server's configured ``env``).
+            shown: Files the user's configuration names for this command (an MCP server's
+                script), made visible read-only wherever they are; directories are not.
 
         Raises:
             SandboxUnavailable: the policy needs a sandbox and none can be made.
@@ -187,7 +192,8 @@ class Sandbox:
             pass
         layout = Layout(root=Path(os.path.realpath(root)), homes=tuple(sorted(homes)), hidden=self.hidden,
                         tools=toolchains(tuple(sorted(homes)), os.environ.get("PATH", "")),
-                        temp_tools=temp_interpreters())
+                        temp_tools=temp_interpreters(),
+                        shown=tuple(Path(os.path.realpath(p)) for p in shown if os.path.isfile(p)))
         # As root the kernel never enforces RLIMIT_NPROC, so the pids cgroup is the process limit and
         # ``ulimit -u`` would only cost the command its time (it doubles the cgroup's cost on a start).
         by_cgroup = found.root and policy.max_processes and found.cgroups is not None
