@@ -168,7 +168,6 @@ class Shutdowns:
         record = self.book.latest(journal.session).get(member_id)
         return record is not None and record.phase in GONE
 
-
     def _append(self, journal: Journal, member_id: str, phase: Phase, **fields: Any) -> Append:
         record = ShutdownRecord(
             version=SHUTDOWN_VERSION, team_id=journal.team_id, member_id=member_id, phase=phase, **fields

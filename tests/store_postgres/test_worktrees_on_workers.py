@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 import pytest
 from kit_postgres import shared_server
+from kit_worktree_teams import CONFLICTING_TEAM, one_member_team
 
 from host_spec.host.store.postgres import PostgresStore
 
@@ -47,38 +48,6 @@ def git(repo: Path | str, *args: str) -> str:
     return done.stdout.strip()
 
 
-def member(name: str, task: str) -> list[dict[str, Any]]:
-    return [
-        {"text": "claim and edit", "tool_calls": [
-            {"name": "team_task_update", "arguments": {"task_id": task, "expected_revision": 1, "action": "claim"}},
-            {"name": "read_file", "arguments": {"path": "shared.txt"}},
-            {"name": "write_file", "arguments": {"path": "shared.txt", "content": f"{name}\n"}},
-            {"name": "write_file", "arguments": {"path": f"{name}.txt", "content": f"by {name}\n"}},
-            {"name": "team_task_update", "arguments": {"task_id": task, "expected_revision": 2,
-                                                       "action": "complete"}}]},
-        {"when": "main conflicts in", "text": "resolve the markers and complete again", "tool_calls": [
-            {"name": "read_file", "arguments": {"path": "shared.txt"}},
-            {"name": "write_file", "arguments": {"path": "shared.txt", "content": f"{name}\n"}},
-            {"name": "team_task_update", "arguments": {"task_id": task, "expected_revision": 2,
-                                                       "action": "complete"}}]},
-        {"text": "done"},
-    ]  # fmt: skip
-
-
-SCRIPT = {
-    "lead": [
-        {"text": "plan", "tool_calls": [
-            {"name": "team_task_create", "arguments": {"subject": "alice edits", "description": "d"}},
-            {"name": "team_task_create", "arguments": {"subject": "bob edits", "description": "d"}},
-            {"name": "spawn_teammate", "arguments": {"name": "alice", "description": "a", "prompt": "task-1"}},
-            {"name": "spawn_teammate", "arguments": {"name": "bob", "description": "b", "prompt": "task-2"}}]},
-        {"text": "waiting"},
-    ],
-    "alice": member("alice", "task-1"),
-    "bob": member("bob", "task-2"),
-}  # fmt: skip
-
-
 @pytest.fixture
 def workers(tmp_path: Path) -> Iterator[Workers]:
     pool = Workers(shared_server().new_database(), tmp_path, lease=LEASE)
@@ -102,7 +71,7 @@ def run_lead(workers: Workers, tmp_path: Path, lead: Path) -> subprocess.Complet
     profile = tmp_path / "teams-worktree.toml"
     profile.write_text('extends = "agent-teams"\n\n[plugins.dsh-team]\nworkspace_mode = "worktree"\n')
     script = tmp_path / "team.json"
-    script.write_text(json.dumps(SCRIPT))
+    script.write_text(json.dumps(CONFLICTING_TEAM))
     return subprocess.run([sys.executable, "-m", "host_spec.host.cli.main", "run", "--store", workers.url,
                            "--profile", str(profile), "--model", f"scripted:{script}", "--workspace", str(lead),
                            "go"], cwd=tmp_path, env=env(LEASE), text=True, capture_output=True, timeout=200)  # fmt: skip
@@ -187,28 +156,9 @@ def test_members_on_two_workers_merge_and_resolve_a_conflict_through_the_leads_r
 
 
 def one_member_script(tmp_path: Path, when: str = "stopped before it answered") -> Path:
-    """A Lead with one task for ``dana``, who writes a file and completes; told ``when``, it completes again."""
+    """:func:`kit_worktree_teams.one_member_team` written to a script file."""
     script = tmp_path / "one.json"
-    script.write_text(json.dumps({
-        "lead": [
-            {"text": "plan", "tool_calls": [
-                {"name": "team_task_create", "arguments": {"subject": "dana's task", "description": "d"}},
-                {"name": "spawn_teammate", "arguments": {"name": "dana", "description": "d", "prompt": "task-1"}}]},
-            {"text": "waiting"},
-        ],
-        "dana": [
-            {"text": "work", "tool_calls": [
-                {"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 1,
-                                                           "action": "claim"}},
-                {"name": "write_file", "arguments": {"path": "dana.txt", "content": "by dana\n"}},
-                {"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 2,
-                                                           "action": "complete"}}]},
-            {"when": when, "text": "again", "tool_calls": [
-                {"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 2,
-                                                           "action": "complete"}}]},
-            {"text": "done"},
-        ],
-    }))  # fmt: skip
+    script.write_text(json.dumps(one_member_team(when)))
     return script
 
 

@@ -23,31 +23,14 @@ import pytest
 
 from dsh_team.core.fold import replay
 from host_spec.host.app import Host
+from kit_worktree_teams import one_member_team
 from wt_kit import git, lead_events, make_repo, records, write_profile, write_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout_s(180)]
 
 DRIVER = Path(__file__).with_name("wt_crash_driver.py")
 
-SCRIPT = {
-    "lead": [
-        {"text": "plan", "tool_calls": [
-            {"name": "team_task_create", "arguments": {"subject": "dana's task", "description": "d"}},
-            {"name": "spawn_teammate", "arguments": {"name": "dana", "description": "d", "prompt": "task-1"}}]},
-        {"text": "waiting"},
-    ],
-    "dana": [
-        {"text": "work", "tool_calls": [
-            {"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 1, "action": "claim"}},
-            {"name": "write_file", "arguments": {"path": "dana.txt", "content": "by dana\n"}},
-            {"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 2,
-                                                       "action": "complete"}}]},
-        {"when": "restart", "text": "again", "tool_calls": [
-            {"name": "team_task_update", "arguments": {"task_id": "task-1", "expected_revision": 2,
-                                                       "action": "complete"}}]},
-        {"text": "done"},
-    ],
-}  # fmt: skip
+SCRIPT = one_member_team("restart")
 
 CREATION = ["worktree-recorded", "worktree-created", "member-started"]
 MERGE = ["merge-committed", "merge-intent", "ref-moved", "checkout-synced", "task-completed"]

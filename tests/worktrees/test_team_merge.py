@@ -18,48 +18,17 @@ from typing import Any
 import pytest
 
 from dsh_team.core.fold import replay
+from kit_worktree_teams import CONFLICTING_TEAM
 from wt_kit import git, lead_events, make_repo, records, run_team, write_profile, write_script
 
 pytestmark = pytest.mark.timeout_s(120)
-
-
-def member(name: str, task: str) -> list[dict[str, Any]]:
-    return [
-        {"text": "claim and edit", "tool_calls": [
-            {"name": "team_task_update", "arguments": {"task_id": task, "expected_revision": 1, "action": "claim"}},
-            {"name": "read_file", "arguments": {"path": "shared.txt"}},
-            {"name": "write_file", "arguments": {"path": "shared.txt", "content": f"{name}\n"}},
-            {"name": "write_file", "arguments": {"path": f"{name}.txt", "content": f"by {name}\n"}},
-            {"name": "team_task_update", "arguments": {"task_id": task, "expected_revision": 2,
-                                                       "action": "complete"}}]},
-        {"when": "main conflicts in", "text": "resolve the markers and complete again", "tool_calls": [
-            {"name": "read_file", "arguments": {"path": "shared.txt"}},
-            {"name": "write_file", "arguments": {"path": "shared.txt", "content": f"{name}\n"}},
-            {"name": "team_task_update", "arguments": {"task_id": task, "expected_revision": 2,
-                                                       "action": "complete"}}]},
-        {"text": "done"},
-    ]  # fmt: skip
-
-
-SCRIPT = {
-    "lead": [
-        {"text": "plan", "tool_calls": [
-            {"name": "team_task_create", "arguments": {"subject": "alice edits", "description": "d"}},
-            {"name": "team_task_create", "arguments": {"subject": "bob edits", "description": "d"}},
-            {"name": "spawn_teammate", "arguments": {"name": "alice", "description": "a", "prompt": "task-1"}},
-            {"name": "spawn_teammate", "arguments": {"name": "bob", "description": "b", "prompt": "task-2"}}]},
-        {"text": "waiting"},
-    ],
-    "alice": member("alice", "task-1"),
-    "bob": member("bob", "task-2"),
-}  # fmt: skip
 
 
 async def test_same_file_one_merges_one_conflicts_resolves_and_merges(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     base = git(repo, "rev-parse", "main")
     data = tmp_path / "data"
-    lead_id = await run_team(data, repo, write_script(tmp_path, SCRIPT), write_profile(tmp_path))
+    lead_id = await run_team(data, repo, write_script(tmp_path, CONFLICTING_TEAM), write_profile(tmp_path))
 
     state = replay(lead_events(data, lead_id), lead_id)
     assert state.failure is None

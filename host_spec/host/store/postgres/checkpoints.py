@@ -92,6 +92,3 @@ class PostgresCheckpoints:
         _checked(name, 0)
         row = self._run(_LOAD, (session_id, name))
         return None if row is None else (int(row[0]), bytes(row[1]))
-
-    def close(self) -> None:
-        """Nothing to close: no connection outlives a call (kept for the store's own ``close``)."""

@@ -300,4 +300,3 @@ class PostgresStore:
         """Stop renewing leases and close the connections (open logs should be closed first)."""
         self.leases.close()
         self.link.close()
-        self.checkpoints.close()
